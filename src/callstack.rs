@@ -1,0 +1,224 @@
+//! Stacks and their statistics, as data.
+//!
+//! A captured stack ([`Callstack`]) is raw instruction pointers; a [`StackStats`] is what the
+//! profiler knows about one stack at report time: its symbolized [`Frame`]s (inlined frames
+//! expanded), unbiased estimates of allocated, freed and retained bytes and counts, the raw
+//! sample counts behind them, the lifetime histogram of its freed allocations and the age of its
+//! retained bytes. Reports are rendered from these values; nobody has to parse report text.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use crate::histogram::MillisHistogram;
+
+pub use crate::capture::MAX_FRAMES;
+
+/// Raw instruction pointers of one stack, innermost first (at most `NF`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Callstack<const NF: usize> {
+    frames: [u64; NF],
+    len: usize,
+}
+
+/// The callstack type the profiler uses.
+pub type StdCallstack = Callstack<MAX_FRAMES>;
+
+impl<const NF: usize> Callstack<NF> {
+    /// A stack from raw addresses (extra addresses are cut off).
+    pub fn from_ips(ips: &[usize]) -> Self {
+        let mut frames = [0u64; NF];
+        let len = ips.len().min(NF);
+        for (d, s) in frames.iter_mut().zip(ips) {
+            *d = *s as u64;
+        }
+        Self { frames, len }
+    }
+
+    /// A stack from an unresolved `backtrace::Backtrace` (0.3.0 compatibility).
+    pub fn from_backtrace_unresolved(bt: &backtrace::Backtrace) -> Self {
+        let ips: Vec<usize> = bt.frames().iter().map(|f| f.ip() as usize).collect();
+        Self::from_ips(&ips)
+    }
+
+    /// The addresses, innermost first.
+    pub fn ips(&self) -> &[u64] {
+        self.frames.get(..self.len).unwrap_or(&[])
+    }
+
+    /// A stable 64-bit hash of the addresses.
+    pub fn compute_hash(&self) -> u64 {
+        let mut h = crate::tables::AddrHasher::default();
+        self.ips().hash(&mut h);
+        h.finish()
+    }
+}
+
+/// Which figure ranks stacks.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Hash)]
+pub enum Measurement {
+    /// Total bytes allocated since start (churn).
+    AllocatedBytes,
+    /// Bytes still allocated (what the program holds now).
+    RetainedBytes,
+}
+
+impl Measurement {
+    /// `"allocated"` or `"retained"`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Measurement::AllocatedBytes => "allocated",
+            Measurement::RetainedBytes => "retained",
+        }
+    }
+}
+
+/// One symbolized frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The instruction pointer this frame was resolved from (shared by inlined frames).
+    pub ip: usize,
+    /// Demangled function name (never shortened), or `module+0xoffset` when unknown.
+    pub function: String,
+    /// Source file, when debug info has it.
+    pub file: Option<String>,
+    /// Source line, when debug info has it.
+    pub line: Option<u32>,
+    /// Whether the function was inlined into the next frame of the same `ip`.
+    pub inlined: bool,
+    /// Path of the module (executable or shared library) holding `ip`.
+    pub module: Option<String>,
+}
+
+impl Frame {
+    /// Inlined `::poll` glue of async code (`<... as Future>::poll`, `GenFuture`, ...), hidden
+    /// in reports: the async functions around it say where the allocation comes from.
+    pub fn is_poll_glue(&self) -> bool {
+        self.inlined
+            && (self.function.ends_with("::poll")
+                || self.function.contains("as core::future::future::Future>::poll")
+                || self.function.contains("GenFuture"))
+    }
+
+    /// Allocator plumbing between the program and the profiler (`__rust_alloc` and friends),
+    /// which says nothing about who allocated.
+    pub fn is_noise(&self) -> bool {
+        let f = self.function.strip_prefix("__rustc::").unwrap_or(&self.function);
+        f.starts_with("__rust_alloc")
+            || f.starts_with("__rust_realloc")
+            || f.starts_with("__rust_dealloc")
+            || f.starts_with("__rg_")
+            || f.starts_with("__rdl_")
+            || f.starts_with("<ying_profiler::")
+            || f.starts_with("ying_profiler::")
+    }
+
+    /// `file:line` when known.
+    pub fn location(&self) -> Option<String> {
+        let file = self.file.as_ref()?;
+        Some(match self.line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.clone(),
+        })
+    }
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.function)?;
+        if let Some(loc) = self.location() {
+            write!(f, " ({loc})")?;
+        }
+        if self.inlined {
+            f.write_str(" [inlined]")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the profiler knows about one stack. Byte and count figures are unbiased estimates
+/// (exact when the sample interval is 1).
+#[derive(Debug, Clone)]
+pub struct StackStats {
+    /// Estimated bytes allocated at this stack since start (realloc growth included).
+    pub allocated_bytes: u64,
+    /// Estimated number of allocations at this stack since start.
+    pub num_allocations: u64,
+    /// Estimated bytes freed.
+    pub freed_bytes: u64,
+    /// Estimated number of frees.
+    pub num_frees: u64,
+    /// Estimated bytes still retained.
+    pub retained_bytes: u64,
+    /// Estimated number of allocations still retained.
+    pub retained_count: u64,
+    /// Samples taken at this stack (raw, unweighted).
+    pub samples: u64,
+    /// Of those, samples still live.
+    pub live_samples: u64,
+    /// Symbolized frames, innermost first, inlined frames expanded. See
+    /// [`StackStats::display_frames`] for the filtered view reports use.
+    pub frames: Vec<Frame>,
+    /// Lifetimes of the freed allocations (weighted counts).
+    pub lifetimes: MillisHistogram,
+    /// Age of the retained bytes (weighted by bytes).
+    pub retained_age: MillisHistogram,
+    /// The raw stack.
+    pub stack: StdCallstack,
+}
+
+impl StackStats {
+    /// Estimated retained bytes (0.3.0 name).
+    pub fn retained_profiled_bytes(&self) -> u64 {
+        self.retained_bytes
+    }
+
+    /// The figure that `m` ranks by.
+    pub fn measure(&self, m: Measurement) -> u64 {
+        match m {
+            Measurement::AllocatedBytes => self.allocated_bytes,
+            Measurement::RetainedBytes => self.retained_bytes,
+        }
+    }
+
+    /// The frames reports show: allocator plumbing and inlined `::poll` glue hidden; with
+    /// `expand` every inlined frame, otherwise one frame per address (the innermost one left).
+    pub fn display_frames(&self, expand: bool) -> Vec<&Frame> {
+        let mut out: Vec<&Frame> = Vec::new();
+        let mut last_ip = None;
+        for f in self.frames.iter() {
+            if f.is_noise() || f.is_poll_glue() {
+                continue;
+            }
+            if !expand && last_ip == Some(f.ip) {
+                continue;
+            }
+            last_ip = Some(f.ip);
+            out.push(f);
+        }
+        // Leading plumbing only: once the program's frames start, keep everything.
+        out
+    }
+
+    /// A human-readable block (0.3.0 signature): figures, histogram and frames.
+    pub fn rich_report(
+        &self,
+        _profiler: &crate::YingProfiler,
+        with_filenames: bool,
+        expand_frame: bool,
+    ) -> String {
+        let mut s = crate::report::text::stack_block(self, None, with_filenames, expand_frame);
+        if s.ends_with('\n') {
+            s.pop();
+        }
+        s
+    }
+
+    /// One folded-stack line (`root;...;leaf value`) weighted by `measurement` (0.3.0 name).
+    pub fn dtrace_report(
+        &self,
+        _profiler: &crate::YingProfiler,
+        measurement: Measurement,
+    ) -> String {
+        crate::report::folded::line(self, measurement, false)
+    }
+}

@@ -1,0 +1,1056 @@
+//! Ying's settings: the `YING_*` environment variables, typed, documented and leniently parsed.
+//!
+//! Ying is configured only through environment variables, because its usual host is a program
+//! it knows nothing about (it is injected with `LD_PRELOAD`), which has no other channel to
+//! carry settings in.
+//!
+//! # Why parsing never fails
+//!
+//! A profiler must never break or stop the host program because of a typo. An unparsable or
+//! out-of-range value therefore yields exactly one warning line, naming the variable, the value,
+//! what is wrong with it and the default used instead, and the rest of the configuration still
+//! applies:
+//!
+//! ```text
+//! ying: warning: YING_TOP_K=0 is invalid (must be at least 1); using 20
+//! ```
+//!
+//! A `YING_*` variable that is not in the table (usually a misspelling) gets one warning too,
+//! listing the known names, so that a setting which silently did nothing is noticed. Variables
+//! starting with `YING_TEST_` or `YING_EXAMPLE_`, and `YING_BLESS`, belong to Ying's own tests
+//! and examples and are ignored. Warnings are returned, not printed: the caller decides where
+//! they go (the preload shim writes them to stderr without allocating through itself).
+//!
+//! # Why one table
+//!
+//! Every variable is one entry of a private table holding its name, its default as text, its
+//! meaning, and the code that parses it into its [`Config`] field. [`VARIABLES`] (and thus the
+//! README table made by [`Config::markdown_table`]) is copied from that table at compile time,
+//! so a variable cannot be parsed without being documented or documented without being parsed;
+//! the tests check that each documented default parses to [`Config::default`]'s value.
+//!
+//! The environment step uses `envy`: the known `YING_*` variables are deserialized into a
+//! private struct whose fields are all `Option<String>`, so `envy` itself never rejects a value;
+//! each field is then converted by [`parse_bool`], [`parse_bytes`] or an integer parser, and
+//! checked against its range.
+
+use std::fmt::{self, Write as _};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// The prefix every Ying variable starts with.
+const PREFIX: &str = "YING_";
+
+/// The largest sampling interval accepted: 1 TiB.
+const MAX_SAMPLE_INTERVAL: u64 = 1 << 40;
+
+/// Every setting, typed.
+///
+/// Fields are in the order of [`VARIABLES`], which documents each one; [`Config::default`] gives
+/// the value used when a variable is unset or invalid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `YING_ENABLED`: whether to profile at all.
+    pub enabled: bool,
+    /// `YING_ONLY_EXE`: profile only executables with this file name (the basename of
+    /// `/proc/self/exe`); `None` profiles every program.
+    pub only_exe: Option<String>,
+    /// `YING_SAMPLE_INTERVAL_BYTES`: mean bytes allocated between samples, `1..=2^40`.
+    pub sample_interval_bytes: u64,
+    /// `YING_SEED`: seed of the sampling generators; `None` seeds from the clock.
+    pub seed: Option<u64>,
+    /// `YING_MEASURE_ALLOCATED_NOT_RETAINED`: rank by bytes allocated instead of retained.
+    pub measure_allocated_not_retained: bool,
+    /// `YING_REPORTING_PATH`: directory reports are written to; never empty.
+    pub reporting_path: PathBuf,
+    /// `YING_REPORT_AT_EXIT`: write a final report when the program exits.
+    pub report_at_exit: bool,
+    /// `YING_CHECK_INTERVAL_SECS`: seconds between periodic checks, `0..=31_536_000`; 0 means
+    /// no periodic reports and no background thread.
+    pub check_interval_secs: u64,
+    /// `YING_REPORT_PCT_CHANGE_TRIGGER`: percent change since the last report that makes a
+    /// periodic check write a report, `0..=1_000_000`.
+    pub report_pct_change_trigger: u64,
+    /// `YING_GEN_FLAMEGRAPHS`: write an SVG flamegraph with each report.
+    pub gen_flamegraphs: bool,
+    /// `YING_EXPAND_FRAMES`: show inlined functions as frames of their own.
+    pub expand_frames: bool,
+    /// `YING_TOP_K`: stacks listed in each text report, `1..=100_000`.
+    pub top_k: usize,
+    /// `YING_MAX_ALLOC_BYTES`: single requests of at least this many bytes are refused,
+    /// `1..=u64::MAX`.
+    pub max_alloc_bytes: u64,
+    /// `YING_MAX_STACKS`: distinct stacks kept before new ones are folded into one
+    /// `[stack table full]` entry, `16..=10_000_000`.
+    pub max_stacks: usize,
+}
+
+impl Default for Config {
+    /// The defaults documented in [`VARIABLES`].
+    fn default() -> Self {
+        Config {
+            enabled: true,
+            only_exe: None,
+            sample_interval_bytes: 512 * 1024,
+            seed: None,
+            measure_allocated_not_retained: false,
+            reporting_path: PathBuf::from("ying-profiles"),
+            report_at_exit: true,
+            check_interval_secs: 300,
+            report_pct_change_trigger: 10,
+            gen_flamegraphs: true,
+            expand_frames: false,
+            top_k: 20,
+            max_alloc_bytes: 64 << 30,
+            max_stacks: 100_000,
+        }
+    }
+}
+
+/// One row of the variables table: what the README documents for one `YING_*` variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VarDoc {
+    /// The variable's full name, e.g. `YING_TOP_K`.
+    pub name: &'static str,
+    /// The default as text, itself a valid value of the variable, or `unset` for a variable
+    /// whose default is to be absent. Warnings quote it after "using".
+    pub default: &'static str,
+    /// One sentence of README prose: what the variable does, its unit and its special values.
+    pub meaning: &'static str,
+}
+
+/// Every `YING_*` variable, one row per [`Config`] field, in README order: whether and what to
+/// profile, then how to sample, then where, when and what to report, then safety limits.
+pub const VARIABLES: &[VarDoc] = &docs(&FIELDS);
+
+/// Parses a value (already trimmed) into its field of a [`Config`].
+type Setter = fn(&mut Config, &str) -> Result<(), String>;
+
+/// One variable: its documentation, where `envy` put its value, and how to parse that value.
+struct Field {
+    doc: VarDoc,
+    raw: fn(&Raw) -> Option<&String>,
+    set: Setter,
+}
+
+/// The single source of truth: every variable, in README order.
+const FIELDS: [Field; 14] = [
+    Field {
+        doc: VarDoc {
+            name: "YING_ENABLED",
+            default: "true",
+            meaning: "Whether to profile at all; `false` makes Ying a pass-through that samples \
+                      nothing and writes no reports.",
+        },
+        raw: |r| r.enabled.as_ref(),
+        set: |c, v| {
+            c.enabled = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_ONLY_EXE",
+            default: "unset",
+            meaning: "Profile only executables with this file name (the last component of \
+                      `/proc/self/exe`, e.g. `my-server`, without any `/`) and pass through in \
+                      all others; unset or empty profiles every program.",
+        },
+        raw: |r| r.only_exe.as_ref(),
+        set: |c, v| {
+            c.only_exe = parse_exe_name(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_SAMPLE_INTERVAL_BYTES",
+            default: "524288",
+            meaning: "Mean bytes allocated between samples, from 1 to 1TiB; 1 records every \
+                      allocation (exact, slow), larger values cost less and see less, and \
+                      KiB/MiB/GiB/TiB suffixes are accepted.",
+        },
+        raw: |r| r.sample_interval_bytes.as_ref(),
+        set: |c, v| {
+            c.sample_interval_bytes = byte_size_in(v, 1, MAX_SAMPLE_INTERVAL)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_SEED",
+            default: "unset",
+            meaning: "Seed of the random sampling points, any integer from 0 to \
+                      18446744073709551615, to make runs repeatable; unset or empty seeds from \
+                      the clock.",
+        },
+        raw: |r| r.seed.as_ref(),
+        set: |c, v| {
+            c.seed = if v.is_empty() { None } else { Some(uint_in(v, 0, u64::MAX)?) };
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_MEASURE_ALLOCATED_NOT_RETAINED",
+            default: "false",
+            meaning: "Rank stacks by bytes allocated since the start, freed or not, instead of \
+                      by bytes still retained, to find churn rather than leaks.",
+        },
+        raw: |r| r.measure_allocated_not_retained.as_ref(),
+        set: |c, v| {
+            c.measure_allocated_not_retained = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_REPORTING_PATH",
+            default: "ying-profiles",
+            meaning: "Directory the reports are written to, relative to the program's working \
+                      directory unless absolute; it must not be empty.",
+        },
+        raw: |r| r.reporting_path.as_ref(),
+        set: |c, v| {
+            if v.is_empty() {
+                return Err(NumError::Empty.to_string());
+            }
+            c.reporting_path = PathBuf::from(v);
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_REPORT_AT_EXIT",
+            default: "true",
+            meaning: "Write a final report when the program exits.",
+        },
+        raw: |r| r.report_at_exit.as_ref(),
+        set: |c, v| {
+            c.report_at_exit = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_CHECK_INTERVAL_SECS",
+            default: "300",
+            meaning: "Seconds between periodic checks of the measured total, from 0 to 31536000 \
+                      (one year); 0 turns periodic reports off and starts no background thread.",
+        },
+        raw: |r| r.check_interval_secs.as_ref(),
+        set: |c, v| {
+            c.check_interval_secs = uint_in(v, 0, 31_536_000)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_REPORT_PCT_CHANGE_TRIGGER",
+            default: "10",
+            meaning: "A periodic check writes a report only if the measured total changed by at \
+                      least this many percent (0 to 1000000) since the last report; 0 reports at \
+                      every check.",
+        },
+        raw: |r| r.report_pct_change_trigger.as_ref(),
+        set: |c, v| {
+            c.report_pct_change_trigger = uint_in(v, 0, 1_000_000)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_GEN_FLAMEGRAPHS",
+            default: "true",
+            meaning: "Write an SVG flamegraph next to each text report.",
+        },
+        raw: |r| r.gen_flamegraphs.as_ref(),
+        set: |c, v| {
+            c.gen_flamegraphs = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_EXPAND_FRAMES",
+            default: "false",
+            meaning: "Show every inlined function as a frame of its own in reports, instead of \
+                      one frame per return address.",
+        },
+        raw: |r| r.expand_frames.as_ref(),
+        set: |c, v| {
+            c.expand_frames = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_TOP_K",
+            default: "20",
+            meaning: "Number of stacks listed in each text report, from 1 to 100000, largest \
+                      first.",
+        },
+        raw: |r| r.top_k.as_ref(),
+        set: |c, v| {
+            c.top_k = to_usize(uint_in(v, 1, 100_000)?)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_MAX_ALLOC_BYTES",
+            default: "64GiB",
+            meaning: "A single allocation request of at least this many bytes (1 or more, \
+                      KiB/MiB/GiB/TiB suffixes accepted) is refused with a null pointer and its \
+                      stack printed to stderr, to catch runaway sizes.",
+        },
+        raw: |r| r.max_alloc_bytes.as_ref(),
+        set: |c, v| {
+            c.max_alloc_bytes = byte_size_in(v, 1, u64::MAX)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_MAX_STACKS",
+            default: "100000",
+            meaning: "Distinct stacks kept, from 16 to 10000000, before samples at new stacks \
+                      are folded into one `[stack table full]` entry, bounding Ying's own memory.",
+        },
+        raw: |r| r.max_stacks.as_ref(),
+        set: |c, v| {
+            c.max_stacks = to_usize(uint_in(v, 16, 10_000_000)?)?;
+            Ok(())
+        },
+    },
+];
+
+/// Copies the documentation out of the field table, at compile time.
+const fn docs<const N: usize>(fields: &[Field; N]) -> [VarDoc; N] {
+    let mut out = [VarDoc { name: "", default: "", meaning: "" }; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = fields[i].doc;
+        i += 1;
+    }
+    out
+}
+
+/// The known variables as `envy` sees them: prefix stripped, lower-cased. Every field is a
+/// string, so that deserialization cannot fail on a bad value; the field parsers judge values.
+#[derive(Debug, Deserialize)]
+struct Raw {
+    enabled: Option<String>,
+    only_exe: Option<String>,
+    sample_interval_bytes: Option<String>,
+    seed: Option<String>,
+    measure_allocated_not_retained: Option<String>,
+    reporting_path: Option<String>,
+    report_at_exit: Option<String>,
+    check_interval_secs: Option<String>,
+    report_pct_change_trigger: Option<String>,
+    gen_flamegraphs: Option<String>,
+    expand_frames: Option<String>,
+    top_k: Option<String>,
+    max_alloc_bytes: Option<String>,
+    max_stacks: Option<String>,
+}
+
+impl Config {
+    /// Reads the process environment (only `YING_*` variables; nothing else is looked at).
+    ///
+    /// Returns the configuration and the warning lines, without trailing newlines, each either
+    /// `ying: warning: YING_X=<value> is invalid (<why>); using <default>` or
+    /// `ying: warning: YING_FOO is not a Ying variable (known: ...)`. Never panics, even on an
+    /// environment holding names or values that are not UTF-8: a non-UTF-8 value of a Ying
+    /// variable is reported as invalid and its default used.
+    #[must_use = "the warnings should be shown to the user"]
+    pub fn from_env() -> (Config, Vec<String>) {
+        // Not `envy::prefixed(..).from_env()`: that reads `std::env::vars()`, which panics if
+        // any variable at all (Ying's or not) is not valid UTF-8.
+        let mut warnings = Vec::new();
+        let mut vars = Vec::new();
+        for (name, value) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if !name.starts_with(PREFIX) {
+                continue;
+            }
+            match value.into_string() {
+                Ok(value) => vars.push((name, value)),
+                Err(value) => match FIELDS.iter().find(|f| f.doc.name == name) {
+                    Some(field) => warnings.push(invalid_warning(
+                        field,
+                        &value.to_string_lossy(),
+                        "not valid UTF-8",
+                    )),
+                    // Unknown or ignored names: the value does not matter.
+                    None => vars.push((name, value.to_string_lossy().into_owned())),
+                },
+            }
+        }
+        let (config, more) = Self::from_vars(vars);
+        warnings.extend(more);
+        (config, warnings)
+    }
+
+    /// Like [`Config::from_env`], from an explicit list of `(name, value)` pairs instead of the
+    /// process environment; pairs whose name does not start with `YING_` are skipped.
+    ///
+    /// If a name occurs more than once, the last value wins. Warnings for unknown variables
+    /// come first, in input order, then warnings for invalid values, in [`VARIABLES`] order.
+    #[must_use = "the warnings should be shown to the user"]
+    pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> (Config, Vec<String>) {
+        let mut warnings = Vec::new();
+        let mut known: Vec<(String, String)> = Vec::new();
+        for (name, value) in vars {
+            if !name.starts_with(PREFIX) || is_ignored(&name) {
+                continue;
+            }
+            if FIELDS.iter().any(|f| f.doc.name == name) {
+                known.retain(|(n, _)| *n != name);
+                known.push((name, value));
+            } else {
+                warnings.push(unknown_warning(&name));
+            }
+        }
+        // Only exact known names reach envy, which would otherwise also accept other spellings
+        // (it lower-cases names, and strips the prefix repeatedly).
+        let (config, more) = from_raw(envy::prefixed(PREFIX).from_iter::<_, Raw>(known));
+        warnings.extend(more);
+        (config, warnings)
+    }
+
+    /// The README table of [`VARIABLES`]: a header `| Variable | Default | Meaning |`, the
+    /// separator `|---|---|---|`, then one row per variable, name in backticks, e.g.
+    /// ``| `YING_TOP_K` | 20 | Number of stacks ... |``; ends with a newline.
+    #[must_use]
+    pub fn markdown_table() -> String {
+        let mut out = String::from("| Variable | Default | Meaning |\n|---|---|---|\n");
+        for v in VARIABLES {
+            // Writing to a String cannot fail.
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} |",
+                v.name,
+                table_cell(v.default),
+                table_cell(v.meaning)
+            );
+        }
+        out
+    }
+}
+
+/// Converts what `envy` produced into a configuration, collecting one warning per bad value.
+fn from_raw(raw: Result<Raw, envy::Error>) -> (Config, Vec<String>) {
+    let mut config = Config::default();
+    let raw = match raw {
+        Ok(raw) => raw,
+        Err(e) => {
+            let why = one_line(&e.to_string());
+            return (
+                config,
+                vec![format!(
+                    "ying: warning: could not read {PREFIX}* variables ({why}); using defaults"
+                )],
+            );
+        }
+    };
+    let mut warnings = Vec::new();
+    for field in &FIELDS {
+        let Some(value) = (field.raw)(&raw) else { continue };
+        if let Err(why) = (field.set)(&mut config, value.trim()) {
+            warnings.push(invalid_warning(field, value, &why));
+        }
+    }
+    (config, warnings)
+}
+
+/// Variables that start with `YING_` but belong to Ying's tests and examples.
+fn is_ignored(name: &str) -> bool {
+    name.starts_with("YING_TEST_") || name.starts_with("YING_EXAMPLE_") || name == "YING_BLESS"
+}
+
+fn invalid_warning(field: &Field, value: &str, why: &str) -> String {
+    format!(
+        "ying: warning: {}={} is invalid ({}); using {}",
+        field.doc.name,
+        one_line(value),
+        why,
+        field.doc.default
+    )
+}
+
+fn unknown_warning(name: &str) -> String {
+    let known: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
+    format!(
+        "ying: warning: {} is not a Ying variable (known: {})",
+        one_line(name),
+        known.join(", ")
+    )
+}
+
+/// Text from the environment made safe for a single warning line: control characters escaped,
+/// and very long text shortened.
+fn one_line(s: &str) -> String {
+    const MAX_CHARS: usize = 200;
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == MAX_CHARS {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Escapes the one character that would break a markdown table row.
+fn table_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// Why a number (or byte size) did not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NumError {
+    Empty,
+    Negative,
+    Fraction,
+    NotANumber,
+    TooLarge,
+    Suffix(String),
+}
+
+impl fmt::Display for NumError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NumError::Empty => f.write_str("empty"),
+            NumError::Negative => f.write_str("must not be negative"),
+            NumError::Fraction => f.write_str("not a whole number"),
+            NumError::NotANumber => f.write_str("not a number"),
+            NumError::TooLarge => f.write_str("too large"),
+            NumError::Suffix(s) => write!(f, "unknown size suffix \"{}\"", one_line(s)),
+        }
+    }
+}
+
+/// Splits trimmed text into its leading ASCII digits and the rest, rejecting text that has no
+/// leading digits.
+fn split_number(s: &str) -> Result<(u64, &str), NumError> {
+    if s.is_empty() {
+        return Err(NumError::Empty);
+    }
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, rest) = s.split_at(end);
+    if digits.is_empty() {
+        let after_sign = s.strip_prefix('-').unwrap_or("");
+        return Err(if after_sign.starts_with(|c: char| c.is_ascii_digit()) {
+            NumError::Negative
+        } else {
+            NumError::NotANumber
+        });
+    }
+    if rest.starts_with('.') {
+        return Err(NumError::Fraction);
+    }
+    // Only ASCII digits remain, so the only possible failure is overflow.
+    let n = digits.parse::<u64>().map_err(|_| NumError::TooLarge)?;
+    Ok((n, rest))
+}
+
+/// A plain non-negative integer.
+fn parse_uint(s: &str) -> Result<u64, NumError> {
+    let (n, rest) = split_number(s.trim())?;
+    if rest.is_empty() { Ok(n) } else { Err(NumError::NotANumber) }
+}
+
+/// A byte size, see [`parse_bytes`].
+fn parse_size(s: &str) -> Result<u64, NumError> {
+    let (n, rest) = split_number(s.trim())?;
+    let suffix = rest.strip_prefix(' ').unwrap_or(rest);
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(NumError::Suffix(suffix.to_string())),
+    };
+    n.checked_mul(1 << shift).ok_or(NumError::TooLarge)
+}
+
+/// Parses a byte size: a plain integer, or one with a binary suffix, e.g. `512`, `64KiB`, `64k`,
+/// `1 MiB`, `2G`.
+///
+/// The suffixes are K/KB/KiB, M/MB/MiB, G/GB/GiB and T/TB/TiB, in any case, all binary
+/// multiples (`K` = 1024), optionally after a single space. Surrounding whitespace is ignored.
+///
+/// # Errors
+///
+/// A short reason (e.g. `too large`, `unknown size suffix "X"`) for empty text, a negative
+/// number, a fraction, any other suffix, or a size above `u64::MAX`.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+/// Parses a boolean: `true`/`false`, `1`/`0`, `yes`/`no` or `on`/`off`, in any case, ignoring
+/// surrounding whitespace.
+///
+/// # Errors
+///
+/// A short reason (`empty` or `expected true/false/1/0`) for anything else.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        "" => Err(NumError::Empty.to_string()),
+        _ => Err("expected true/false/1/0".to_string()),
+    }
+}
+
+/// An executable's file name; empty means unset.
+fn parse_exe_name(s: &str) -> Result<Option<String>, String> {
+    if s.is_empty() {
+        Ok(None)
+    } else if s.contains('/') {
+        Err("must be a file name without '/'".to_string())
+    } else {
+        Ok(Some(s.to_string()))
+    }
+}
+
+/// An integer within `min..=max`.
+fn uint_in(s: &str, min: u64, max: u64) -> Result<u64, String> {
+    in_range(parse_uint(s), min, max, false)
+}
+
+/// A byte size within `min..=max`.
+fn byte_size_in(s: &str, min: u64, max: u64) -> Result<u64, String> {
+    in_range(parse_size(s), min, max, true)
+}
+
+fn in_range(n: Result<u64, NumError>, min: u64, max: u64, bytes: bool) -> Result<u64, String> {
+    match n {
+        Ok(n) if n < min => Err(format!("must be at least {}", limit(min, bytes))),
+        Ok(n) if n > max => Err(format!("must be at most {}", limit(max, bytes))),
+        Ok(n) => Ok(n),
+        Err(NumError::TooLarge) if max < u64::MAX => {
+            Err(format!("must be at most {}", limit(max, bytes)))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A range limit as text; a byte size that is a whole number of KiB or more also in binary
+/// units, e.g. `1099511627776 (1TiB)`.
+fn limit(n: u64, bytes: bool) -> String {
+    const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    if bytes && n != 0 {
+        for (shift, unit) in UNITS {
+            if n.trailing_zeros() >= shift {
+                return format!("{n} ({}{unit})", n >> shift);
+            }
+        }
+    }
+    n.to_string()
+}
+
+fn to_usize(n: u64) -> Result<usize, String> {
+    usize::try_from(n).map_err(|_| NumError::TooLarge.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+    }
+
+    fn parse(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
+        Config::from_vars(vars(pairs))
+    }
+
+    /// A valid, non-default value for every variable, and the config they make.
+    fn all_set() -> (Vec<(&'static str, &'static str)>, Config) {
+        let pairs = vec![
+            ("YING_ENABLED", "false"),
+            ("YING_ONLY_EXE", "my-server"),
+            ("YING_SAMPLE_INTERVAL_BYTES", "64KiB"),
+            ("YING_SEED", "18446744073709551615"),
+            ("YING_MEASURE_ALLOCATED_NOT_RETAINED", "yes"),
+            ("YING_REPORTING_PATH", "/var/tmp/profiles"),
+            ("YING_REPORT_AT_EXIT", "0"),
+            ("YING_CHECK_INTERVAL_SECS", "0"),
+            ("YING_REPORT_PCT_CHANGE_TRIGGER", "1000000"),
+            ("YING_GEN_FLAMEGRAPHS", "OFF"),
+            ("YING_EXPAND_FRAMES", "True"),
+            ("YING_TOP_K", "100000"),
+            ("YING_MAX_ALLOC_BYTES", "1 TiB"),
+            ("YING_MAX_STACKS", "16"),
+        ];
+        let config = Config {
+            enabled: false,
+            only_exe: Some("my-server".to_string()),
+            sample_interval_bytes: 65536,
+            seed: Some(u64::MAX),
+            measure_allocated_not_retained: true,
+            reporting_path: PathBuf::from("/var/tmp/profiles"),
+            report_at_exit: false,
+            check_interval_secs: 0,
+            report_pct_change_trigger: 1_000_000,
+            gen_flamegraphs: false,
+            expand_frames: true,
+            top_k: 100_000,
+            max_alloc_bytes: 1 << 40,
+            max_stacks: 16,
+        };
+        (pairs, config)
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        let (config, warnings) = parse(&[]);
+        assert_eq!(config, Config::default());
+        assert!(warnings.is_empty());
+        // Variables without the prefix are not looked at.
+        let (config, warnings) = parse(&[("PATH", "/bin"), ("ENABLED", "nonsense")]);
+        assert_eq!(config, Config::default());
+        assert!(warnings.is_empty());
+        let d = Config::default();
+        assert!(d.enabled && d.report_at_exit && d.gen_flamegraphs);
+        assert!(!d.measure_allocated_not_retained && !d.expand_frames);
+        assert_eq!(d.sample_interval_bytes, 524_288);
+        assert_eq!(d.reporting_path, PathBuf::from("ying-profiles"));
+        assert_eq!((d.check_interval_secs, d.report_pct_change_trigger), (300, 10));
+        assert_eq!(d.max_alloc_bytes, 68_719_476_736);
+        assert_eq!((d.top_k, d.max_stacks), (20, 100_000));
+        assert_eq!((d.seed, d.only_exe), (None, None));
+    }
+
+    #[test]
+    fn every_variable_set_to_a_valid_value() {
+        let (pairs, expected) = all_set();
+        let (config, warnings) = parse(&pairs);
+        assert_eq!(warnings, Vec::<String>::new());
+        assert_eq!(config, expected);
+    }
+
+    #[test]
+    fn each_variable_reaches_its_own_field() {
+        // Catches a `Raw` field whose name does not match its variable.
+        let (pairs, _) = all_set();
+        let names: Vec<&str> = pairs.iter().map(|(n, _)| *n).collect();
+        let documented: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
+        assert_eq!(names, documented);
+        for pair in pairs {
+            let (config, warnings) = parse(&[pair]);
+            assert!(warnings.is_empty(), "{pair:?}: {warnings:?}");
+            assert_ne!(config, Config::default(), "{pair:?} changed nothing");
+        }
+    }
+
+    #[test]
+    fn values_are_trimmed() {
+        let (config, warnings) = parse(&[
+            ("YING_TOP_K", " 42\t"),
+            ("YING_ENABLED", "  off "),
+            ("YING_REPORTING_PATH", " out "),
+            ("YING_SAMPLE_INTERVAL_BYTES", "\n1 MiB "),
+        ]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(config.top_k, 42);
+        assert!(!config.enabled);
+        assert_eq!(config.reporting_path, PathBuf::from("out"));
+        assert_eq!(config.sample_interval_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn each_kind_of_bad_value_warns_once_and_uses_the_default() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            ("YING_ENABLED", "maybe", "expected true/false/1/0", "true"),
+            ("YING_ENABLED", "", "empty", "true"),
+            ("YING_GEN_FLAMEGRAPHS", "2", "expected true/false/1/0", "true"),
+            ("YING_EXPAND_FRAMES", " ", "empty", "false"),
+            ("YING_SAMPLE_INTERVAL_BYTES", "lots", "not a number", "524288"),
+            ("YING_SAMPLE_INTERVAL_BYTES", "-5", "must not be negative", "524288"),
+            ("YING_SAMPLE_INTERVAL_BYTES", "0", "must be at least 1", "524288"),
+            (
+                "YING_SAMPLE_INTERVAL_BYTES",
+                "2TiB",
+                "must be at most 1099511627776 (1TiB)",
+                "524288",
+            ),
+            ("YING_SAMPLE_INTERVAL_BYTES", "5XB", "unknown size suffix \"XB\"", "524288"),
+            ("YING_SAMPLE_INTERVAL_BYTES", "1.5M", "not a whole number", "524288"),
+            ("YING_SAMPLE_INTERVAL_BYTES", "", "empty", "524288"),
+            ("YING_CHECK_INTERVAL_SECS", "31536001", "must be at most 31536000", "300"),
+            (
+                "YING_CHECK_INTERVAL_SECS",
+                "99999999999999999999999",
+                "must be at most 31536000",
+                "300",
+            ),
+            ("YING_CHECK_INTERVAL_SECS", "5m", "not a number", "300"),
+            ("YING_CHECK_INTERVAL_SECS", "-1", "must not be negative", "300"),
+            ("YING_REPORT_PCT_CHANGE_TRIGGER", "1000001", "must be at most 1000000", "10"),
+            ("YING_REPORT_PCT_CHANGE_TRIGGER", "2.5", "not a whole number", "10"),
+            ("YING_TOP_K", "0", "must be at least 1", "20"),
+            ("YING_TOP_K", "100001", "must be at most 100000", "20"),
+            ("YING_TOP_K", "+5", "not a number", "20"),
+            ("YING_MAX_STACKS", "15", "must be at least 16", "100000"),
+            ("YING_MAX_STACKS", "10000001", "must be at most 10000000", "100000"),
+            ("YING_MAX_ALLOC_BYTES", "0", "must be at least 1", "64GiB"),
+            ("YING_MAX_ALLOC_BYTES", "99999999999TiB", "too large", "64GiB"),
+            ("YING_MAX_ALLOC_BYTES", "18446744073709551616", "too large", "64GiB"),
+            ("YING_MAX_ALLOC_BYTES", "1  MiB", "unknown size suffix \" MiB\"", "64GiB"),
+            ("YING_SEED", "abc", "not a number", "unset"),
+            ("YING_SEED", "-1", "must not be negative", "unset"),
+            ("YING_SEED", "18446744073709551616", "too large", "unset"),
+            ("YING_REPORTING_PATH", "", "empty", "ying-profiles"),
+            ("YING_REPORTING_PATH", "   ", "empty", "ying-profiles"),
+            ("YING_ONLY_EXE", "/usr/bin/app", "must be a file name without '/'", "unset"),
+        ];
+        for &(name, value, why, default) in cases {
+            let (config, warnings) = parse(&[(name, value)]);
+            let expected =
+                format!("ying: warning: {name}={value} is invalid ({why}); using {default}");
+            assert_eq!(warnings, vec![expected], "{name}={value:?}");
+            assert_eq!(config, Config::default(), "{name}={value:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_value_leaves_the_other_settings_alone() {
+        let (config, warnings) =
+            parse(&[("YING_TOP_K", "many"), ("YING_ENABLED", "no"), ("YING_MAX_STACKS", "7")]);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("ying: warning: YING_TOP_K=many is invalid"));
+        assert!(warnings[1].starts_with("ying: warning: YING_MAX_STACKS=7 is invalid"));
+        assert_eq!(config, Config { enabled: false, ..Config::default() });
+    }
+
+    #[test]
+    fn warnings_stay_on_one_line() {
+        let (_, warnings) = parse(&[("YING_TOP_K", "1\n2")]);
+        assert_eq!(
+            warnings,
+            vec!["ying: warning: YING_TOP_K=1\\n2 is invalid (not a number); using 20".to_string()]
+        );
+        let long = "x".repeat(10_000);
+        let (_, warnings) = parse(&[("YING_SEED", &long)]);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].len() < 400, "{}", warnings[0]);
+        assert!(!warnings[0].contains('\n'));
+    }
+
+    #[test]
+    fn empty_options_are_unset_without_warning() {
+        let (config, warnings) = parse(&[("YING_ONLY_EXE", ""), ("YING_SEED", " ")]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!((config.only_exe, config.seed), (None, None));
+        let (config, _) = parse(&[("YING_SEED", "0")]);
+        assert_eq!(config.seed, Some(0));
+    }
+
+    #[test]
+    fn the_last_of_repeated_variables_wins() {
+        let (config, warnings) = parse(&[("YING_TOP_K", "5"), ("YING_TOP_K", "7")]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(config.top_k, 7);
+    }
+
+    #[test]
+    fn parse_bytes_accepts_integers_and_binary_suffixes() {
+        assert_eq!(parse_bytes("512"), Ok(512));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("64KiB"), Ok(64 * 1024));
+        assert_eq!(parse_bytes("64k"), Ok(64 * 1024));
+        assert_eq!(parse_bytes("64KB"), Ok(64 * 1024));
+        assert_eq!(parse_bytes("1 MiB"), Ok(1 << 20));
+        assert_eq!(parse_bytes("3mb"), Ok(3 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert_eq!(parse_bytes("64gib"), Ok(64 << 30));
+        assert_eq!(parse_bytes("1TiB"), Ok(1 << 40));
+        assert_eq!(parse_bytes("5 t"), Ok(5 << 40));
+        assert_eq!(parse_bytes(" 7 "), Ok(7));
+        assert_eq!(parse_bytes("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_bytes("16777215TiB"), Ok(16_777_215 << 40));
+    }
+
+    #[test]
+    fn parse_bytes_rejects_everything_else() {
+        assert_eq!(parse_bytes("99999999999TiB"), Err("too large".to_string()));
+        assert_eq!(parse_bytes("16777216TiB"), Err("too large".to_string()));
+        assert_eq!(parse_bytes("18446744073709551616"), Err("too large".to_string()));
+        assert_eq!(parse_bytes("1.5M"), Err("not a whole number".to_string()));
+        assert_eq!(parse_bytes("-1"), Err("must not be negative".to_string()));
+        assert_eq!(parse_bytes(""), Err("empty".to_string()));
+        assert_eq!(parse_bytes("  "), Err("empty".to_string()));
+        assert_eq!(parse_bytes("MiB"), Err("not a number".to_string()));
+        assert_eq!(parse_bytes("-"), Err("not a number".to_string()));
+        assert_eq!(parse_bytes("12PiB"), Err("unknown size suffix \"PiB\"".to_string()));
+        assert_eq!(parse_bytes("12B"), Err("unknown size suffix \"B\"".to_string()));
+        assert_eq!(parse_bytes("1_000"), Err("unknown size suffix \"_000\"".to_string()));
+        assert!(parse_bytes("1  MiB").is_err());
+        assert!(parse_bytes("1e6").is_err());
+        assert!(parse_bytes("0x10").is_err());
+    }
+
+    #[test]
+    fn parse_bool_variants() {
+        for s in ["true", "TRUE", "True", "1", "yes", "Yes", "on", "ON", " true "] {
+            assert_eq!(parse_bool(s), Ok(true), "{s:?}");
+        }
+        for s in ["false", "FALSE", "0", "no", "NO", "off", "Off", "\tfalse"] {
+            assert_eq!(parse_bool(s), Ok(false), "{s:?}");
+        }
+        for s in ["2", "maybe", "t", "f", "y", "n", "enabled", "01", "-1"] {
+            assert_eq!(parse_bool(s), Err("expected true/false/1/0".to_string()), "{s:?}");
+        }
+        assert_eq!(parse_bool(""), Err("empty".to_string()));
+    }
+
+    #[test]
+    fn unknown_ying_variables_warn_and_test_variables_are_ignored() {
+        let known = VARIABLES.iter().map(|v| v.name).collect::<Vec<_>>().join(", ");
+        let (config, warnings) = parse(&[
+            ("YING_FOO", "1"),
+            ("YING_TEST_WHATEVER", "x"),
+            ("YING_EXAMPLE_ROUNDS", "3"),
+            ("YING_BLESS", "1"),
+            ("YING_TOPK", "5"),
+        ]);
+        assert_eq!(config, Config::default());
+        assert_eq!(
+            warnings,
+            vec![
+                format!("ying: warning: YING_FOO is not a Ying variable (known: {known})"),
+                format!("ying: warning: YING_TOPK is not a Ying variable (known: {known})"),
+            ]
+        );
+        assert!(known.starts_with("YING_ENABLED, YING_ONLY_EXE, "));
+        assert!(known.ends_with(", YING_MAX_STACKS"));
+    }
+
+    #[test]
+    fn only_exact_names_are_applied() {
+        // envy alone would lower-case these and strip the prefix twice.
+        let (config, warnings) =
+            parse(&[("YING_top_k", "5"), ("YING_YING_TOP_K", "6"), ("ying_top_k", "7")]);
+        assert_eq!(config, Config::default());
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("ying: warning: YING_top_k is not a Ying variable"));
+        assert!(warnings[1].starts_with("ying: warning: YING_YING_TOP_K is not a Ying variable"));
+    }
+
+    #[test]
+    fn unknown_and_invalid_warnings_together() {
+        let (config, warnings) =
+            parse(&[("YING_TOP_K", "x"), ("YING_NOPE", ""), ("YING_SEED", "9")]);
+        assert_eq!(config, Config { seed: Some(9), ..Config::default() });
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("ying: warning: YING_NOPE is not a Ying variable"));
+        assert_eq!(warnings[1], "ying: warning: YING_TOP_K=x is invalid (not a number); using 20");
+    }
+
+    #[test]
+    fn envy_failure_falls_back_to_defaults() {
+        let (config, warnings) = from_raw(Err(envy::Error::Custom("boom".to_string())));
+        assert_eq!(config, Config::default());
+        assert_eq!(
+            warnings,
+            vec![
+                "ying: warning: could not read YING_* variables (boom); using defaults".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn from_env_reads_the_process_environment() {
+        // The environment is only read, never changed: its YING_* variables (normally none)
+        // must give the same result as passing them explicitly.
+        let ours: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter(|(k, _)| k.starts_with(PREFIX))
+            .collect();
+        assert_eq!(Config::from_env(), Config::from_vars(ours));
+    }
+
+    #[test]
+    fn variables_have_one_unique_row_per_field_in_documented_order() {
+        let names: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
+        // The README order: whether and what to profile, how to sample, where/when/what to
+        // report, then safety limits. Same order as the fields of `Config`.
+        assert_eq!(
+            names,
+            [
+                "YING_ENABLED",
+                "YING_ONLY_EXE",
+                "YING_SAMPLE_INTERVAL_BYTES",
+                "YING_SEED",
+                "YING_MEASURE_ALLOCATED_NOT_RETAINED",
+                "YING_REPORTING_PATH",
+                "YING_REPORT_AT_EXIT",
+                "YING_CHECK_INTERVAL_SECS",
+                "YING_REPORT_PCT_CHANGE_TRIGGER",
+                "YING_GEN_FLAMEGRAPHS",
+                "YING_EXPAND_FRAMES",
+                "YING_TOP_K",
+                "YING_MAX_ALLOC_BYTES",
+                "YING_MAX_STACKS",
+            ]
+        );
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        // One row per field: a Config literal must name all 14 fields (checked by the
+        // compiler in `all_set`), and each row sets a different one.
+        assert_eq!(VARIABLES.len(), 14);
+        for v in VARIABLES {
+            assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
+            assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
+            assert!(!v.default.is_empty(), "{}", v.name);
+            assert!(v.meaning.ends_with('.'), "{}", v.name);
+            assert!(!v.meaning.contains("  "), "{}: {}", v.name, v.meaning);
+        }
+    }
+
+    #[test]
+    fn markdown_table_lists_every_variable() {
+        let table = Config::markdown_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(table.ends_with('\n'));
+        assert_eq!(lines.len(), 2 + VARIABLES.len());
+        assert_eq!(lines[0], "| Variable | Default | Meaning |");
+        assert_eq!(lines[1], "|---|---|---|");
+        for (line, v) in lines[2..].iter().zip(VARIABLES) {
+            assert_eq!(*line, format!("| `{}` | {} | {} |", v.name, v.default, v.meaning));
+        }
+        assert!(lines[2].starts_with("| `YING_ENABLED` | true | "));
+    }
+
+    #[test]
+    fn documented_defaults_agree_with_config_default() {
+        // Start from a config where every field differs from its default, then apply each
+        // row's default text with that row's own parser.
+        let (_, mut config) = all_set();
+        for field in &FIELDS {
+            let text = if field.doc.default == "unset" { "" } else { field.doc.default };
+            assert_eq!((field.set)(&mut config, text), Ok(()), "{}", field.doc.name);
+        }
+        assert_eq!(config, Config::default());
+        // And each default text is accepted as a value, silently.
+        let defaults: Vec<(&str, &str)> = VARIABLES
+            .iter()
+            .filter(|v| v.default != "unset")
+            .map(|v| (v.name, v.default))
+            .collect();
+        assert_eq!(parse(&defaults), (Config::default(), Vec::new()));
+    }
+}

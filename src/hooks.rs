@@ -1,0 +1,458 @@
+//! The allocation hooks shared by both front ends (the `#[global_allocator]` type and the
+//! `LD_PRELOAD` shim). A front end supplies a [`Host`] (where its per-thread state lives, how it
+//! learns about thread exit, which frames are its own) and the real allocator calls as closures.
+//!
+//! The unsampled paths ([`on_alloc`], [`on_free`]) are `#[inline(always)]` and do only this: read
+//! the thread's block, compare, subtract, call the real allocator, add to the thread's own
+//! counter slot. No lock, no syscall, no allocation, no panic, `errno` untouched. Everything else
+//! (first call on a thread, re-entrant calls from profiler code, a sample, a giant request, a free
+//! the filter cannot reject, a thread that is exiting) goes to a `#[cold]` slow path.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::capture::{MAX_FRAMES, capture};
+use crate::sampler::{self, Weight};
+use crate::tables::{self, Record};
+use crate::thread_state::{STATUS_DEAD, STATUS_LIVE, STATUS_NEW, ThreadState};
+use crate::totals;
+
+/// What a front end provides to the hooks.
+pub trait Host: 'static {
+    /// The calling thread's state, or null when it cannot be reached (thread teardown).
+    fn thread_state() -> *const ThreadState;
+    /// Arranges for [`thread_exit`] to run with this state when the calling thread ends.
+    fn register_thread_exit(ts: &ThreadState);
+    /// Whether `frame` is the front end's own code (its allocation entry points); captured
+    /// stacks drop everything up to the last such frame near the top.
+    fn is_entry_frame(frame: &backtrace::Frame) -> bool;
+}
+
+/// Sampling settings read by the slow paths. Atomics so the shim can set them at start-up and
+/// `const` so the `#[global_allocator]` static can embed them.
+#[derive(Debug)]
+pub struct Settings {
+    /// Mean bytes between samples (`R`); 1 samples every allocation.
+    pub(crate) sample_interval: AtomicU64,
+    /// Requests of at least this many bytes are refused.
+    pub(crate) max_alloc_bytes: AtomicU64,
+    /// Seed for the per-thread generators (used when `seeded`).
+    pub(crate) seed: AtomicU64,
+    /// Whether `seed` was set; otherwise each thread seeds from the clock.
+    pub(crate) seeded: AtomicBool,
+    /// When false, nothing is sampled (totals are still exact).
+    pub(crate) enabled: AtomicBool,
+}
+
+/// Default refusal limit for a single request: 64 GiB.
+pub const DEFAULT_MAX_ALLOC_BYTES: u64 = 64 * 1024 * 1024 * 1024;
+
+impl Settings {
+    /// Settings with the given interval and limit, sampling enabled, clock-seeded.
+    pub const fn new(sample_interval: u64, max_alloc_bytes: u64) -> Self {
+        Self {
+            sample_interval: AtomicU64::new(if sample_interval == 0 { 1 } else { sample_interval }),
+            max_alloc_bytes: AtomicU64::new(max_alloc_bytes),
+            seed: AtomicU64::new(0),
+            seeded: AtomicBool::new(false),
+            enabled: AtomicBool::new(true),
+        }
+    }
+    /// Mean sampling interval in bytes.
+    pub fn sample_interval(&self) -> u64 {
+        self.sample_interval.load(Ordering::Relaxed).max(1)
+    }
+    /// Sets the mean sampling interval (threads pick it up at their next sample).
+    pub fn set_sample_interval(&self, bytes: u64) {
+        self.sample_interval.store(bytes.max(1), Ordering::Relaxed);
+    }
+    /// The giant-allocation limit.
+    pub fn max_alloc_bytes(&self) -> u64 {
+        self.max_alloc_bytes.load(Ordering::Relaxed)
+    }
+    /// Sets the giant-allocation limit.
+    pub fn set_max_alloc_bytes(&self, bytes: u64) {
+        self.max_alloc_bytes.store(bytes.max(1), Ordering::Relaxed);
+    }
+    /// Sets the seed of the per-thread generators (threads set up afterwards use it).
+    pub fn set_seed(&self, seed: u64) {
+        self.seed.store(seed, Ordering::Relaxed);
+        self.seeded.store(true, Ordering::Relaxed);
+    }
+    /// Distinct stacks kept before new ones are folded into one overflow entry (process-wide).
+    pub fn set_max_stacks(&self, n: usize) {
+        tables::MAX_STACKS.store(n.max(16) as u64, Ordering::Relaxed);
+    }
+    /// Turns sampling on or off.
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+    }
+    /// Whether sampling is on.
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+}
+
+/// Threads set up so far (gives each a distinct generator stream for a fixed seed).
+static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
+
+/// Draws the next countdown and stores it as the thread's budget (countdown minus one).
+/// Capped just below the giant limit so that a giant request always reaches the slow path.
+fn redraw(ts: &ThreadState, set: &Settings) {
+    if !set.enabled() {
+        ts.budget.set(set.max_alloc_bytes().saturating_sub(1));
+        return;
+    }
+    let mut rng = ts.rng.get();
+    let cd = sampler::draw_countdown(&mut rng, set.sample_interval());
+    ts.rng.set(rng);
+    let cap = set.max_alloc_bytes().max(1);
+    ts.budget.set(cd.min(cap) - 1);
+}
+
+fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
+    let ordinal = THREAD_ORDINAL.fetch_add(1, Ordering::Relaxed);
+    let seed = if set.seeded.load(Ordering::Relaxed) {
+        set.seed.load(Ordering::Relaxed)
+    } else {
+        crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
+    };
+    ts.rng.set(sampler::seed_for(seed, ordinal));
+    redraw(ts, set);
+    ts.status.set(STATUS_LIVE);
+    let slot = totals::claim();
+    {
+        // Registering the exit callback may allocate (TLS destructor lists, pthread keys).
+        let _g = ts.enter();
+        H::register_thread_exit(ts);
+    }
+    ts.slot.set(slot);
+    // Without a slot, the thread keeps taking the slow path and counts in the shared slot.
+}
+
+/// Called by the front end when a thread ends: its slot returns to the pool and later calls on
+/// this thread (other destructors, libc's own frees) use the shared counters without sampling.
+pub fn thread_exit(ts: &ThreadState) {
+    let slot = if ts.guarded() { ts.parked_slot.get() } else { ts.slot.get() };
+    ts.status.set(STATUS_DEAD);
+    ts.slot.set(0);
+    ts.parked_slot.set(0);
+    totals::release(slot);
+}
+
+/// `fork` child: only the calling thread survives; every other slot is free again and the
+/// tables' locks (taken by [`fork_prepare`]) are released.
+pub fn fork_child(ts: *const ThreadState) {
+    tables::unlock_all_after_fork();
+    // SAFETY: a non-null pointer from the host is the calling thread's live state block.
+    let slot = unsafe { ts.as_ref() }
+        .map(|t| if t.guarded() { t.parked_slot.get() } else { t.slot.get() })
+        .unwrap_or(0);
+    totals::release_all_but(slot);
+}
+
+/// `fork` prepare: takes every profiler lock.
+pub fn fork_prepare() {
+    tables::lock_all_for_fork();
+}
+
+/// `fork` parent: releases every profiler lock.
+pub fn fork_parent() {
+    tables::unlock_all_after_fork();
+}
+
+/// Allocation hook. `size` is the request, `real` performs it, `counted` gives the bytes to
+/// count for a returned block (its request in Rust, its usable size in the shim).
+#[inline(always)]
+pub fn on_alloc<H: Host>(
+    set: &Settings,
+    size: usize,
+    real: impl FnOnce() -> *mut u8,
+    counted: impl Fn(*mut u8) -> usize,
+) -> *mut u8 {
+    let tsp = H::thread_state();
+    // SAFETY: a non-null pointer from the host is the calling thread's live state block.
+    if let Some(ts) = unsafe { tsp.as_ref() } {
+        let slot = ts.slot.get();
+        let budget = ts.budget.get();
+        if slot != 0 && (size as u64) < budget {
+            ts.budget.set(budget - size as u64 - 1);
+            let p = real();
+            if !p.is_null() {
+                totals::add_alloc(slot, counted(p));
+            }
+            return p;
+        }
+    }
+    alloc_slow::<H>(set, tsp, size, real, counted)
+}
+
+#[cold]
+#[inline(never)]
+fn alloc_slow<H: Host>(
+    set: &Settings,
+    tsp: *const ThreadState,
+    size: usize,
+    real: impl FnOnce() -> *mut u8,
+    counted: impl Fn(*mut u8) -> usize,
+) -> *mut u8 {
+    // SAFETY: as in `on_alloc`.
+    let Some(ts) = (unsafe { tsp.as_ref() }) else {
+        if size as u64 >= set.max_alloc_bytes() {
+            tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
+            return std::ptr::null_mut();
+        }
+        let p = real();
+        if !p.is_null() {
+            totals::add_alloc_shared(counted(p));
+        }
+        return p;
+    };
+    if ts.guarded() {
+        let p = real();
+        if !p.is_null() {
+            totals::add_internal(counted(p));
+        }
+        return p;
+    }
+    if ts.status.get() == STATUS_NEW {
+        init_thread::<H>(ts, set);
+    }
+    if size as u64 >= set.max_alloc_bytes() {
+        refuse_giant::<H>(ts, size, set.max_alloc_bytes());
+        return std::ptr::null_mut();
+    }
+    let slot = ts.slot.get();
+    if ts.status.get() != STATUS_LIVE || slot == 0 {
+        // Exiting thread, or no slot: exact totals only.
+        let p = real();
+        if !p.is_null() {
+            totals::add_alloc_shared(counted(p));
+        }
+        return p;
+    }
+    let budget = ts.budget.get();
+    if (size as u64) < budget {
+        ts.budget.set(budget - size as u64 - 1);
+        let p = real();
+        if !p.is_null() {
+            totals::add_alloc(slot, counted(p));
+        }
+        return p;
+    }
+    redraw(ts, set);
+    let p = real();
+    if p.is_null() {
+        return p;
+    }
+    totals::add_alloc(slot, counted(p));
+    record_sample::<H>(ts, p as usize, size as u64, set.sample_interval());
+    p
+}
+
+/// Captures the stack and records a sampled block (the caller holds no profiler lock).
+#[inline(never)]
+fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, interval: u64) {
+    let _g = ts.enter();
+    let mut ips = [0usize; MAX_FRAMES];
+    let n = capture::<H>(&mut ips);
+    let w = sampler::weight(size, interval);
+    let born_ns = crate::clock::now_ns();
+    let stack = tables::STACKS.lock().add_sample(ips.get(..n).unwrap_or(&[]), w);
+    tables::insert_live(ptr, Record { stack, size, weight: w, born_ns });
+}
+
+fn retire(rec: Record) {
+    let lifetime_ms = crate::clock::now_ns().saturating_sub(rec.born_ns) as f64 / 1e6;
+    tables::STACKS.lock().free_sample(rec.stack, rec.weight, lifetime_ms);
+}
+
+/// Free hook, called *before* the real free. `counted` is the block's counted size.
+#[inline(always)]
+pub fn on_free<H: Host>(ptr: *mut u8, counted: usize) {
+    let tsp = H::thread_state();
+    // SAFETY: as in `on_alloc`.
+    if let Some(ts) = unsafe { tsp.as_ref() } {
+        let slot = ts.slot.get();
+        if slot != 0 && !crate::filter::may_contain(ptr as usize) {
+            totals::add_free(slot, counted);
+            return;
+        }
+    }
+    free_slow::<H>(tsp, ptr, counted)
+}
+
+#[cold]
+#[inline(never)]
+fn free_slow<H: Host>(tsp: *const ThreadState, ptr: *mut u8, counted: usize) {
+    // SAFETY: as in `on_alloc`.
+    let Some(ts) = (unsafe { tsp.as_ref() }) else {
+        totals::add_free_shared(counted);
+        return;
+    };
+    if ts.guarded() {
+        totals::sub_internal(counted);
+        return;
+    }
+    let slot = ts.slot.get();
+    if slot != 0 {
+        totals::add_free(slot, counted);
+    } else {
+        totals::add_free_shared(counted);
+    }
+    if crate::filter::may_contain(ptr as usize) {
+        let _g = ts.enter();
+        if let Some(rec) = tables::take_live(ptr as usize) {
+            retire(rec);
+        }
+    }
+}
+
+/// Reallocation hook. `old_counted` is the old block's counted size (0 when `old` is null);
+/// `real` performs the reallocation. A sampled block keeps its stack and birth time under its
+/// new address (one long-lived allocation); a failed reallocation keeps the old record; a
+/// reallocation to zero bytes that frees the block (C `realloc(p, 0)`) retires it.
+#[inline(always)]
+pub fn on_realloc<H: Host>(
+    set: &Settings,
+    old: *mut u8,
+    old_counted: usize,
+    new_size: usize,
+    real: impl FnOnce() -> *mut u8,
+    counted: impl Fn(*mut u8) -> usize,
+) -> *mut u8 {
+    let tsp = H::thread_state();
+    // SAFETY: as in `on_alloc`.
+    if let Some(ts) = unsafe { tsp.as_ref() } {
+        let slot = ts.slot.get();
+        let growth = new_size.saturating_sub(old_counted) as u64;
+        let budget = ts.budget.get();
+        if slot != 0
+            && new_size != 0
+            && (new_size as u64) < set.max_alloc_bytes()
+            && growth < budget
+            && !crate::filter::may_contain(old as usize)
+        {
+            let p = real();
+            if !p.is_null() {
+                ts.budget.set(budget - growth);
+                totals::add_free(slot, old_counted);
+                totals::add_alloc(slot, counted(p));
+            }
+            return p;
+        }
+    }
+    realloc_slow::<H>(set, tsp, old, old_counted, new_size, real, counted)
+}
+
+#[cold]
+#[inline(never)]
+fn realloc_slow<H: Host>(
+    set: &Settings,
+    tsp: *const ThreadState,
+    old: *mut u8,
+    old_counted: usize,
+    new_size: usize,
+    real: impl FnOnce() -> *mut u8,
+    counted: impl Fn(*mut u8) -> usize,
+) -> *mut u8 {
+    // SAFETY: as in `on_alloc`.
+    let ts = unsafe { tsp.as_ref() };
+    if let Some(ts) = ts {
+        if ts.guarded() {
+            let p = real();
+            if !p.is_null() {
+                totals::sub_internal(old_counted);
+                totals::add_internal(counted(p));
+            } else if new_size == 0 {
+                totals::sub_internal(old_counted);
+            }
+            return p;
+        }
+        if ts.status.get() == STATUS_NEW {
+            init_thread::<H>(ts, set);
+        }
+    }
+    if new_size as u64 >= set.max_alloc_bytes() {
+        match ts {
+            Some(ts) => refuse_giant::<H>(ts, new_size, set.max_alloc_bytes()),
+            None => {
+                tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        return std::ptr::null_mut();
+    }
+    let slot = ts.map(|t| t.slot.get()).unwrap_or(0);
+    let live = ts.is_some_and(|t| t.status.get() == STATUS_LIVE) && slot != 0;
+    let take = |p: *mut u8| {
+        let _g = ts.map(|t| t.enter());
+        tables::take_live(p as usize)
+    };
+    let rec = if crate::filter::may_contain(old as usize) { take(old) } else { None };
+    let p = real();
+    let add_free = |b| if live { totals::add_free(slot, b) } else { totals::add_free_shared(b) };
+    let add_alloc = |b| if live { totals::add_alloc(slot, b) } else { totals::add_alloc_shared(b) };
+    if p.is_null() {
+        if new_size == 0 {
+            // C realloc(p, 0) freed the block.
+            add_free(old_counted);
+            if let Some(rec) = rec {
+                let _g = ts.map(|t| t.enter());
+                retire(rec);
+            }
+        } else if let Some(rec) = rec {
+            // Failure: the old block is still valid and still sampled.
+            let _g = ts.map(|t| t.enter());
+            tables::insert_live(old as usize, rec);
+        }
+        return p;
+    }
+    add_free(old_counted);
+    add_alloc(counted(p));
+    let interval = set.sample_interval();
+    if let Some(mut rec) = rec {
+        let _g = ts.map(|t| t.enter());
+        let w = sampler::weight(new_size as u64, interval);
+        tables::STACKS.lock().resize_sample(rec.stack, rec.weight, w);
+        rec.weight = w;
+        rec.size = new_size as u64;
+        tables::insert_live(p as usize, rec);
+        return p;
+    }
+    // An unsampled block grew: its growth takes its chance like fresh bytes would.
+    if let Some(ts) = ts.filter(|_| live) {
+        let growth = new_size.saturating_sub(old_counted) as u64;
+        let budget = ts.budget.get();
+        if growth < budget {
+            ts.budget.set(budget - growth);
+        } else {
+            redraw(ts, set);
+            record_sample::<H>(ts, p as usize, new_size as u64, interval);
+        }
+    }
+    p
+}
+
+/// Refuses a giant request: counts it and prints the stack that asked, as `ying:` lines.
+#[inline(never)]
+fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
+    tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
+    let _g = ts.enter();
+    let mut ips = [0usize; MAX_FRAMES];
+    let n = capture::<H>(&mut ips);
+    let mut out = format!(
+        "ying: refused a single allocation of {size} bytes (limit {limit} bytes, \
+         YING_MAX_ALLOC_BYTES); requested at:\n"
+    );
+    let frames = crate::symbolize::symbolize_stack(ips.get(..n).unwrap_or(&[]));
+    for f in frames.iter().filter(|f| !f.is_noise()) {
+        out.push_str("ying:   ");
+        out.push_str(&f.to_string());
+        out.push('\n');
+    }
+    crate::sys::write_stderr(out.as_bytes());
+}
+
+/// Weight of a sample at `size` for the current interval (exposed for tests and docs).
+pub fn sample_weight(set: &Settings, size: u64) -> Weight {
+    sampler::weight(size, set.sample_interval())
+}

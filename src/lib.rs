@@ -1,0 +1,143 @@
+//! Ying (鷹, eagle) is a sampling memory profiler for production programs. It tracks the memory
+//! each call stack **retains** as well as what it **allocates**, with stacks that stay readable
+//! for optimized and async Rust, and writes reports, flamegraphs, folded stacks and pprof
+//! profiles.
+//!
+//! Two front ends share one engine:
+//!
+//! * in Rust code, [`YingProfiler`] as the `#[global_allocator]`;
+//! * for any dynamically linked program, `LD_PRELOAD=libying.so ./app` (the `preload` package
+//!   of this repository), configured by `YING_*` environment variables ([`config`]).
+//!
+//! # How to use
+//!
+//! Set Ying as the global allocator, then turn on reporting with one line:
+//!
+//! ```no_run
+//! use ying_profiler::YingProfiler;
+//!
+//! #[global_allocator]
+//! static YING_ALLOC: YingProfiler = YingProfiler::default();
+//!
+//! fn main() {
+//!     YING_ALLOC.start_profiling();
+//!     // ... the rest of your program
+//! }
+//! ```
+//!
+//! There are three layers, and it is worth knowing which one you are using.
+//!
+//! **1. The allocator: collects, never reports.** The `#[global_allocator]` declaration makes
+//! Ying sample allocations. On its own it writes nothing and spawns no thread: it keeps its stats
+//! in memory and defers every call to [`std::alloc::System`].
+//!
+//! **2. [`utils::ProfilerRunner`]: decides how stats get reported** — how often to look
+//! (`check_interval_secs`), how much change is worth a report (`report_pct_change_trigger`),
+//! where output goes (`reporting_path`, created if missing), what to rank by
+//! (`measure_allocated_not_retained`), whether to draw flamegraphs (`gen_flamegraphs`) and
+//! whether to list inlined frames (`expand_frames`):
+//!
+//! ```no_run
+//! use ying_profiler::{utils::ProfilerRunnerBuilder, YingProfiler};
+//!
+//! #[global_allocator]
+//! static YING_ALLOC: YingProfiler = YingProfiler::default();
+//!
+//! fn main() {
+//!     let runner = ProfilerRunnerBuilder::default()
+//!         .check_interval_secs(60usize)
+//!         .report_pct_change_trigger(5usize)
+//!         .reporting_path("/var/log/ying")
+//!         .gen_flamegraphs(true)
+//!         .build()
+//!         .unwrap();
+//!     runner.spawn(&YING_ALLOC);
+//! }
+//! ```
+//!
+//! [`YingProfiler::start_profiling`] builds exactly one of these with the seed values (5 minute
+//! interval, 10 % trigger, flamegraphs on, retained memory, output to `ying-profiles`).
+//!
+//! **3. Reading stats directly**, when reports should follow your own signals:
+//! [`YingProfiler::top_k_stacks_by_retained`], [`YingProfiler::top_k_stacks_by_allocated`],
+//! [`YingProfiler::total_retained_bytes`], [`utils::gen_flamegraph`] for a one-off SVG and
+//! [`utils::write_report_now`] for a whole report set.
+//!
+//! ```
+//! use ying_profiler::YingProfiler;
+//!
+//! #[global_allocator]
+//! static YING_ALLOC: YingProfiler = YingProfiler::default();
+//!
+//! let kept: Vec<Vec<u8>> = (0..64).map(|_| vec![1u8; 64 * 1024]).collect();
+//! assert!(YingProfiler::total_retained_bytes() >= 4 << 20);
+//! for stack in YING_ALLOC.top_k_stacks_by_retained(3) {
+//!     println!("{} bytes retained at:", stack.retained_bytes);
+//!     for frame in stack.display_frames(false) {
+//!         println!("  {frame}");
+//!     }
+//! }
+//! drop(kept);
+//! ```
+//!
+//! # What the numbers mean
+//!
+//! Allocations are sampled by bytes: on average one sample per `R` bytes (512 KiB by default,
+//! as jemalloc and Go; `R = 1` records everything). Each sample carries the weight of the
+//! allocations it stands for, so every per-stack figure is an unbiased estimate of the truth.
+//! [`YingProfiler::total_retained_bytes`] is exact (not sampled) and excludes the profiler's own
+//! memory. A `realloc` keeps the block's original stack and birth time. Each stack also has a
+//! histogram of how long its freed allocations lived ([`histogram`]) and of the age of the
+//! bytes it still retains.
+//!
+//! # Giant allocations
+//!
+//! A single request of at least the limit (64 GiB by default; [`YingProfiler::new`]) is refused
+//! before anything is allocated, and the stack that asked is printed to stderr. Rust's
+//! infallible collections then abort the process through the allocation-error handler; C code
+//! under the shim gets `NULL` and `ENOMEM`.
+//!
+//! # Cost
+//!
+//! The unsampled path takes no lock, makes no syscall and never allocates: a thread-local
+//! countdown, a compare, a per-thread counter. Stacks are captured only for samples and are
+//! symbolized at report time.
+//!
+//! # Feature flags
+//!
+//! * `profile_spans` — records `tracing` span information with stacks (experimental).
+
+#![warn(missing_docs)]
+
+pub mod callstack;
+
+pub mod config;
+pub mod histogram;
+pub mod hooks;
+pub mod report;
+pub mod sampler;
+pub mod snapshot;
+pub mod thread_state;
+pub mod utils;
+
+mod capture;
+mod clock;
+mod filter;
+mod profiler;
+mod spin;
+mod symbolize;
+mod sys;
+mod tables;
+mod totals;
+
+pub use callstack::{Frame, Measurement, StackStats};
+pub use profiler::YingProfiler;
+pub use snapshot::Snapshot;
+pub use totals::Totals;
+
+#[doc(hidden)]
+pub mod __private {
+    //! Items the preload shim needs; not a public API.
+    pub use crate::symbolize::{Module, module_of, modules};
+    pub use crate::sys::{warn, write_stderr};
+}

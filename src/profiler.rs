@@ -1,0 +1,256 @@
+//! The `#[global_allocator]` front end: [`YingProfiler`] wraps [`System`] with the sampling hooks.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use crate::callstack::{Measurement, StackStats};
+use crate::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
+use crate::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
+use crate::snapshot::{self, Snapshot};
+use crate::thread_state::ThreadState;
+use crate::utils::{ProfileSource, ProfilerRunner};
+
+/// Ying is a memory profiling allocator wrapper. Ying is the Chinese word for an eagle.
+///
+/// Install it as the global allocator; it samples allocations (on average one per
+/// [`sample_interval`](YingProfiler::sample_interval) bytes) and forwards every call to
+/// [`System`]. See the [crate documentation](crate) for the whole picture.
+///
+/// A request of at least the giant limit (64 GiB by default) is refused before anything is
+/// allocated: its stack is printed to stderr and `null` is returned. For the infallible std
+/// collections a null return means Rust's allocation-error handler aborts the process, with the
+/// stack that asked printed just before.
+#[derive(Debug)]
+pub struct YingProfiler {
+    settings: Settings,
+}
+
+thread_local! {
+    static THREAD: ThreadState = const { ThreadState::new() };
+    static EXIT: ExitHook = const { ExitHook(Cell::new(std::ptr::null())) };
+}
+
+/// Runs [`hooks::thread_exit`] when the thread's TLS destructors run.
+struct ExitHook(Cell<*const ThreadState>);
+
+impl Drop for ExitHook {
+    fn drop(&mut self) {
+        // SAFETY: the pointer is this thread's `THREAD` block, which has no destructor and
+        // stays valid until the thread is gone.
+        if let Some(ts) = unsafe { self.0.get().as_ref() } {
+            hooks::thread_exit(ts);
+        }
+    }
+}
+
+/// The Rust front end's [`Host`].
+#[derive(Debug)]
+pub(crate) struct RustHost;
+
+impl Host for RustHost {
+    #[inline(always)]
+    fn thread_state() -> *const ThreadState {
+        THREAD.with(|t| t as *const ThreadState)
+    }
+
+    fn register_thread_exit(ts: &ThreadState) {
+        let _ = EXIT.try_with(|e| e.0.set(ts as *const ThreadState));
+    }
+
+    fn is_entry_frame(frame: &backtrace::Frame) -> bool {
+        let start = frame.symbol_address() as usize;
+        type A = unsafe fn(&YingProfiler, Layout) -> *mut u8;
+        type R = unsafe fn(&YingProfiler, *mut u8, Layout, usize) -> *mut u8;
+        start == <YingProfiler as GlobalAlloc>::alloc as A as usize
+            || start == <YingProfiler as GlobalAlloc>::alloc_zeroed as A as usize
+            || start == <YingProfiler as GlobalAlloc>::realloc as R as usize
+    }
+}
+
+impl YingProfiler {
+    /// The default profiler: 512 KiB mean sampling interval, 64 GiB giant limit.
+    #[allow(clippy::should_implement_trait)]
+    pub const fn default() -> Self {
+        Self { settings: Settings::new(DEFAULT_SAMPLE_INTERVAL_BYTES, DEFAULT_MAX_ALLOC_BYTES) }
+    }
+
+    /// A profiler sampling on average once per `sample_interval_bytes` bytes (1 = every
+    /// allocation) and refusing single requests of `single_alloc_limit` bytes or more.
+    ///
+    /// In 0.3.0 the first argument was "sample one allocation in N"; it is now a byte interval,
+    /// which weighs large allocations fairly and makes every figure an unbiased estimate.
+    pub const fn new(sample_interval_bytes: u32, single_alloc_limit: usize) -> Self {
+        Self { settings: Settings::new(sample_interval_bytes as u64, single_alloc_limit as u64) }
+    }
+
+    /// A copy of this profiler with another mean sampling interval in bytes.
+    pub const fn with_sample_interval(self, bytes: u64) -> Self {
+        let limit = self.settings.max_alloc_bytes.into_inner();
+        Self { settings: Settings::new(bytes, limit) }
+    }
+
+    /// The sampling settings (interval, giant limit, seed), adjustable at run time.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Mean bytes between samples.
+    pub fn sample_interval(&self) -> u64 {
+        self.settings.sample_interval()
+    }
+
+    /// Starts reporting with the seed's defaults: a check every 5 minutes, a report when
+    /// retained memory moved by 10 %, flamegraphs on, ranked by retained bytes, written to
+    /// `ying-profiles`. Returns the runner it spawned.
+    pub fn start_profiling(&'static self) -> ProfilerRunner {
+        let runner = ProfilerRunner::seed_defaults();
+        runner.spawn(self);
+        runner
+    }
+
+    /// Exact bytes the program retains right now (the profiler's own memory excluded).
+    pub fn total_retained_bytes() -> usize {
+        crate::totals::read().retained_bytes() as usize
+    }
+
+    /// Exact totals: bytes and counts allocated and freed, and the profiler's own memory.
+    pub fn totals() -> crate::Totals {
+        crate::totals::read()
+    }
+
+    /// Estimated bytes allocated since start, summed over sampled stacks.
+    pub fn profiled_bytes_allocated() -> usize {
+        Self::estimates().0 as usize
+    }
+
+    /// Estimated bytes retained, summed over sampled stacks.
+    pub fn profiled_bytes_retained() -> usize {
+        Self::estimates().1 as usize
+    }
+
+    fn estimates() -> (f64, f64) {
+        let ts = RustHost::thread_state();
+        // SAFETY: the calling thread's block.
+        let _g = unsafe { ts.as_ref() }.map(|t| t.enter());
+        let st = crate::tables::STACKS.lock();
+        st.entries.iter().fold((0.0, 0.0), |(a, r), e| (a + e.alloc_bytes, r + e.live_bytes))
+    }
+
+    /// Addresses in the symbol cache.
+    pub fn symbol_map_size(&self) -> usize {
+        self.guarded(crate::symbolize::cache_len)
+    }
+
+    /// Live sampled allocations.
+    pub fn num_outstanding_allocs(&self) -> usize {
+        self.guarded(crate::tables::live_len)
+    }
+
+    /// Distinct stacks seen.
+    pub fn num_stack_traces(&self) -> usize {
+        self.guarded(|| crate::tables::STACKS.lock().entries.len().saturating_sub(1))
+    }
+
+    fn guarded<T>(&self, f: impl FnOnce() -> T) -> T {
+        let ts = RustHost::thread_state();
+        // SAFETY: the calling thread's block.
+        let _g = unsafe { ts.as_ref() }.map(|t| t.enter());
+        f()
+    }
+
+    /// Everything the profiler knows right now.
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot::take::<RustHost>(self.sample_interval())
+    }
+
+    /// The `k` stacks with the most estimated allocated bytes.
+    pub fn top_k_stacks_by_allocated(&self, k: usize) -> Vec<StackStats> {
+        self.snapshot().top_k(k, Measurement::AllocatedBytes)
+    }
+
+    /// The `k` stacks with the most estimated retained bytes.
+    pub fn top_k_stacks_by_retained(&self, k: usize) -> Vec<StackStats> {
+        self.snapshot().top_k(k, Measurement::RetainedBytes)
+    }
+
+    /// Forgets every stack and live sample (exact totals are kept). For tests.
+    pub fn reset_state_for_testing_only(&self) {
+        self.guarded(crate::tables::clear)
+    }
+
+    /// Makes the calling thread's next allocation a sample. For tests.
+    pub fn testing_only_guarantee_next_sample(&self) {
+        let ts = RustHost::thread_state();
+        // SAFETY: the calling thread's block.
+        if let Some(t) = unsafe { ts.as_ref() } {
+            t.budget.set(0);
+        }
+    }
+}
+
+impl ProfileSource for YingProfiler {
+    fn snapshot(&self) -> Snapshot {
+        YingProfiler::snapshot(self)
+    }
+    fn enter_profiler_thread(&self) {
+        let ts = RustHost::thread_state();
+        // SAFETY: the calling thread's block.
+        if let Some(t) = unsafe { ts.as_ref() } {
+            t.enter_forever();
+        }
+    }
+    fn run_guarded(&self, f: &mut dyn FnMut()) {
+        self.guarded(f)
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's layout unchanged; the hooks only
+// observe pointers and sizes and never touch the memory, so `System`'s guarantees hold.
+unsafe impl GlobalAlloc for YingProfiler {
+    #[inline(never)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let size = layout.size();
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
+        let p = hooks::on_alloc::<RustHost>(
+            &self.settings,
+            size,
+            || unsafe { System.alloc(layout) },
+            |_| size,
+        );
+        // Keeps this frame on the stack (no tail call), so captures can find and drop it.
+        std::hint::black_box(p)
+    }
+
+    #[inline(never)]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let size = layout.size();
+        let p = hooks::on_alloc::<RustHost>(
+            &self.settings,
+            size,
+            // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
+            || unsafe { System.alloc_zeroed(layout) },
+            |_| size,
+        );
+        std::hint::black_box(p)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        hooks::on_free::<RustHost>(ptr, layout.size());
+        // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    #[inline(never)]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = hooks::on_realloc::<RustHost>(
+            &self.settings,
+            ptr,
+            layout.size(),
+            new_size,
+            // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+            || unsafe { System.realloc(ptr, layout, new_size) },
+            |_| new_size,
+        );
+        std::hint::black_box(p)
+    }
+}

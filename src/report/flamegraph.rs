@@ -1,0 +1,39 @@
+//! SVG flamegraphs rendered with `inferno` from the folded stacks: titled with what they
+//! measure and the process, bytes in tooltips, and a placeholder SVG when there is nothing to
+//! draw (inferno refuses empty input).
+
+use inferno::flamegraph::{self, Options, color::BasicPalette, color::Palette};
+
+use crate::callstack::Measurement;
+
+/// Renders `folded` (as produced by [`super::folded::render`]) into an SVG.
+pub fn render_svg(folded: &str, m: Measurement, title_suffix: &str) -> Result<Vec<u8>, String> {
+    let title = format!("Ying: {} bytes{}", m.label(), title_suffix);
+    if folded.trim().is_empty() {
+        return Ok(placeholder(&title).into_bytes());
+    }
+    let mut opts = Options::default();
+    opts.title = title;
+    opts.count_name = "bytes".to_string();
+    opts.colors = Palette::Basic(BasicPalette::Mem);
+    opts.subtitle = Some(format!("width = estimated {} bytes", m.label()));
+    opts.deterministic = true;
+    let mut out = Vec::new();
+    flamegraph::from_lines(&mut opts, folded.lines(), &mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn placeholder(title: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n\
+         <svg version=\"1.1\" width=\"1200\" height=\"80\" xmlns=\"http://www.w3.org/2000/svg\">\n\
+         <text x=\"600\" y=\"24\" text-anchor=\"middle\" font-size=\"17\">{}</text>\n\
+         <text x=\"600\" y=\"56\" text-anchor=\"middle\" font-size=\"14\">no samples yet: \
+         nothing was sampled at this sampling interval</text>\n</svg>\n",
+        xml_escape(title)
+    )
+}

@@ -1,0 +1,228 @@
+//! Turning a [`Snapshot`] into files people and tools can open.
+//!
+//! One dump writes a *report set*, every file with the same stem
+//! `ying.<exe>.<pid>.<seq>.<UTC yyyymmddThhmmssZ>`:
+//!
+//! | file | what |
+//! |---|---|
+//! | `.txt` | the human report ([`text`]) |
+//! | `.folded` | collapsed stacks, bytes as weights ([`folded`]) |
+//! | `.svg` | flamegraph of the folded stacks, when flamegraphs are on ([`flamegraph`]) |
+//! | `.pb.gz` | gzipped pprof heap profile with Go's four sample types ([`pprof`]) |
+//!
+//! Files are written atomically ([`files`]), so a reader never sees half a report.
+
+pub mod files;
+pub mod flamegraph;
+pub mod folded;
+pub mod pprof;
+pub mod text;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::callstack::Measurement;
+use crate::snapshot::Snapshot;
+
+/// Facts about the process that go into report headers and file names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportContext {
+    /// Process id.
+    pub pid: u32,
+    /// Path of the executable.
+    pub exe: String,
+    /// Resident set size in KiB (`VmRSS`).
+    pub rss_kib: Option<u64>,
+    /// Anonymous resident memory in KiB (`RssAnon`).
+    pub anon_rss_kib: Option<u64>,
+}
+
+impl ReportContext {
+    /// The context of the current process, read now.
+    pub fn current() -> Self {
+        let exe = std::fs::read_link("/proc/self/exe")
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "unknown".to_string());
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |name: &str| {
+            status.lines().find_map(|l| {
+                let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+                rest.split_whitespace().next()?.parse::<u64>().ok()
+            })
+        };
+        Self {
+            pid: std::process::id(),
+            exe,
+            rss_kib: field("VmRSS"),
+            anon_rss_kib: field("RssAnon"),
+        }
+    }
+
+    /// The executable's file name, safe for use in a path.
+    pub fn exe_name(&self) -> String {
+        files::sanitize_component(self.exe.rsplit('/').next().unwrap_or(&self.exe))
+    }
+}
+
+/// What a report set contains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// Rank stacks by allocated rather than retained bytes.
+    pub measurement: Measurement,
+    /// Stacks in the text report.
+    pub top_k: usize,
+    /// List inlined frames in the text report and flamegraph.
+    pub expand_frames: bool,
+    /// Also write the SVG flamegraph.
+    pub gen_flamegraphs: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            measurement: Measurement::RetainedBytes,
+            top_k: 20,
+            expand_frames: false,
+            gen_flamegraphs: true,
+        }
+    }
+}
+
+/// The files one dump wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportPaths {
+    /// The human report.
+    pub text: Option<PathBuf>,
+    /// Folded stacks.
+    pub folded: Option<PathBuf>,
+    /// The flamegraph.
+    pub svg: Option<PathBuf>,
+    /// The pprof profile.
+    pub pprof: Option<PathBuf>,
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Writes a full report set for `snap` into `dir` (created if missing). Every file is attempted;
+/// the first error is returned after the others were written.
+pub fn write_report_set(
+    snap: &Snapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &Path,
+) -> io::Result<ReportPaths> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let stem = format!(
+        "ying.{}.{}.{}.{}",
+        ctx.exe_name(),
+        ctx.pid,
+        seq,
+        utc_timestamp(snap.taken_at, false)
+    );
+    let mut paths = ReportPaths::default();
+    let mut first_err: Option<io::Error> = None;
+    let mut keep = |r: io::Result<PathBuf>, slot: &mut Option<PathBuf>| match r {
+        Ok(p) => *slot = Some(p),
+        Err(e) => {
+            if first_err.is_none() {
+                first_err = Some(e);
+            }
+        }
+    };
+    let m = opts.measurement;
+    let txt = text::render(snap, ctx, m, opts.top_k, opts.expand_frames);
+    keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
+    let fold = folded::render(&snap.stacks, m, opts.expand_frames);
+    keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
+    if opts.gen_flamegraphs {
+        let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
+        let svg = flamegraph::render_svg(&fold, m, &title)
+            .map_err(|e| io::Error::other(format!("flamegraph: {e}")));
+        keep(
+            svg.and_then(|b| files::write_atomic(dir, &format!("{stem}.svg"), &b)),
+            &mut paths.svg,
+        );
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(paths),
+    }
+}
+
+/// `12.3 MiB`-style sizes.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// `850ms` / `12.5s` / `3.2m` / `1.5h`.
+pub fn human_millis(ms: f64) -> String {
+    if !ms.is_finite() {
+        "n/a".to_string()
+    } else if ms < 1000.0 {
+        format!("{ms:.0}ms")
+    } else if ms < 60_000.0 {
+        format!("{:.1}s", ms / 1000.0)
+    } else if ms < 3_600_000.0 {
+        format!("{:.1}m", ms / 60_000.0)
+    } else {
+        format!("{:.1}h", ms / 3_600_000.0)
+    }
+}
+
+/// UTC time as `2026-12-02T11:30:11Z` (`extended`) or `20261202T113011Z` (file names: no `:`).
+pub fn utc_timestamp(t: SystemTime, extended: bool) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, mi, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    if extended {
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    } else {
+        format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_are_utc_and_colon_free_in_names() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_796_214_611); // 2026-12-02T11:50:11Z
+        assert_eq!(utc_timestamp(t, true), "2026-12-02T11:50:11Z");
+        assert_eq!(utc_timestamp(t, false), "20261202T115011Z");
+        assert_eq!(
+            utc_timestamp(UNIX_EPOCH + Duration::from_secs(951_782_400), true),
+            "2000-02-29T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(64 << 20), "64.0 MiB");
+        assert_eq!(human_millis(1500.0), "1.5s");
+    }
+}

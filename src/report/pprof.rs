@@ -1,0 +1,1145 @@
+//! Heap profiles in pprof's `profile.proto` format (`.pb.gz`).
+//!
+//! The format is defined by
+//! [`profile.proto`](https://github.com/google/pprof/blob/main/proto/profile.proto). It needs
+//! only three protobuf constructs — varints, length-delimited fields and packed repeated varints —
+//! so the encoder is written by hand here instead of pulling in a protobuf code generator.
+//!
+//! Format choices:
+//!
+//! * **Go's four heap sample types.** Every sample carries `alloc_objects/count`,
+//!   `alloc_space/bytes`, `inuse_objects/count` and `inuse_space/bytes`, in that order, with
+//!   `period_type = space/bytes` and `period` = the sampling interval in bytes. This is exactly the
+//!   shape of Go's `runtime/pprof` heap profile, so `go tool pprof`, Pyroscope, Parca, Grafana and
+//!   other backends recognise it as a heap profile and offer `-sample_index` to switch between
+//!   retained (`inuse_*`) and cumulative (`alloc_*`) views. `default_sample_type` is
+//!   `inuse_space`, the view a leak hunt starts with. Values are expected to be already scaled up
+//!   to estimates of the real (unsampled) totals, as profile.proto recommends.
+//! * **Sequential ids.** profile.proto only asks for unique non-zero ids, but Go's decoder has a
+//!   fast path (a dense table instead of a map) for ids `1..=n`, small ids are short varints, and
+//!   numbering in first-seen order keeps the output deterministic. Mapping `i` of
+//!   [`PprofProfile::mappings`] gets id `i + 1`.
+//! * **Inlined frames are extra lines of one location.** When the compiler inlines a callee,
+//!   a single machine address belongs to several source functions. profile.proto models this as
+//!   one `Location` (one address) with several `Line`s, innermost callee first and the real
+//!   (outermost) function last. pprof then shows the callees marked `(inline)`, charges flat
+//!   cost to the innermost one, and keeps address-based views (`-addresses`, `-disasm`,
+//!   re-symbolisation) correct; separate locations would pretend there were extra real calls.
+//! * **Deduplication.** Strings are interned (`string_table[0]` is `""`), functions are shared
+//!   by `(name, system_name, file)` and locations by `(address, mapping, lines)`, so samples that
+//!   pass through the same address share one `Location`. (Including the lines in the key only
+//!   matters if a caller gives one address two different symbolisations: both are kept instead
+//!   of silently dropping the second.)
+//! * **Determinism.** All tables are filled in first-seen order and looked up through
+//!   `BTreeMap`s, so the same profile always encodes to the same bytes.
+//!
+//! The encoder never panics: out-of-range mapping indices are treated as "no mapping", and every
+//! integer is representable on the wire.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+/// The four sample types, Go heap-profile style, as `(type, unit)` pairs; the order of
+/// [`PprofSample::values`].
+pub const SAMPLE_TYPES: [(&str, &str); 4] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+];
+
+/// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
+const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
+
+/// `Profile.default_sample_type`: the view pprof opens with.
+const DEFAULT_SAMPLE_TYPE: &str = "inuse_space";
+
+/// One source-level frame of a location; a location's lines go innermost (inlined callee) first,
+/// the last one is the real (outermost) function, as profile.proto specifies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PprofLine {
+    /// Human-readable (demangled) function name.
+    pub function: String,
+    /// Function name as the system knows it (e.g. the mangled symbol). When empty, `function`
+    /// is written instead, as Go and pprof's own symbolizer do; pprof shows a differing
+    /// system name in parentheses after the name.
+    pub system_name: String,
+    /// Source file; may be empty when unknown.
+    pub file: String,
+    /// Source line number; 0 when unknown.
+    pub line: i64,
+}
+
+/// One program address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PprofLocation {
+    /// Instruction address (return addresses for non-leaf frames, as captured).
+    pub address: u64,
+    /// Source frames at this address, innermost (inlined callee) first; empty if unsymbolised.
+    pub lines: Vec<PprofLine>,
+    /// Index into [`PprofProfile::mappings`] of the module containing `address`, if known.
+    /// An out-of-range index is treated as `None`.
+    pub mapping: Option<usize>,
+}
+
+/// A loaded module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PprofMapping {
+    /// Address at which the module is loaded.
+    pub memory_start: u64,
+    /// End (exclusive) of the module's address range.
+    pub memory_limit: u64,
+    /// Offset in the file that corresponds to `memory_start`.
+    pub file_offset: u64,
+    /// Path of the module, or a pseudo-name such as `[vdso]`.
+    pub filename: String,
+    /// Build id (e.g. hex of `.note.gnu.build-id`); may be empty.
+    pub build_id: String,
+    /// Whether locations in this module are already symbolised. Sets all four of profile.proto's
+    /// `has_functions`, `has_filenames`, `has_line_numbers` and `has_inline_frames`, which tells
+    /// pprof not to try to re-symbolise them.
+    pub has_functions: bool,
+}
+
+/// One stack with its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PprofSample {
+    /// The stack, leaf (innermost) first.
+    pub locations: Vec<PprofLocation>,
+    /// Values in [`SAMPLE_TYPES`] order: alloc_objects, alloc_space, inuse_objects, inuse_space.
+    pub values: [i64; 4],
+    /// String labels as `(key, value)`, e.g. `("span", "handler")`.
+    pub labels: Vec<(String, String)>,
+    /// Numeric labels as `(key, value, unit)`, e.g. `("bytes", 4096, "bytes")`; the unit may be
+    /// empty.
+    pub num_labels: Vec<(String, i64, String)>,
+}
+
+/// A whole heap profile.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PprofProfile {
+    /// The samples, written in this order.
+    pub samples: Vec<PprofSample>,
+    /// Loaded modules; [`PprofLocation::mapping`] indexes into this list.
+    pub mappings: Vec<PprofMapping>,
+    /// Sampling interval in bytes (`Profile.period`).
+    pub period: i64,
+    /// Collection start time in nanoseconds since the Unix epoch.
+    pub time_nanos: i64,
+    /// Duration of the collection in nanoseconds.
+    pub duration_nanos: i64,
+    /// Free-form comments, shown by `go tool pprof -comments`.
+    pub comments: Vec<String>,
+}
+
+impl PprofProfile {
+    /// Serialises to uncompressed profile.proto bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        Tables::build(self).encode(self)
+    }
+
+    /// Serialises and gzips (what `go tool pprof` and every backend read; files end in .pb.gz).
+    pub fn encode_gzip(&self) -> io::Result<Vec<u8>> {
+        let raw = self.encode();
+        let mut gz = GzEncoder::new(Vec::with_capacity(raw.len() / 4 + 64), Compression::default());
+        gz.write_all(&raw)?;
+        gz.finish()
+    }
+}
+
+/// Field numbers from profile.proto, one module per message.
+mod field {
+    pub mod profile {
+        pub const SAMPLE_TYPE: u32 = 1;
+        pub const SAMPLE: u32 = 2;
+        pub const MAPPING: u32 = 3;
+        pub const LOCATION: u32 = 4;
+        pub const FUNCTION: u32 = 5;
+        pub const STRING_TABLE: u32 = 6;
+        pub const TIME_NANOS: u32 = 9;
+        pub const DURATION_NANOS: u32 = 10;
+        pub const PERIOD_TYPE: u32 = 11;
+        pub const PERIOD: u32 = 12;
+        pub const COMMENT: u32 = 13;
+        pub const DEFAULT_SAMPLE_TYPE: u32 = 14;
+    }
+    pub mod value_type {
+        pub const TYPE: u32 = 1;
+        pub const UNIT: u32 = 2;
+    }
+    pub mod sample {
+        pub const LOCATION_ID: u32 = 1;
+        pub const VALUE: u32 = 2;
+        pub const LABEL: u32 = 3;
+    }
+    pub mod label {
+        pub const KEY: u32 = 1;
+        pub const STR: u32 = 2;
+        pub const NUM: u32 = 3;
+        pub const NUM_UNIT: u32 = 4;
+    }
+    pub mod mapping {
+        pub const ID: u32 = 1;
+        pub const MEMORY_START: u32 = 2;
+        pub const MEMORY_LIMIT: u32 = 3;
+        pub const FILE_OFFSET: u32 = 4;
+        pub const FILENAME: u32 = 5;
+        pub const BUILD_ID: u32 = 6;
+        pub const HAS_FUNCTIONS: u32 = 7;
+        pub const HAS_FILENAMES: u32 = 8;
+        pub const HAS_LINE_NUMBERS: u32 = 9;
+        pub const HAS_INLINE_FRAMES: u32 = 10;
+    }
+    pub mod location {
+        pub const ID: u32 = 1;
+        pub const MAPPING_ID: u32 = 2;
+        pub const ADDRESS: u32 = 3;
+        pub const LINE: u32 = 4;
+    }
+    pub mod line {
+        pub const FUNCTION_ID: u32 = 1;
+        pub const LINE: u32 = 2;
+    }
+    pub mod function {
+        pub const ID: u32 = 1;
+        pub const NAME: u32 = 2;
+        pub const SYSTEM_NAME: u32 = 3;
+        pub const FILENAME: u32 = 4;
+    }
+}
+
+/// Minimal protobuf writer. proto3 semantics: scalar fields equal to 0/false are omitted.
+#[derive(Debug, Default)]
+struct Writer {
+    buf: Vec<u8>,
+}
+
+/// Wire type of varint-encoded scalars.
+const WIRE_VARINT: u32 = 0;
+/// Wire type of strings, nested messages and packed repeated fields.
+const WIRE_LEN: u32 = 2;
+
+impl Writer {
+    /// Base-128 varint, least significant group first.
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v & 0x7f) as u8 | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
+
+    fn key(&mut self, field: u32, wire_type: u32) {
+        self.varint(u64::from(field) << 3 | u64::from(wire_type));
+    }
+
+    /// `uint64` field.
+    fn uint(&mut self, field: u32, v: u64) {
+        if v != 0 {
+            self.key(field, WIRE_VARINT);
+            self.varint(v);
+        }
+    }
+
+    /// `int64` field: two's complement, so negative values take ten bytes (not zig-zag).
+    fn int(&mut self, field: u32, v: i64) {
+        self.uint(field, v as u64);
+    }
+
+    fn bool(&mut self, field: u32, v: bool) {
+        self.uint(field, u64::from(v));
+    }
+
+    /// Length-delimited field; always written, since an element of a repeated field (such as
+    /// `string_table[0] == ""`) must be present even when empty.
+    fn bytes(&mut self, field: u32, data: &[u8]) {
+        self.key(field, WIRE_LEN);
+        self.varint(data.len() as u64);
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Nested message, built in a scratch buffer because its length prefix comes first.
+    fn message(&mut self, field: u32, build: impl FnOnce(&mut Writer)) {
+        let mut inner = Writer::default();
+        build(&mut inner);
+        self.bytes(field, &inner.buf);
+    }
+
+    /// Packed repeated varint field (proto3's default encoding); omitted when empty.
+    fn packed(&mut self, field: u32, values: impl IntoIterator<Item = u64>) {
+        let mut inner = Writer::default();
+        for v in values {
+            inner.varint(v);
+        }
+        if !inner.buf.is_empty() {
+            self.bytes(field, &inner.buf);
+        }
+    }
+}
+
+/// The string table: index 0 is `""`, the rest in first-use order.
+#[derive(Debug)]
+struct Strings<'a> {
+    table: Vec<&'a str>,
+    index: BTreeMap<&'a str, i64>,
+}
+
+impl<'a> Strings<'a> {
+    fn new() -> Self {
+        Strings { table: vec![""], index: BTreeMap::from([("", 0)]) }
+    }
+
+    fn intern(&mut self, s: &'a str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(s);
+        self.index.insert(s, i);
+        i
+    }
+}
+
+/// `Function` with string-table indices; its id is its position + 1.
+#[derive(Debug)]
+struct FunctionRow {
+    name: i64,
+    system_name: i64,
+    filename: i64,
+}
+
+/// `Line`: function id and line number.
+type LineRow = (u64, i64);
+
+/// `Location`; its id is its position + 1.
+#[derive(Debug)]
+struct LocationRow {
+    mapping_id: u64,
+    address: u64,
+    lines: Vec<LineRow>,
+}
+
+/// `Label` with string-table indices (`str` is 0 for numeric labels, `num` 0 for string ones).
+#[derive(Debug)]
+struct LabelRow {
+    key: i64,
+    str: i64,
+    num: i64,
+    num_unit: i64,
+}
+
+/// `Sample` with its stack as location ids.
+#[derive(Debug)]
+struct SampleRow {
+    location_ids: Vec<u64>,
+    values: [i64; 4],
+    labels: Vec<LabelRow>,
+}
+
+/// `Mapping` with string-table indices for the strings; the rest comes from [`PprofMapping`].
+#[derive(Debug)]
+struct MappingRow {
+    filename: i64,
+    build_id: i64,
+}
+
+/// Everything that needs ids or string indices, resolved before any byte is written (the string
+/// table has to be complete when it is emitted).
+#[derive(Debug)]
+struct Tables<'a> {
+    strings: Strings<'a>,
+    sample_types: [(i64, i64); 4],
+    period_type: (i64, i64),
+    default_sample_type: i64,
+    comments: Vec<i64>,
+    mappings: Vec<MappingRow>,
+    functions: Vec<FunctionRow>,
+    function_ids: BTreeMap<(i64, i64, i64), u64>,
+    locations: Vec<LocationRow>,
+    location_ids: BTreeMap<(u64, u64, Vec<LineRow>), u64>,
+    samples: Vec<SampleRow>,
+}
+
+impl<'a> Tables<'a> {
+    fn build(profile: &'a PprofProfile) -> Self {
+        let mut strings = Strings::new();
+        let sample_types =
+            SAMPLE_TYPES.map(|(ty, unit)| (strings.intern(ty), strings.intern(unit)));
+        let period_type = (strings.intern(PERIOD_TYPE.0), strings.intern(PERIOD_TYPE.1));
+        let default_sample_type = strings.intern(DEFAULT_SAMPLE_TYPE);
+        let mappings = profile
+            .mappings
+            .iter()
+            .map(|m| MappingRow {
+                filename: strings.intern(&m.filename),
+                build_id: strings.intern(&m.build_id),
+            })
+            .collect();
+        let mut tables = Tables {
+            strings,
+            sample_types,
+            period_type,
+            default_sample_type,
+            comments: Vec::new(),
+            mappings,
+            functions: Vec::new(),
+            function_ids: BTreeMap::new(),
+            locations: Vec::new(),
+            location_ids: BTreeMap::new(),
+            samples: Vec::with_capacity(profile.samples.len()),
+        };
+        for sample in &profile.samples {
+            let row = tables.sample(sample, profile.mappings.len());
+            tables.samples.push(row);
+        }
+        tables.comments = profile.comments.iter().map(|c| tables.strings.intern(c)).collect();
+        tables
+    }
+
+    fn sample(&mut self, sample: &'a PprofSample, mapping_count: usize) -> SampleRow {
+        let location_ids =
+            sample.locations.iter().map(|loc| self.location(loc, mapping_count)).collect();
+        let mut labels = Vec::with_capacity(sample.labels.len() + sample.num_labels.len());
+        for (key, value) in &sample.labels {
+            let key = self.strings.intern(key);
+            let str = self.strings.intern(value);
+            labels.push(LabelRow { key, str, num: 0, num_unit: 0 });
+        }
+        for (key, num, unit) in &sample.num_labels {
+            let key = self.strings.intern(key);
+            let num_unit = self.strings.intern(unit);
+            labels.push(LabelRow { key, str: 0, num: *num, num_unit });
+        }
+        SampleRow { location_ids, values: sample.values, labels }
+    }
+
+    /// Id of the location, adding it (and its functions) on first sight.
+    fn location(&mut self, loc: &'a PprofLocation, mapping_count: usize) -> u64 {
+        let mapping_id = match loc.mapping {
+            Some(index) if index < mapping_count => index as u64 + 1,
+            _ => 0,
+        };
+        let lines: Vec<LineRow> = loc.lines.iter().map(|l| (self.function(l), l.line)).collect();
+        let key = (loc.address, mapping_id, lines);
+        if let Some(&id) = self.location_ids.get(&key) {
+            return id;
+        }
+        let id = self.locations.len() as u64 + 1;
+        self.locations.push(LocationRow { mapping_id, address: loc.address, lines: key.2.clone() });
+        self.location_ids.insert(key, id);
+        id
+    }
+
+    /// Id of the line's function, adding it on first sight.
+    fn function(&mut self, line: &'a PprofLine) -> u64 {
+        let name = self.strings.intern(&line.function);
+        let system_name = if line.system_name.is_empty() {
+            name // pprof's convention for "no separate system name"; see `PprofLine`.
+        } else {
+            self.strings.intern(&line.system_name)
+        };
+        let filename = self.strings.intern(&line.file);
+        let next_id = self.functions.len() as u64 + 1;
+        let id = *self.function_ids.entry((name, system_name, filename)).or_insert(next_id);
+        if id == next_id {
+            self.functions.push(FunctionRow { name, system_name, filename });
+        }
+        id
+    }
+
+    /// Writes the `Profile` message, fields in field-number order.
+    fn encode(&self, profile: &PprofProfile) -> Vec<u8> {
+        use field::value_type;
+        use field::{function as fun, label, line, location, mapping, profile as prof, sample};
+
+        let mut w = Writer::default();
+        for &(ty, unit) in &self.sample_types {
+            w.message(prof::SAMPLE_TYPE, |w| {
+                w.int(value_type::TYPE, ty);
+                w.int(value_type::UNIT, unit);
+            });
+        }
+        for row in &self.samples {
+            w.message(prof::SAMPLE, |w| {
+                w.packed(sample::LOCATION_ID, row.location_ids.iter().copied());
+                w.packed(sample::VALUE, row.values.iter().map(|&v| v as u64));
+                for l in &row.labels {
+                    w.message(sample::LABEL, |w| {
+                        w.int(label::KEY, l.key);
+                        w.int(label::STR, l.str);
+                        w.int(label::NUM, l.num);
+                        w.int(label::NUM_UNIT, l.num_unit);
+                    });
+                }
+            });
+        }
+        for (i, (row, m)) in self.mappings.iter().zip(&profile.mappings).enumerate() {
+            w.message(prof::MAPPING, |w| {
+                w.uint(mapping::ID, i as u64 + 1);
+                w.uint(mapping::MEMORY_START, m.memory_start);
+                w.uint(mapping::MEMORY_LIMIT, m.memory_limit);
+                w.uint(mapping::FILE_OFFSET, m.file_offset);
+                w.int(mapping::FILENAME, row.filename);
+                w.int(mapping::BUILD_ID, row.build_id);
+                w.bool(mapping::HAS_FUNCTIONS, m.has_functions);
+                w.bool(mapping::HAS_FILENAMES, m.has_functions);
+                w.bool(mapping::HAS_LINE_NUMBERS, m.has_functions);
+                w.bool(mapping::HAS_INLINE_FRAMES, m.has_functions);
+            });
+        }
+        for (i, loc) in self.locations.iter().enumerate() {
+            w.message(prof::LOCATION, |w| {
+                w.uint(location::ID, i as u64 + 1);
+                w.uint(location::MAPPING_ID, loc.mapping_id);
+                w.uint(location::ADDRESS, loc.address);
+                for &(function_id, line_number) in &loc.lines {
+                    w.message(location::LINE, |w| {
+                        w.uint(line::FUNCTION_ID, function_id);
+                        w.int(line::LINE, line_number);
+                    });
+                }
+            });
+        }
+        for (i, f) in self.functions.iter().enumerate() {
+            w.message(prof::FUNCTION, |w| {
+                w.uint(fun::ID, i as u64 + 1);
+                w.int(fun::NAME, f.name);
+                w.int(fun::SYSTEM_NAME, f.system_name);
+                w.int(fun::FILENAME, f.filename);
+            });
+        }
+        for s in &self.strings.table {
+            w.bytes(prof::STRING_TABLE, s.as_bytes());
+        }
+        w.int(prof::TIME_NANOS, profile.time_nanos);
+        w.int(prof::DURATION_NANOS, profile.duration_nanos);
+        w.message(prof::PERIOD_TYPE, |w| {
+            w.int(value_type::TYPE, self.period_type.0);
+            w.int(value_type::UNIT, self.period_type.1);
+        });
+        w.int(prof::PERIOD, profile.period);
+        w.packed(prof::COMMENT, self.comments.iter().map(|&c| c as u64));
+        w.int(prof::DEFAULT_SAMPLE_TYPE, self.default_sample_type);
+        w.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    // ---- A minimal protobuf decoder, independent of the encoder above. ----
+    // Field numbers are written as literals from profile.proto on purpose, so that a wrong
+    // constant in `field` would be caught.
+
+    #[derive(Debug, Clone, Copy)]
+    enum Val<'a> {
+        Varint(u64),
+        Bytes(&'a [u8]),
+    }
+
+    fn read_varint(buf: &[u8], pos: &mut usize) -> u64 {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = buf[*pos];
+            *pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+        panic!("varint longer than 10 bytes");
+    }
+
+    /// All `(field, value)` pairs of one message, in wire order.
+    fn fields(buf: &[u8]) -> Vec<(u32, Val<'_>)> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < buf.len() {
+            let key = read_varint(buf, &mut pos);
+            let field = u32::try_from(key >> 3).unwrap();
+            match key & 7 {
+                0 => out.push((field, Val::Varint(read_varint(buf, &mut pos)))),
+                2 => {
+                    let len = usize::try_from(read_varint(buf, &mut pos)).unwrap();
+                    out.push((field, Val::Bytes(&buf[pos..pos + len])));
+                    pos += len;
+                }
+                1 => pos += 8,
+                5 => pos += 4,
+                wire => panic!("unexpected wire type {wire}"),
+            }
+        }
+        assert_eq!(pos, buf.len(), "message overran its buffer");
+        out
+    }
+
+    /// Values of a repeated varint field, accepting packed and unpacked encodings.
+    fn varints(msg: &[u8], field: u32) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (f, v) in fields(msg) {
+            if f != field {
+                continue;
+            }
+            match v {
+                Val::Varint(x) => out.push(x),
+                Val::Bytes(b) => {
+                    let mut pos = 0;
+                    while pos < b.len() {
+                        out.push(read_varint(b, &mut pos));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A singular varint field (0 when absent, as proto3 says).
+    fn varint(msg: &[u8], field: u32) -> u64 {
+        varints(msg, field).last().copied().unwrap_or(0)
+    }
+
+    fn submessages(msg: &[u8], field: u32) -> Vec<&[u8]> {
+        fields(msg)
+            .into_iter()
+            .filter_map(|(f, v)| match v {
+                Val::Bytes(b) if f == field => Some(b),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct DLabel {
+        key: String,
+        str: String,
+        num: i64,
+        unit: String,
+    }
+
+    #[derive(Debug)]
+    struct DSample {
+        location_ids: Vec<u64>,
+        values: Vec<i64>,
+        labels: Vec<DLabel>,
+    }
+
+    #[derive(Debug)]
+    struct DLocation {
+        id: u64,
+        mapping_id: u64,
+        address: u64,
+        /// (function id, line)
+        lines: Vec<(u64, i64)>,
+    }
+
+    #[derive(Debug)]
+    struct DFunction {
+        id: u64,
+        name: String,
+        system_name: String,
+        filename: String,
+    }
+
+    #[derive(Debug)]
+    struct DMapping {
+        id: u64,
+        start: u64,
+        limit: u64,
+        offset: u64,
+        filename: String,
+        build_id: String,
+        flags: [bool; 4],
+    }
+
+    #[derive(Debug)]
+    struct Decoded {
+        strings: Vec<String>,
+        sample_types: Vec<(String, String)>,
+        samples: Vec<DSample>,
+        mappings: Vec<DMapping>,
+        locations: Vec<DLocation>,
+        functions: Vec<DFunction>,
+        time_nanos: i64,
+        duration_nanos: i64,
+        period_type: (String, String),
+        period: i64,
+        comments: Vec<String>,
+        default_sample_type: String,
+    }
+
+    impl Decoded {
+        fn function(&self, id: u64) -> &DFunction {
+            self.functions.iter().find(|f| f.id == id).expect("dangling function id")
+        }
+
+        fn location(&self, id: u64) -> &DLocation {
+            self.locations.iter().find(|l| l.id == id).expect("dangling location id")
+        }
+
+        /// Function names of a location, in encoded (innermost-first) order.
+        fn names(&self, location_id: u64) -> Vec<&str> {
+            let loc = self.location(location_id);
+            loc.lines.iter().map(|&(f, _)| self.function(f).name.as_str()).collect()
+        }
+    }
+
+    fn decode(buf: &[u8]) -> Decoded {
+        let strings: Vec<String> = submessages(buf, 6)
+            .into_iter()
+            .map(|b| String::from_utf8(b.to_vec()).unwrap())
+            .collect();
+        let s = |i: u64| strings[usize::try_from(i).unwrap()].clone();
+        let value_type = |m: &[u8]| (s(varint(m, 1)), s(varint(m, 2)));
+        let samples = submessages(buf, 2)
+            .into_iter()
+            .map(|m| DSample {
+                location_ids: varints(m, 1),
+                values: varints(m, 2).into_iter().map(|v| v as i64).collect(),
+                labels: submessages(m, 3)
+                    .into_iter()
+                    .map(|l| DLabel {
+                        key: s(varint(l, 1)),
+                        str: s(varint(l, 2)),
+                        num: varint(l, 3) as i64,
+                        unit: s(varint(l, 4)),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mappings = submessages(buf, 3)
+            .into_iter()
+            .map(|m| DMapping {
+                id: varint(m, 1),
+                start: varint(m, 2),
+                limit: varint(m, 3),
+                offset: varint(m, 4),
+                filename: s(varint(m, 5)),
+                build_id: s(varint(m, 6)),
+                flags: [7, 8, 9, 10].map(|f| varint(m, f) != 0),
+            })
+            .collect();
+        let locations = submessages(buf, 4)
+            .into_iter()
+            .map(|m| DLocation {
+                id: varint(m, 1),
+                mapping_id: varint(m, 2),
+                address: varint(m, 3),
+                lines: submessages(m, 4)
+                    .into_iter()
+                    .map(|l| (varint(l, 1), varint(l, 2) as i64))
+                    .collect(),
+            })
+            .collect();
+        let functions = submessages(buf, 5)
+            .into_iter()
+            .map(|m| DFunction {
+                id: varint(m, 1),
+                name: s(varint(m, 2)),
+                system_name: s(varint(m, 3)),
+                filename: s(varint(m, 4)),
+            })
+            .collect();
+        let period_type = submessages(buf, 11);
+        assert_eq!(period_type.len(), 1);
+        Decoded {
+            sample_types: submessages(buf, 1).into_iter().map(value_type).collect(),
+            samples,
+            mappings,
+            locations,
+            functions,
+            time_nanos: varint(buf, 9) as i64,
+            duration_nanos: varint(buf, 10) as i64,
+            period_type: value_type(period_type[0]),
+            period: varint(buf, 12) as i64,
+            comments: varints(buf, 13).into_iter().map(s).collect(),
+            default_sample_type: s(varint(buf, 14)),
+            strings,
+        }
+    }
+
+    // ---- Fixtures. ----
+
+    fn line(function: &str, file: &str, line: i64) -> PprofLine {
+        PprofLine {
+            function: function.to_string(),
+            system_name: String::new(),
+            file: file.to_string(),
+            line,
+        }
+    }
+
+    fn loc(address: u64, lines: Vec<PprofLine>) -> PprofLocation {
+        PprofLocation { address, lines, mapping: Some(0) }
+    }
+
+    fn mapping() -> PprofMapping {
+        PprofMapping {
+            memory_start: 0x1000,
+            memory_limit: 0x9000,
+            file_offset: 0,
+            filename: "/usr/bin/ying-test".to_string(),
+            build_id: "abc123".to_string(),
+            has_functions: true,
+        }
+    }
+
+    /// `alpha` (a.c:10) with 3000 B in use; `beta` inlined into `gamma` with 1000 B in use and
+    /// 5000 B allocated, labelled `span=handler`. Both are called from `main`.
+    fn two_samples() -> PprofProfile {
+        let main = loc(0x5000, vec![line("main", "main.c", 3)]);
+        PprofProfile {
+            samples: vec![
+                PprofSample {
+                    locations: vec![loc(0x2000, vec![line("alpha", "a.c", 10)]), main.clone()],
+                    values: [3, 3000, 3, 3000],
+                    labels: vec![],
+                    num_labels: vec![],
+                },
+                PprofSample {
+                    locations: vec![
+                        loc(0x3000, vec![line("beta", "b.c", 5), line("gamma", "g.c", 20)]),
+                        main,
+                    ],
+                    values: [5, 5000, 1, 1000],
+                    labels: vec![("span".to_string(), "handler".to_string())],
+                    num_labels: vec![("bytes".to_string(), 1000, "bytes".to_string())],
+                },
+            ],
+            mappings: vec![mapping()],
+            period: 512 * 1024,
+            time_nanos: 1_700_000_000_000_000_000,
+            duration_nanos: 60_000_000_000,
+            comments: vec!["ying test profile".to_string()],
+        }
+    }
+
+    // ---- Wire-level tests. ----
+
+    #[test]
+    fn varint_encoding_matches_protobuf_spec() {
+        let enc = |v: u64| {
+            let mut w = Writer::default();
+            w.varint(v);
+            w.buf
+        };
+        assert_eq!(enc(0), [0x00]);
+        assert_eq!(enc(1), [0x01]);
+        assert_eq!(enc(127), [0x7f]);
+        assert_eq!(enc(128), [0x80, 0x01]);
+        assert_eq!(enc(300), [0xac, 0x02]);
+        assert_eq!(enc(u64::MAX), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        // int64 -1 is ten bytes of two's complement, as protobuf's int64 (not sint64) requires.
+        let mut w = Writer::default();
+        w.int(1, -1);
+        assert_eq!(w.buf.len(), 11);
+        assert_eq!(decode_int_field(&w.buf), -1);
+    }
+
+    fn decode_int_field(buf: &[u8]) -> i64 {
+        varint(buf, 1) as i64
+    }
+
+    #[test]
+    fn header_fields() {
+        let d = decode(&two_samples().encode());
+        assert_eq!(d.strings[0], "");
+        let types: Vec<(&str, &str)> =
+            d.sample_types.iter().map(|(t, u)| (t.as_str(), u.as_str())).collect();
+        assert_eq!(types, SAMPLE_TYPES);
+        assert_eq!(d.default_sample_type, "inuse_space");
+        assert_eq!(d.period_type, ("space".to_string(), "bytes".to_string()));
+        assert_eq!(d.period, 512 * 1024);
+        assert_eq!(d.time_nanos, 1_700_000_000_000_000_000);
+        assert_eq!(d.duration_nanos, 60_000_000_000);
+        assert_eq!(d.comments, ["ying test profile"]);
+    }
+
+    #[test]
+    fn strings_are_deduplicated() {
+        let d = decode(&two_samples().encode());
+        let mut sorted = d.strings.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), d.strings.len(), "duplicate strings in {:?}", d.strings);
+        // "bytes" is a sample-type unit, the period unit, a label key and a label unit.
+        assert_eq!(d.strings.iter().filter(|s| *s == "bytes").count(), 1);
+    }
+
+    #[test]
+    fn locations_are_sequential_and_shared() {
+        let d = decode(&two_samples().encode());
+        let ids: Vec<u64> = d.locations.iter().map(|l| l.id).collect();
+        assert_eq!(ids, [1, 2, 3], "alpha, main, beta/gamma: main is shared");
+        assert_eq!(d.samples[0].location_ids, [1, 2]);
+        assert_eq!(d.samples[1].location_ids, [3, 2]);
+        assert_eq!(d.names(2), ["main"]);
+        let addresses: Vec<u64> = d.locations.iter().map(|l| l.address).collect();
+        assert_eq!(addresses, [0x2000, 0x5000, 0x3000]);
+        assert!(d.locations.iter().all(|l| l.mapping_id == 1));
+        let function_ids: Vec<u64> = d.functions.iter().map(|f| f.id).collect();
+        assert_eq!(function_ids, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn inlined_frames_stay_innermost_first() {
+        let d = decode(&two_samples().encode());
+        let leaf = d.location(d.samples[1].location_ids[0]);
+        assert_eq!(d.names(leaf.id), ["beta", "gamma"]);
+        let lines: Vec<i64> = leaf.lines.iter().map(|&(_, l)| l).collect();
+        assert_eq!(lines, [5, 20]);
+        let gamma = d.function(leaf.lines[1].0);
+        assert_eq!((gamma.filename.as_str(), gamma.system_name.as_str()), ("g.c", "gamma"));
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        let d = decode(&two_samples().encode());
+        assert!(d.samples[0].labels.is_empty());
+        assert_eq!(
+            d.samples[1].labels,
+            [
+                DLabel { key: "span".into(), str: "handler".into(), num: 0, unit: String::new() },
+                DLabel { key: "bytes".into(), str: String::new(), num: 1000, unit: "bytes".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn values_round_trip_including_large_zero_and_negative() {
+        let mut p = two_samples();
+        p.samples[0].values = [0, 1 << 40, i64::MAX, 0];
+        p.samples[1].values = [-1, 0, 0, 0];
+        let d = decode(&p.encode());
+        assert_eq!(d.samples[0].values, [0, 1 << 40, i64::MAX, 0]);
+        assert_eq!(d.samples[1].values, [-1, 0, 0, 0]);
+        assert_eq!(d.samples[1].values.len(), 4, "all-zero values still encode four values");
+    }
+
+    #[test]
+    fn mappings_round_trip() {
+        let mut p = two_samples();
+        p.mappings.push(PprofMapping {
+            memory_start: 0x7f00_0000_0000,
+            memory_limit: 0x7f00_0010_0000,
+            file_offset: 0x2000,
+            filename: "[vdso]".into(),
+            build_id: String::new(),
+            has_functions: false,
+        });
+        p.samples[0].locations[0].mapping = Some(1);
+        let d = decode(&p.encode());
+        assert_eq!(d.mappings.len(), 2);
+        let m = &d.mappings[0];
+        assert_eq!((m.id, m.start, m.limit, m.offset), (1, 0x1000, 0x9000, 0));
+        assert_eq!((m.filename.as_str(), m.build_id.as_str()), ("/usr/bin/ying-test", "abc123"));
+        assert_eq!(m.flags, [true; 4]);
+        let m = &d.mappings[1];
+        assert_eq!(
+            (m.id, m.start, m.limit, m.offset),
+            (2, 0x7f00_0000_0000, 0x7f00_0010_0000, 0x2000)
+        );
+        assert_eq!((m.filename.as_str(), m.build_id.as_str()), ("[vdso]", ""));
+        assert_eq!(m.flags, [false; 4]);
+        assert_eq!(d.location(d.samples[0].location_ids[0]).mapping_id, 2);
+    }
+
+    #[test]
+    fn same_address_in_another_mapping_is_another_location() {
+        let mut p = two_samples();
+        p.mappings.push(mapping());
+        p.samples[1].locations[1].mapping = Some(1); // main's address, but in mapping 2
+        let d = decode(&p.encode());
+        assert_eq!(d.samples[0].location_ids, [1, 2]);
+        assert_eq!(d.samples[1].location_ids, [3, 4]);
+        assert_eq!(d.names(4), ["main"]);
+        assert_eq!(d.functions.len(), 4, "the function is still shared");
+    }
+
+    #[test]
+    fn functions_are_shared_by_name_system_name_and_file() {
+        let mut p = two_samples();
+        let mut mangled = line("alpha", "a.c", 10);
+        mangled.system_name = "_Z5alphav".into();
+        p.samples[0].locations.extend([
+            loc(0x6000, vec![line("alpha", "a.c", 11)]),
+            loc(0x7000, vec![mangled]),
+            loc(0x8000, vec![line("alpha", "other.c", 10)]),
+        ]);
+        let d = decode(&p.encode());
+        assert_eq!(d.samples[0].location_ids, [1, 2, 3, 4, 5]);
+        let function_of = |location_id| d.location(location_id).lines[0].0;
+        assert_eq!(function_of(3), function_of(1), "same function, another line");
+        assert_ne!(function_of(4), function_of(1));
+        assert_ne!(function_of(5), function_of(1));
+        assert_eq!(d.function(function_of(4)).system_name, "_Z5alphav");
+        let ids: Vec<u64> = d.functions.iter().map(|f| f.id).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn one_address_with_two_symbolisations_keeps_both() {
+        let mut p = two_samples();
+        p.samples[1].locations[1].lines = vec![line("not_main", "x.c", 1)]; // main's address
+        let d = decode(&p.encode());
+        assert_eq!(d.samples[1].location_ids, [3, 4]);
+        assert_eq!(d.location(4).address, d.location(2).address);
+        assert_eq!(d.names(4), ["not_main"]);
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let mut p = two_samples();
+        p.samples[0].locations[0].mapping = Some(7); // out of range: becomes "no mapping"
+        p.samples[0].locations.push(PprofLocation { address: 0, lines: vec![], mapping: None });
+        p.samples.push(PprofSample {
+            locations: vec![],
+            values: [i64::MIN, -1, 0, i64::MAX],
+            labels: vec![(String::new(), String::new())],
+            num_labels: vec![("n".into(), i64::MIN, String::new())],
+        });
+        p.period = -1;
+        let d = decode(&p.encode());
+        assert_eq!(d.location(d.samples[0].location_ids[0]).mapping_id, 0);
+        assert!(d.location(d.samples[0].location_ids[2]).lines.is_empty());
+        assert_eq!(d.samples[2].values, [i64::MIN, -1, 0, i64::MAX]);
+        assert_eq!(d.samples[2].labels[1].num, i64::MIN);
+        assert_eq!(d.period, -1);
+
+        let empty = decode(&PprofProfile::default().encode());
+        assert_eq!(empty.sample_types.len(), 4);
+        assert!(empty.samples.is_empty() && empty.locations.is_empty());
+        assert_eq!(empty.default_sample_type, "inuse_space");
+    }
+
+    #[test]
+    fn output_is_deterministic() {
+        let p = two_samples();
+        let bytes = p.encode();
+        assert_eq!(bytes, p.clone().encode());
+        assert_eq!(bytes, two_samples().encode());
+        assert_eq!(p.encode_gzip().unwrap(), p.encode_gzip().unwrap());
+    }
+
+    #[test]
+    fn gzip_round_trip() {
+        let p = two_samples();
+        let gz = p.encode_gzip().unwrap();
+        assert_eq!(&gz[..2], [0x1f, 0x8b], "gzip magic");
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
+        assert_eq!(raw, p.encode());
+    }
+
+    // ---- The real client: `go tool pprof`. ----
+
+    /// A temporary file removed on drop.
+    struct TempFile(PathBuf);
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn go_pprof(file: &Path, args: &[&str]) -> String {
+        let out = Command::new("go")
+            .args(["tool", "pprof"])
+            .args(args)
+            .arg(file)
+            .output()
+            .expect("running go tool pprof");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "go tool pprof {args:?} failed:\n{stderr}\n{stdout}");
+        println!("$ go tool pprof {}\n{stdout}", args.join(" "));
+        stdout
+    }
+
+    /// The `(flat, cum, name)` rows of `-top` output, e.g. `("0", "1000B", "gamma")`.
+    fn top_rows(top: &str) -> Vec<(String, String, String)> {
+        top.lines()
+            .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [flat, flat_pct, _, cum, _, name, ..]
+                    if flat_pct.ends_with('%') && *flat != "flat" =>
+                {
+                    Some((flat.to_string(), cum.to_string(), name.to_string()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn row(flat: &str, cum: &str, name: &str) -> (String, String, String) {
+        (flat.to_string(), cum.to_string(), name.to_string())
+    }
+
+    #[test]
+    fn go_tool_pprof_reads_the_profile() {
+        if Command::new("go").arg("version").output().is_err() {
+            println!("skipped: go not found");
+            return;
+        }
+        let path =
+            std::env::temp_dir().join(format!("ying-pprof-test-{}.pb.gz", std::process::id()));
+        let file = TempFile(path);
+        std::fs::write(&file.0, two_samples().encode_gzip().unwrap()).unwrap();
+        // Byte units are pinned so that the totals are exact numbers.
+        let top = |index: &str| {
+            go_pprof(&file.0, &["-top", &format!("-sample_index={index}"), "-unit=B"])
+        };
+
+        let inuse = top("inuse_space");
+        assert!(inuse.contains("of 4000B total"), "{inuse}");
+        let rows = top_rows(&inuse);
+        // Flat cost goes to the innermost inlined frame; gamma and main only have cum.
+        assert!(rows.contains(&row("3000B", "3000B", "alpha")), "{rows:?}");
+        assert!(rows.contains(&row("1000B", "1000B", "beta")), "{rows:?}");
+        assert!(rows.contains(&row("0", "1000B", "gamma")), "{rows:?}");
+        assert!(rows.contains(&row("0", "4000B", "main")), "{rows:?}");
+        assert!(inuse.contains("beta (inline)"), "{inuse}");
+
+        let alloc = top("alloc_space");
+        assert!(alloc.contains("of 8000B total"), "{alloc}");
+        let rows = top_rows(&alloc);
+        assert!(rows.contains(&row("5000B", "5000B", "beta")), "{rows:?}");
+        assert!(rows.contains(&row("3000B", "3000B", "alpha")), "{rows:?}");
+        assert!(rows.contains(&row("0", "8000B", "main")), "{rows:?}");
+
+        // Without -sample_index, default_sample_type (inuse_space) is used.
+        let default = go_pprof(&file.0, &["-top", "-unit=B"]);
+        assert!(default.contains("of 4000B total"), "{default}");
+
+        // -raw aligns columns; compare with whitespace collapsed.
+        let raw = go_pprof(&file.0, &["-raw"]).split_whitespace().collect::<Vec<_>>().join(" ");
+        for needle in [
+            "PeriodType: space bytes",
+            "Period: 524288",
+            "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]",
+            "3 3000 3 3000: 1 2",
+            "5 5000 1 1000: 3 2 span:[handler] bytes:[1000 bytes]",
+            "1: 0x2000 M=1 alpha a.c:10",
+            "2: 0x5000 M=1 main main.c:3",
+            "3: 0x3000 M=1 beta b.c:5",
+            "/usr/bin/ying-test abc123 [FN][FL][LN][IN]",
+        ] {
+            assert!(raw.contains(needle), "-raw output lacks {needle:?}:\n{raw}");
+        }
+        let (beta, gamma) = (raw.find("beta b.c:5"), raw.find("gamma g.c:20"));
+        assert!(beta.is_some() && gamma > beta, "gamma must follow beta as its caller: {raw}");
+
+        let focused = go_pprof(&file.0, &["-top", "-unit=B", "-tagfocus=span=handler"]);
+        assert!(focused.contains("accounting for 1000B"), "{focused}");
+        assert!(top_rows(&focused).contains(&row("1000B", "1000B", "beta")), "{focused}");
+        assert!(!top_rows(&focused).iter().any(|(_, _, n)| n == "alpha"), "{focused}");
+
+        let tags = go_pprof(&file.0, &["-tags"]);
+        assert!(tags.contains("span: Total 1000") && tags.contains("handler"), "{tags}");
+    }
+}

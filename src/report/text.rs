@@ -1,0 +1,148 @@
+//! The human report: a header with exact totals and sampled estimates, then the top stacks,
+//! each with its figures, lifetime histogram, age of retained bytes and frames. The order is
+//! deterministic so golden files can pin the format.
+
+use std::fmt::Write;
+
+use super::{ReportContext, human_bytes, utc_timestamp};
+use crate::callstack::{Measurement, StackStats};
+use crate::snapshot::Snapshot;
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "0.0%".to_string()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// The block of one stack. `rank` prefixes it with `#n` and shares of `totals` (allocated,
+/// retained) when given.
+pub fn stack_block(
+    s: &StackStats,
+    rank: Option<(usize, u64, u64)>,
+    with_filenames: bool,
+    expand: bool,
+) -> String {
+    let mut o = String::new();
+    let (head, est_alloc, est_ret) = match rank {
+        Some((n, a, r)) => (format!("#{n} "), a, r),
+        None => (String::new(), 0, 0),
+    };
+    let share = |v: u64, w: u64| {
+        if rank.is_some() { format!(", {} of estimated", pct(v, w)) } else { String::new() }
+    };
+    let _ = writeln!(
+        o,
+        "{head}retained {} ({} bytes{}) in {} allocations",
+        human_bytes(s.retained_bytes),
+        s.retained_bytes,
+        share(s.retained_bytes, est_ret),
+        s.retained_count
+    );
+    let _ = writeln!(
+        o,
+        "   allocated {} ({} bytes{}) in {} allocations; freed {} bytes in {} frees",
+        human_bytes(s.allocated_bytes),
+        s.allocated_bytes,
+        share(s.allocated_bytes, est_alloc),
+        s.num_allocations,
+        s.freed_bytes,
+        s.num_frees
+    );
+    let _ = writeln!(o, "   samples: {} ({} live)", s.samples, s.live_samples);
+    let _ = writeln!(o, "   lifetimes of freed allocations: {}", s.lifetimes);
+    let _ = writeln!(o, "   age of retained bytes: {}", s.retained_age);
+    let _ = writeln!(o, "   frames:");
+    let frames = s.display_frames(expand);
+    if frames.is_empty() {
+        let _ = writeln!(o, "     [no frames]");
+    }
+    for f in frames {
+        let _ = write!(o, "     {}", f.function);
+        if with_filenames {
+            if let Some(loc) = f.location() {
+                let _ = write!(o, " ({loc})");
+            }
+        }
+        if f.inlined {
+            let _ = write!(o, " [inlined]");
+        }
+        o.push('\n');
+    }
+    o
+}
+
+/// The whole text report.
+pub fn render(
+    snap: &Snapshot,
+    ctx: &ReportContext,
+    m: Measurement,
+    top_k: usize,
+    expand: bool,
+) -> String {
+    let mut o = String::new();
+    let t = &snap.totals;
+    let (est_alloc, est_ret) = snap.estimated_totals();
+    let _ = writeln!(o, "Ying memory profile");
+    let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
+    let _ = writeln!(o, "pid:                {}", ctx.pid);
+    let _ = writeln!(o, "executable:         {}", ctx.exe);
+    let _ = writeln!(o, "sample interval:    {} bytes (mean)", snap.sample_interval);
+    let _ = writeln!(
+        o,
+        "retained (exact):   {} ({} bytes)",
+        human_bytes(t.retained_bytes()),
+        t.retained_bytes()
+    );
+    let _ = writeln!(
+        o,
+        "allocated (exact):  {} ({} bytes) in {} allocations, {} frees",
+        human_bytes(t.allocated_bytes),
+        t.allocated_bytes,
+        t.allocations,
+        t.frees
+    );
+    let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
+    let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
+    let _ = writeln!(
+        o,
+        "profiler memory:    {} ({} bytes)",
+        human_bytes(t.profiler_bytes),
+        t.profiler_bytes
+    );
+    match (ctx.rss_kib, ctx.anon_rss_kib) {
+        (Some(r), Some(a)) => {
+            let _ = writeln!(o, "rss:                {} kB (anonymous {} kB)", r, a);
+        }
+        _ => {
+            let _ = writeln!(o, "rss:                unknown");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "stacks:             {} ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
+        snap.stacks.len(),
+        snap.live_samples,
+        snap.dropped_samples,
+        snap.address_conflicts,
+        snap.giant_refused
+    );
+    let top = snap.top_k(top_k, m);
+    let _ = writeln!(
+        o,
+        "ranked by:          {} bytes (top {} of {})",
+        m.label(),
+        top.len(),
+        snap.stacks.len()
+    );
+    o.push('\n');
+    if top.is_empty() {
+        let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
+    }
+    for (i, s) in top.iter().enumerate() {
+        o.push_str(&stack_block(s, Some((i + 1, est_alloc, est_ret)), true, expand));
+        o.push('\n');
+    }
+    o
+}

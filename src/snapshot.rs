@@ -1,0 +1,152 @@
+//! Consistent snapshots of everything the profiler knows, for reports and the stats API.
+//!
+//! Taking one has three phases. Under the re-entrancy guard (profiler memory) the tables are
+//! copied under short lock holds and every address is symbolized. Without the guard the public
+//! [`StackStats`] values are built: they are handed to the caller, so their memory is the
+//! program's and is counted as such when it is later freed. Under the guard again the internal
+//! copies are dropped. Memory allocated as the profiler's is thus always freed as the profiler's.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use crate::callstack::{Measurement, StackStats, StdCallstack};
+use crate::histogram::MillisHistogram;
+use crate::hooks::Host;
+use crate::tables;
+use crate::totals::{self, Totals};
+
+/// Everything one report needs, taken at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Wall-clock time of the snapshot.
+    pub taken_at: SystemTime,
+    /// Exact totals of the program's allocations.
+    pub totals: Totals,
+    /// Mean sampling interval in bytes.
+    pub sample_interval: u64,
+    /// Every stack with at least one sample, unordered.
+    pub stacks: Vec<StackStats>,
+    /// Live sampled allocations.
+    pub live_samples: u64,
+    /// Samples that could not be recorded.
+    pub dropped_samples: u64,
+    /// Samples whose address was still recorded as live (a free the profiler missed).
+    pub address_conflicts: u64,
+    /// Giant allocations refused.
+    pub giant_refused: u64,
+    /// Addresses in the symbol cache.
+    pub symbol_cache_entries: u64,
+}
+
+impl Snapshot {
+    /// Estimated allocated and retained bytes summed over all stacks.
+    pub fn estimated_totals(&self) -> (u64, u64) {
+        self.stacks.iter().fold((0, 0), |(a, r), s| (a + s.allocated_bytes, r + s.retained_bytes))
+    }
+
+    /// The `k` stacks ranked highest by `m`, in a deterministic order (ties broken by frames).
+    pub fn top_k(&self, k: usize, m: Measurement) -> Vec<StackStats> {
+        let mut v: Vec<&StackStats> = self.stacks.iter().filter(|s| s.measure(m) > 0).collect();
+        sort_stacks(&mut v, m);
+        v.into_iter().take(k).cloned().collect()
+    }
+}
+
+/// Sorts by `m` descending, then by the other measure, then by frame names and addresses.
+pub(crate) fn sort_stacks(v: &mut [&StackStats], m: Measurement) {
+    let other = match m {
+        Measurement::AllocatedBytes => Measurement::RetainedBytes,
+        Measurement::RetainedBytes => Measurement::AllocatedBytes,
+    };
+    v.sort_by(|a, b| {
+        b.measure(m)
+            .cmp(&a.measure(m))
+            .then(b.measure(other).cmp(&a.measure(other)))
+            .then_with(|| {
+                let fa = a.frames.iter().map(|f| f.function.as_str());
+                let fb = b.frames.iter().map(|f| f.function.as_str());
+                fa.cmp(fb)
+            })
+            .then_with(|| a.stack.ips().cmp(b.stack.ips()))
+    });
+}
+
+fn round(x: f64) -> u64 {
+    if x.is_finite() && x > 0.0 { x.round() as u64 } else { 0 }
+}
+
+/// Takes a snapshot (see the module docs for the phases).
+pub(crate) fn take<H: Host>(sample_interval: u64) -> Snapshot {
+    let tsp = H::thread_state();
+    // SAFETY: a non-null pointer from the host is the calling thread's live state block.
+    let ts = unsafe { tsp.as_ref() };
+    let guard = ts.map(|t| t.enter());
+    let entries = tables::STACKS.lock().entries.clone();
+    let live = tables::live_records();
+    let mut ips: Vec<usize> = entries.iter().flat_map(|e| e.ips.iter().copied()).collect();
+    ips.sort_unstable();
+    ips.dedup();
+    let symbols = crate::symbolize::resolve_many(&ips);
+    let now = crate::clock::now_ns();
+    let mut ages: HashMap<u32, MillisHistogram> = HashMap::new();
+    for r in live.iter() {
+        let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
+        ages.entry(r.stack).or_default().add_weighted(age_ms, r.weight.bytes);
+    }
+    let cache_len = crate::symbolize::cache_len() as u64;
+    drop(guard);
+
+    let mut stacks = Vec::with_capacity(entries.len());
+    for (id, e) in entries.iter().enumerate() {
+        if e.samples == 0 {
+            continue;
+        }
+        let mut frames = Vec::new();
+        for ip in e.ips.iter() {
+            if let Some(fs) = symbols.get(ip) {
+                frames.extend(fs.iter().cloned());
+            }
+        }
+        if id == 0 {
+            frames.push(crate::callstack::Frame {
+                ip: 0,
+                function: "[stack table full: YING_MAX_STACKS]".to_string(),
+                file: None,
+                line: None,
+                inlined: false,
+                module: None,
+            });
+        }
+        stacks.push(StackStats {
+            allocated_bytes: round(e.alloc_bytes),
+            num_allocations: round(e.alloc_count),
+            freed_bytes: round(e.freed_bytes),
+            num_frees: round(e.freed_count),
+            retained_bytes: round(e.live_bytes),
+            retained_count: round(e.live_count),
+            samples: e.samples,
+            live_samples: e.live_samples,
+            frames,
+            lifetimes: e.lifetimes,
+            retained_age: ages.get(&(id as u32)).copied().unwrap_or_default(),
+            stack: StdCallstack::from_ips(&e.ips),
+        });
+    }
+    let snap = Snapshot {
+        taken_at: SystemTime::now(),
+        totals: totals::read(),
+        sample_interval,
+        stacks,
+        live_samples: live.len() as u64,
+        dropped_samples: tables::DROPPED_SAMPLES.load(std::sync::atomic::Ordering::Relaxed),
+        address_conflicts: tables::ADDRESS_CONFLICTS.load(std::sync::atomic::Ordering::Relaxed),
+        giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+        symbol_cache_entries: cache_len,
+    };
+    let _g = ts.map(|t| t.enter());
+    drop(entries);
+    drop(live);
+    drop(symbols);
+    drop(ages);
+    snap
+}

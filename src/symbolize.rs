@@ -1,0 +1,158 @@
+//! Turning raw instruction pointers into frames, at report time only.
+//!
+//! Every address is resolved once and cached for the life of the process (the cache is the
+//! profiler's own memory, excluded from the program's totals). Inlined functions are kept: one
+//! address yields several frames, innermost first, all but the last marked `inlined`. Names are
+//! demangled (legacy and v0 Rust, C++) without cutting any path segment. Addresses with no symbol
+//! are shown as `module+0xoffset`, so even stripped binaries give something to look up.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::callstack::Frame;
+use crate::spin::SpinMutex;
+use crate::tables::AddrHasher;
+
+/// The symbol cache: address -> its frames (innermost first).
+#[derive(Debug)]
+pub(crate) struct SymbolCache {
+    map: HashMap<usize, Arc<[Frame]>, std::hash::BuildHasherDefault<AddrHasher>>,
+}
+
+/// Serialises symbolization (the backtrace crate's DWARF caches are not thread-safe when used
+/// unsynchronized) and guards our cache. Taken before any other profiler lock.
+pub(crate) static SYMBOLS: SpinMutex<SymbolCache> =
+    SpinMutex::new(SymbolCache { map: HashMap::with_hasher(std::hash::BuildHasherDefault::new()) });
+
+/// Number of cached addresses.
+pub(crate) fn cache_len() -> usize {
+    SYMBOLS.lock().map.len()
+}
+
+/// A loaded module, for naming addresses that have no symbol.
+#[derive(Debug, Clone)]
+pub struct Module {
+    /// Path of the module (the executable's real path for the main program).
+    pub name: String,
+    /// Lowest address of its code.
+    pub start: usize,
+    /// One past its highest code address.
+    pub end: usize,
+    /// Load bias: file virtual address = runtime address - bias.
+    pub bias: usize,
+    /// GNU build id in hex, or empty.
+    pub build_id: String,
+}
+
+/// The modules currently loaded (re-read on every report; `dlopen` adds modules).
+pub fn modules() -> Vec<Module> {
+    use findshlibs::{Segment, SharedLibrary, TargetSharedLibrary};
+    let mut out = Vec::new();
+    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).ok();
+    TargetSharedLibrary::each(|lib| {
+        let mut name = lib.name().to_string_lossy().into_owned();
+        if name.is_empty() {
+            name = exe.clone().unwrap_or_else(|| "[main]".to_string());
+        }
+        if name.contains("linux-vdso") {
+            return;
+        }
+        let bias = lib.virtual_memory_bias().0;
+        let (mut start, mut end) = (usize::MAX, 0usize);
+        for seg in lib.segments() {
+            if !seg.is_code() {
+                continue;
+            }
+            let s = seg.actual_virtual_memory_address(lib).0;
+            start = start.min(s);
+            end = end.max(s + seg.len());
+        }
+        if start >= end {
+            return;
+        }
+        let build_id = lib.id().map(|id| id.to_string()).unwrap_or_default();
+        out.push(Module { name, start, end, bias, build_id });
+    });
+    out.sort_by_key(|m| m.start);
+    out
+}
+
+/// The module containing `ip`.
+pub fn module_of(mods: &[Module], ip: usize) -> Option<&Module> {
+    let i = mods.partition_point(|m| m.start <= ip);
+    mods.get(i.checked_sub(1)?).filter(|m| ip < m.end)
+}
+
+fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
+    let mut frames: Vec<Frame> = Vec::new();
+    // SAFETY: `resolve_unsynchronized` must not run concurrently with another resolution; the
+    // caller holds `SYMBOLS`, which every resolution in this crate takes.
+    unsafe {
+        backtrace::resolve_unsynchronized(ip as *mut std::ffi::c_void, |sym| {
+            let function = match sym.name() {
+                Some(n) => format!("{n:#}"),
+                None => String::new(),
+            };
+            frames.push(Frame {
+                ip,
+                function,
+                file: sym.filename().map(|f| f.display().to_string()),
+                line: sym.lineno(),
+                inlined: true,
+                module: None,
+            });
+        });
+    }
+    let module = module_of(mods, ip);
+    if let Some(last) = frames.last_mut() {
+        last.inlined = false;
+    }
+    frames.retain(|f| !f.function.is_empty() || f.file.is_some());
+    if frames.is_empty() {
+        let function = match module {
+            Some(m) => {
+                let short = m.name.rsplit('/').next().unwrap_or(&m.name);
+                format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
+            }
+            None => format!("{ip:#x}"),
+        };
+        frames.push(Frame { ip, function, file: None, line: None, inlined: false, module: None });
+    }
+    let mname = module.map(|m| m.name.clone());
+    for f in frames.iter_mut() {
+        if f.function.is_empty() {
+            f.function = "??".to_string();
+        }
+        f.module = mname.clone();
+    }
+    frames.into()
+}
+
+/// Resolves every address in `ips` into the cache (one lock hold, one module scan).
+pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
+    let mut cache = SYMBOLS.lock();
+    let mut mods: Option<Vec<Module>> = None;
+    let mut out = HashMap::with_capacity(ips.len());
+    for &ip in ips {
+        if out.contains_key(&ip) {
+            continue;
+        }
+        let frames = match cache.map.get(&ip) {
+            Some(f) => Arc::clone(f),
+            None => {
+                let mods = mods.get_or_insert_with(modules);
+                let f = resolve_uncached(ip, mods);
+                cache.map.insert(ip, Arc::clone(&f));
+                f
+            }
+        };
+        out.insert(ip, frames);
+    }
+    out
+}
+
+/// Symbolizes one stack (innermost first, inlined frames expanded).
+pub(crate) fn symbolize_stack(ips: &[usize]) -> Vec<Frame> {
+    let map = resolve_many(ips);
+    ips.iter().filter_map(|ip| map.get(ip)).flat_map(|f| f.iter().cloned()).collect()
+}

@@ -1,0 +1,245 @@
+//! The profiler's two tables: interned stacks with their running estimates, and the live
+//! sampled allocations (address -> record) that let a `free` find its stack.
+//!
+//! Both are touched only on sampled paths (and on frees the filter could not reject), always with
+//! the thread's re-entrancy guard held, so any allocation they make is the profiler's own. Their
+//! locks are [`SpinMutex`]es: they never allocate while held and the `fork` handlers can take and
+//! release them all. Lock order: symbols, then stacks, then live shards in index order.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::histogram::MillisHistogram;
+use crate::sampler::Weight;
+use crate::spin::SpinMutex;
+
+/// A fast, deterministic hasher for addresses and instruction-pointer arrays (no random keys:
+/// `RandomState` would touch std's thread-locals inside allocation hooks).
+#[derive(Default, Clone, Copy, Debug)]
+pub(crate) struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        z ^ (z >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+type Build = BuildHasherDefault<AddrHasher>;
+
+/// Running estimates of one stack.
+#[derive(Debug, Clone)]
+pub(crate) struct StackEntry {
+    /// Raw instruction pointers, innermost first.
+    pub(crate) ips: Box<[usize]>,
+    pub(crate) alloc_count: f64,
+    pub(crate) alloc_bytes: f64,
+    pub(crate) live_count: f64,
+    pub(crate) live_bytes: f64,
+    pub(crate) freed_count: f64,
+    pub(crate) freed_bytes: f64,
+    /// Raw number of samples taken at this stack, and of those still live.
+    pub(crate) samples: u64,
+    pub(crate) live_samples: u64,
+    pub(crate) lifetimes: MillisHistogram,
+}
+
+impl StackEntry {
+    fn new(ips: Box<[usize]>) -> Self {
+        Self {
+            ips,
+            alloc_count: 0.0,
+            alloc_bytes: 0.0,
+            live_count: 0.0,
+            live_bytes: 0.0,
+            freed_count: 0.0,
+            freed_bytes: 0.0,
+            samples: 0,
+            live_samples: 0,
+            lifetimes: MillisHistogram::new(),
+        }
+    }
+}
+
+/// Interned stacks. Id 0 is the overflow bucket used once `max_stacks` distinct stacks exist.
+#[derive(Debug)]
+pub(crate) struct StackTable {
+    index: HashMap<Box<[usize]>, u32, Build>,
+    pub(crate) entries: Vec<StackEntry>,
+}
+
+/// Distinct stacks kept before new ones are folded into the overflow bucket.
+pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(100_000);
+
+impl StackTable {
+    const fn new() -> Self {
+        Self { index: HashMap::with_hasher(BuildHasherDefault::new()), entries: Vec::new() }
+    }
+
+    fn intern(&mut self, ips: &[usize]) -> u32 {
+        if self.entries.is_empty() {
+            self.entries.push(StackEntry::new(Box::new([])));
+        }
+        if let Some(&id) = self.index.get(ips) {
+            return id;
+        }
+        if self.entries.len() as u64 > MAX_STACKS.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let id = self.entries.len() as u32;
+        let boxed: Box<[usize]> = ips.into();
+        self.entries.push(StackEntry::new(boxed.clone()));
+        self.index.insert(boxed, id);
+        id
+    }
+
+    /// Records a new sample of weight `w` at `ips`; returns the stack id.
+    pub(crate) fn add_sample(&mut self, ips: &[usize], w: Weight) -> u32 {
+        let id = self.intern(ips);
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            e.alloc_count += w.count;
+            e.alloc_bytes += w.bytes;
+            e.live_count += w.count;
+            e.live_bytes += w.bytes;
+            e.samples += 1;
+            e.live_samples += 1;
+        }
+        id
+    }
+
+    /// Records the free of a sample after `lifetime_ms`.
+    pub(crate) fn free_sample(&mut self, id: u32, w: Weight, lifetime_ms: f64) {
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            e.live_count -= w.count;
+            e.live_bytes -= w.bytes;
+            e.freed_count += w.count;
+            e.freed_bytes += w.bytes;
+            e.live_samples = e.live_samples.saturating_sub(1);
+            e.lifetimes.add_weighted(lifetime_ms, w.count);
+        }
+    }
+
+    /// A sampled block was resized in place or moved: it keeps its stack; its weight changes.
+    pub(crate) fn resize_sample(&mut self, id: u32, old: Weight, new: Weight) {
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            e.live_count += new.count - old.count;
+            e.live_bytes += new.bytes - old.bytes;
+            if new.bytes > old.bytes {
+                e.alloc_bytes += new.bytes - old.bytes;
+            }
+        }
+    }
+}
+
+/// One live sampled allocation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Record {
+    pub(crate) stack: u32,
+    pub(crate) size: u64,
+    pub(crate) weight: Weight,
+    pub(crate) born_ns: u64,
+}
+
+const SHARDS: usize = 64;
+
+pub(crate) static STACKS: SpinMutex<StackTable> = SpinMutex::new(StackTable::new());
+static LIVE: [SpinMutex<HashMap<usize, Record, Build>>; SHARDS] =
+    [const { SpinMutex::new(HashMap::with_hasher(BuildHasherDefault::new())) }; SHARDS];
+
+/// Samples whose address was already in the live table (a free we never saw).
+pub(crate) static ADDRESS_CONFLICTS: AtomicU64 = AtomicU64::new(0);
+/// Samples that could not be recorded.
+pub(crate) static DROPPED_SAMPLES: AtomicU64 = AtomicU64::new(0);
+/// Giant allocations refused.
+pub(crate) static GIANT_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+fn shard(ptr: usize) -> &'static SpinMutex<HashMap<usize, Record, Build>> {
+    let i = ((ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
+    &LIVE[i % SHARDS]
+}
+
+/// Inserts a live record for `ptr`.
+pub(crate) fn insert_live(ptr: usize, rec: Record) {
+    crate::filter::insert(ptr);
+    let old = shard(ptr).lock().insert(ptr, rec);
+    if let Some(old) = old {
+        // The block at this address was freed behind our back (a free we could not see):
+        // retire its record so it does not count as retained forever.
+        ADDRESS_CONFLICTS.fetch_add(1, Ordering::Relaxed);
+        crate::filter::remove(ptr);
+        STACKS.lock().free_sample(old.stack, old.weight, 0.0);
+    }
+}
+
+/// Removes and returns the live record of `ptr`, if it was sampled.
+pub(crate) fn take_live(ptr: usize) -> Option<Record> {
+    let rec = shard(ptr).lock().remove(&ptr);
+    if rec.is_some() {
+        crate::filter::remove(ptr);
+    }
+    rec
+}
+
+/// Copies every live record (for ages and the pprof `inuse` view).
+pub(crate) fn live_records() -> Vec<Record> {
+    let mut out = Vec::new();
+    for s in LIVE.iter() {
+        let g = s.lock();
+        out.reserve(g.len());
+        out.extend(g.values().copied());
+    }
+    out
+}
+
+/// Number of live sampled allocations.
+pub(crate) fn live_len() -> usize {
+    LIVE.iter().map(|s| s.lock().len()).sum()
+}
+
+/// Drops every stack and live record (tests and `reset`). Live blocks become untracked.
+pub(crate) fn clear() {
+    let mut st = STACKS.lock();
+    for s in LIVE.iter() {
+        let mut g = s.lock();
+        for (&p, _) in g.iter() {
+            crate::filter::remove(p);
+        }
+        g.clear();
+    }
+    st.entries.clear();
+    st.index.clear();
+}
+
+/// `fork` prepare: take every lock so the child inherits consistent, unlocked tables.
+pub(crate) fn lock_all_for_fork() {
+    crate::symbolize::SYMBOLS.lock_for_fork();
+    STACKS.lock_for_fork();
+    for s in LIVE.iter() {
+        s.lock_for_fork();
+    }
+}
+
+/// `fork` parent and child: release what [`lock_all_for_fork`] took.
+pub(crate) fn unlock_all_after_fork() {
+    for s in LIVE.iter().rev() {
+        s.force_unlock();
+    }
+    STACKS.force_unlock();
+    crate::symbolize::SYMBOLS.force_unlock();
+}

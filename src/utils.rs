@@ -1,0 +1,460 @@
+//! [`ProfilerRunner`]: the background thread that decides when collected stats become reports,
+//! and [`gen_flamegraph`] for a one-off SVG.
+//!
+//! # When a report is written
+//!
+//! The runner wakes every `check_interval_secs`, reads the *exact* total of retained bytes and
+//! compares it with the level at the last report it wrote. If it moved (up or down) by at least
+//! `report_pct_change_trigger` percent of that level, a report set is written and the level is
+//! updated. The first check always writes a baseline report. With `report_at_exit`, a final
+//! report set is written when the process exits through `exit()` or by returning from `main`.
+//! The runner's thread is marked as profiler code, so its own allocations never show up.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::YingProfiler;
+use crate::callstack::Measurement;
+use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
+use crate::snapshot::Snapshot;
+
+/// Default reporting directory.
+pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
+/// Default seconds between checks.
+pub const DEFAULT_CHECK_INTERVAL_SECS: usize = 300;
+/// Default percentage change of retained memory that triggers a report.
+pub const DEFAULT_PCT_CHANGE_TRIGGER: usize = 10;
+/// Default number of stacks in a text report.
+pub const DEFAULT_TOP_K: usize = 20;
+
+/// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
+pub trait ProfileSource: Send + Sync + 'static {
+    /// Everything known now.
+    fn snapshot(&self) -> Snapshot;
+    /// Marks the calling thread as profiler code for the rest of its life.
+    fn enter_profiler_thread(&self);
+    /// Runs `f` as profiler code (its allocations are the profiler's own).
+    fn run_guarded(&self, f: &mut dyn FnMut());
+}
+
+/// Decides how collected stats are reported: how often to look, how much change is worth a
+/// report, what to measure, where output goes and in what form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfilerRunner {
+    check_interval_secs: usize,
+    report_pct_change_trigger: usize,
+    reporting_path: String,
+    expand_frames: bool,
+    gen_flamegraphs: bool,
+    measure_allocated_not_retained: bool,
+    top_k: usize,
+    report_at_exit: bool,
+}
+
+impl Default for ProfilerRunner {
+    fn default() -> Self {
+        Self {
+            check_interval_secs: DEFAULT_CHECK_INTERVAL_SECS,
+            report_pct_change_trigger: DEFAULT_PCT_CHANGE_TRIGGER,
+            reporting_path: DEFAULT_REPORTING_PATH.to_string(),
+            expand_frames: false,
+            gen_flamegraphs: true,
+            measure_allocated_not_retained: false,
+            top_k: DEFAULT_TOP_K,
+            report_at_exit: false,
+        }
+    }
+}
+
+/// Why [`ProfilerRunnerBuilder::build`] refused a setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfilerRunnerBuilderError {
+    /// The offending field.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl std::fmt::Display for ProfilerRunnerBuilderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProfilerRunner: `{}` {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ProfilerRunnerBuilderError {}
+
+/// Builds a [`ProfilerRunner`]; anything left out takes the default.
+#[derive(Clone, Debug, Default)]
+pub struct ProfilerRunnerBuilder {
+    inner: Option<ProfilerRunner>,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        impl ProfilerRunnerBuilder {
+            $(
+                $(#[$doc])*
+                pub fn $name<V: Into<$ty>>(&mut self, value: V) -> &mut Self {
+                    self.inner.get_or_insert_with(ProfilerRunner::default).$name = value.into();
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Seconds between checks of retained memory.
+    check_interval_secs: usize,
+    /// Percent change of retained memory (since the last report) that triggers a report.
+    report_pct_change_trigger: usize,
+    /// Directory for report sets; created if missing.
+    reporting_path: String,
+    /// Rank stacks by total allocated bytes instead of retained bytes.
+    measure_allocated_not_retained: bool,
+    /// Also write an SVG flamegraph with each report.
+    gen_flamegraphs: bool,
+    /// List inlined frames within each stack frame in reports.
+    expand_frames: bool,
+    /// Stacks listed in each text report.
+    top_k: usize,
+    /// Write a final report set when the process exits.
+    report_at_exit: bool,
+}
+
+impl ProfilerRunnerBuilder {
+    /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
+    /// empty path, or a path that exists and is not a directory.
+    pub fn build(&self) -> Result<ProfilerRunner, ProfilerRunnerBuilderError> {
+        let r = self.inner.clone().unwrap_or_default();
+        r.validate()?;
+        Ok(r)
+    }
+}
+
+/// Handle to a spawned runner.
+#[derive(Debug, Clone)]
+pub struct RunnerHandle {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<Control>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Control {
+    stop: bool,
+    dump_requested: bool,
+    dumps_done: u64,
+}
+
+impl RunnerHandle {
+    /// Asks the runner to write a report set now (regardless of the trigger) and waits for it.
+    pub fn dump_now(&self) {
+        let Ok(mut c) = self.shared.state.lock() else { return };
+        let target = c.dumps_done + 1;
+        c.dump_requested = true;
+        self.shared.wake.notify_all();
+        while c.dumps_done < target && !c.stop {
+            c = match self.shared.wake.wait(c) {
+                Ok(c) => c,
+                Err(_) => return,
+            };
+        }
+    }
+
+    /// Stops the runner thread (after any report in progress).
+    pub fn stop(&self) {
+        if let Ok(mut c) = self.shared.state.lock() {
+            c.stop = true;
+        }
+        self.shared.wake.notify_all();
+    }
+}
+
+/// The runner registered for the exit report (one per process).
+static EXIT_RUNNER: OnceLock<(ProfilerRunner, &'static dyn ProfileSource)> = OnceLock::new();
+
+extern "C" fn report_at_exit() {
+    if let Some((runner, source)) = EXIT_RUNNER.get() {
+        let mut f = || {
+            if let Err(e) = runner.write_now(*source) {
+                crate::sys::warn(&format!("final report not written: {e}"));
+            }
+        };
+        source.run_guarded(&mut f);
+    }
+}
+
+impl ProfilerRunner {
+    /// A runner from explicit settings (0.3.0 signature).
+    pub fn new(
+        check_interval_secs: usize,
+        report_pct_change_trigger: usize,
+        reporting_path: &str,
+        expand_frames: bool,
+        gen_flamegraphs: bool,
+        measure_allocated_not_retained: bool,
+    ) -> Self {
+        Self {
+            check_interval_secs,
+            report_pct_change_trigger,
+            reporting_path: reporting_path.to_string(),
+            expand_frames,
+            gen_flamegraphs,
+            measure_allocated_not_retained,
+            ..Self::default()
+        }
+    }
+
+    /// The seed's `start_profiling` values: 300 s, 10 %, flamegraphs, retained, `ying-profiles`.
+    pub fn seed_defaults() -> Self {
+        Self::new(300, 10, DEFAULT_REPORTING_PATH, false, true, false)
+    }
+
+    /// A runner configured from `YING_*` variables (the same ones as the preload shim). Bad
+    /// values print one warning each and fall back to their defaults. The sampling variables
+    /// are applied to `profiler` (interval, giant limit, seed, enabled).
+    pub fn from_env(profiler: &YingProfiler) -> Self {
+        let (cfg, warnings) = crate::config::Config::from_env();
+        for w in warnings {
+            crate::sys::write_stderr(format!("{w}\n").as_bytes());
+        }
+        let set = profiler.settings();
+        set.set_sample_interval(cfg.sample_interval_bytes);
+        set.set_max_alloc_bytes(cfg.max_alloc_bytes);
+        set.set_enabled(cfg.enabled);
+        set.set_max_stacks(cfg.max_stacks);
+        if let Some(seed) = cfg.seed {
+            set.set_seed(seed);
+        }
+        Self::from_config(&cfg)
+    }
+
+    /// A runner from a parsed [`crate::config::Config`].
+    pub fn from_config(cfg: &crate::config::Config) -> Self {
+        Self {
+            check_interval_secs: cfg.check_interval_secs as usize,
+            report_pct_change_trigger: cfg.report_pct_change_trigger as usize,
+            reporting_path: cfg.reporting_path.display().to_string(),
+            expand_frames: cfg.expand_frames,
+            gen_flamegraphs: cfg.gen_flamegraphs,
+            measure_allocated_not_retained: cfg.measure_allocated_not_retained,
+            top_k: cfg.top_k,
+            report_at_exit: cfg.report_at_exit,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ProfilerRunnerBuilderError> {
+        let err = |field, reason: &str| {
+            Err(ProfilerRunnerBuilderError { field, reason: reason.to_string() })
+        };
+        if self.check_interval_secs == 0 {
+            return err("check_interval_secs", "must be at least 1 second");
+        }
+        if self.top_k == 0 {
+            return err("top_k", "must be at least 1");
+        }
+        if self.reporting_path.is_empty() {
+            return err("reporting_path", "must not be empty");
+        }
+        let p = Path::new(&self.reporting_path);
+        if p.exists() && !p.is_dir() {
+            return Err(ProfilerRunnerBuilderError {
+                field: "reporting_path",
+                reason: format!("{} exists and is not a directory", p.display()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Seconds between checks.
+    pub fn check_interval_secs(&self) -> usize {
+        self.check_interval_secs
+    }
+    /// Percent change that triggers a report.
+    pub fn report_pct_change_trigger(&self) -> usize {
+        self.report_pct_change_trigger
+    }
+    /// Directory for report sets.
+    pub fn reporting_path(&self) -> &str {
+        &self.reporting_path
+    }
+    /// Whether stacks are ranked by allocated bytes.
+    pub fn measure_allocated_not_retained(&self) -> bool {
+        self.measure_allocated_not_retained
+    }
+    /// Whether flamegraphs are written.
+    pub fn gen_flamegraphs(&self) -> bool {
+        self.gen_flamegraphs
+    }
+    /// Whether inlined frames are listed.
+    pub fn expand_frames(&self) -> bool {
+        self.expand_frames
+    }
+    /// Whether a final report is written at exit.
+    pub fn report_at_exit(&self) -> bool {
+        self.report_at_exit
+    }
+
+    /// What to rank by.
+    pub fn measurement(&self) -> Measurement {
+        if self.measure_allocated_not_retained {
+            Measurement::AllocatedBytes
+        } else {
+            Measurement::RetainedBytes
+        }
+    }
+
+    /// The report options these settings imply.
+    pub fn report_options(&self) -> ReportOptions {
+        ReportOptions {
+            measurement: self.measurement(),
+            top_k: self.top_k.max(1),
+            expand_frames: self.expand_frames,
+            gen_flamegraphs: self.gen_flamegraphs,
+        }
+    }
+
+    /// Whether a change from `last` to `now` retained bytes is worth a report.
+    pub fn should_report(&self, last: Option<u64>, now: u64) -> bool {
+        match last {
+            None => true,
+            Some(0) => now > 0,
+            Some(l) => {
+                let delta = now.abs_diff(l) as u128 * 100;
+                delta >= self.report_pct_change_trigger as u128 * l as u128
+            }
+        }
+    }
+
+    /// Writes a report set now, from `source`, into the reporting path.
+    pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
+        let snap = source.snapshot();
+        report::write_report_set(
+            &snap,
+            &ReportContext::current(),
+            &self.report_options(),
+            Path::new(&self.reporting_path),
+        )
+    }
+
+    /// Spawns the background thread for the `#[global_allocator]` profiler.
+    pub fn spawn(&self, profiler: &'static YingProfiler) -> RunnerHandle {
+        self.spawn_for(profiler)
+    }
+
+    /// Spawns the background thread for any [`ProfileSource`]. The directory is created first
+    /// (a failure is reported on stderr; reports are then skipped until it can be created).
+    pub fn spawn_for(&self, source: &'static dyn ProfileSource) -> RunnerHandle {
+        let shared =
+            Arc::new(Shared { state: Mutex::new(Control::default()), wake: Condvar::new() });
+        let handle = RunnerHandle { shared: Arc::clone(&shared) };
+        let runner = self.clone();
+        let mut start = || {
+            if let Err(e) = std::fs::create_dir_all(&runner.reporting_path) {
+                crate::sys::warn(&format!(
+                    "reporting path {} cannot be created ({e}); reports are skipped",
+                    runner.reporting_path
+                ));
+            }
+            if runner.report_at_exit && EXIT_RUNNER.set((runner.clone(), source)).is_ok() {
+                // SAFETY: `report_at_exit` is a plain `extern "C" fn()` with no captured state.
+                unsafe {
+                    libc::atexit(report_at_exit);
+                }
+            }
+            let r = runner.clone();
+            let sh = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new()
+                .name("ying-report".to_string())
+                .spawn(move || r.run(source, &sh));
+            if let Err(e) = spawned {
+                crate::sys::warn(&format!("could not start the report thread: {e}"));
+            }
+        };
+        source.run_guarded(&mut start);
+        handle
+    }
+
+    fn run(&self, source: &dyn ProfileSource, shared: &Shared) {
+        source.enter_profiler_thread();
+        block_signals();
+        let mut last: Option<u64> = None;
+        let interval = Duration::from_secs(self.check_interval_secs.max(1) as u64);
+        loop {
+            let forced = {
+                let Ok(c) = shared.state.lock() else { return };
+                let (mut c, _) = match shared
+                    .wake
+                    .wait_timeout_while(c, interval, |c| !c.stop && !c.dump_requested)
+                {
+                    Ok(x) => x,
+                    Err(_) => return,
+                };
+                if c.stop {
+                    return;
+                }
+                std::mem::take(&mut c.dump_requested)
+            };
+            let now = crate::totals::read().retained_bytes();
+            if forced || self.should_report(last, now) {
+                match self.write_now(source) {
+                    Ok(_) => last = Some(now),
+                    Err(e) => crate::sys::warn(&format!("report not written: {e}")),
+                }
+            }
+            if let Ok(mut c) = shared.state.lock() {
+                if forced {
+                    c.dumps_done += 1;
+                }
+            }
+            shared.wake.notify_all();
+        }
+    }
+}
+
+/// Blocks every signal in the calling (runner) thread, so the program's signals keep going to
+/// the program's threads.
+fn block_signals() {
+    // SAFETY: `set` is a valid sigset_t filled by sigfillset before use; pthread_sigmask only
+    // affects the calling thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Writes a one-off flamegraph of `profiler`'s stacks ranked by `measurement` to `path`.
+pub fn gen_flamegraph(
+    profiler: &YingProfiler,
+    measurement: Measurement,
+    path: &PathBuf,
+) -> Result<(), String> {
+    let snap = profiler.snapshot();
+    let folded = report::folded::render(&snap.stacks, measurement, false);
+    let svg = report::flamegraph::render_svg(&folded, measurement, "")?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{}: not a file path", path.display()))?;
+    report::files::write_atomic(dir, name, &svg).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Writes a full report set for `profiler` into `dir` right now (for an HTTP endpoint or a
+/// health check), ranked by `options.measurement`.
+pub fn write_report_now(
+    profiler: &YingProfiler,
+    options: &ReportOptions,
+    dir: &Path,
+) -> io::Result<ReportPaths> {
+    let snap = profiler.snapshot();
+    report::write_report_set(&snap, &ReportContext::current(), options, dir)
+}

@@ -1,0 +1,75 @@
+//! With a sampling interval of one byte every allocation is a sample of weight one, so every
+//! per-stack figure must equal the truth exactly. One test per file: the allocator is global.
+
+use std::hint::black_box;
+use ying_profiler::{StackStats, YingProfiler};
+
+#[global_allocator]
+static A: YingProfiler = YingProfiler::new(1, 64 << 30);
+
+#[inline(never)]
+fn marker_keep_1000(n: usize) -> Vec<Box<[u8]>> {
+    (0..n).map(|_| black_box(vec![7u8; 1000].into_boxed_slice())).collect()
+}
+
+#[inline(never)]
+fn marker_churn_3000(n: usize) {
+    for _ in 0..n {
+        black_box(vec![1u8; 3000]);
+    }
+}
+
+#[inline(never)]
+fn marker_grow(n: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = Vec::with_capacity(16);
+    for i in 0..n {
+        v.push(i as u8);
+    }
+    v
+}
+
+fn find<'a>(stacks: &'a [StackStats], name: &str) -> Vec<&'a StackStats> {
+    stacks.iter().filter(|s| s.frames.iter().any(|f| f.function.contains(name))).collect()
+}
+
+#[test]
+fn exact_per_stack_bytes_and_counts() {
+    let kept = marker_keep_1000(100);
+    marker_churn_3000(50);
+    let grown = marker_grow(100_000);
+    let snap = A.snapshot();
+
+    let keep = find(&snap.stacks, "marker_keep_1000");
+    // The 1000-byte boxes, plus the Vec that holds the 100 pointers.
+    let boxes: Vec<_> = keep.iter().filter(|s| s.num_allocations == 100).collect();
+    assert_eq!(boxes.len(), 1, "stacks: {keep:#?}");
+    assert_eq!(boxes[0].allocated_bytes, 100_000);
+    assert_eq!(boxes[0].retained_bytes, 100_000);
+    assert_eq!(boxes[0].retained_count, 100);
+    assert_eq!(boxes[0].num_frees, 0);
+
+    let churn = find(&snap.stacks, "marker_churn_3000");
+    let total_alloc: u64 = churn.iter().map(|s| s.allocated_bytes).sum();
+    let total_ret: u64 = churn.iter().map(|s| s.retained_bytes).sum();
+    let frees: u64 = churn.iter().map(|s| s.num_frees).sum();
+    assert_eq!(total_alloc, 150_000);
+    assert_eq!(total_ret, 0);
+    assert_eq!(frees, 50);
+
+    // A realloc chain is one long-lived allocation at its first stack.
+    let grow = find(&snap.stacks, "marker_grow");
+    let live: Vec<_> = grow.iter().filter(|s| s.retained_count > 0).collect();
+    assert_eq!(live.len(), 1, "{grow:#?}");
+    assert_eq!(live[0].retained_bytes as usize, grown.capacity());
+    assert_eq!(live[0].retained_count, 1);
+    assert_eq!(live[0].num_allocations, 1);
+
+    // Profiler frames never appear in stacks.
+    for s in &snap.stacks {
+        for f in s.display_frames(true) {
+            assert!(!f.function.contains("ying_profiler::"), "profiler frame leaked: {f}");
+        }
+    }
+    drop(kept);
+    drop(grown);
+}
