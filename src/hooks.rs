@@ -57,6 +57,10 @@ impl Settings {
             enabled: AtomicBool::new(true),
         }
     }
+    /// The same settings, with sampling on or off from the start.
+    pub const fn enabled_at_start(self, on: bool) -> Self {
+        Self { enabled: AtomicBool::new(on), ..self }
+    }
     /// Mean sampling interval in bytes.
     pub fn sample_interval(&self) -> u64 {
         self.sample_interval.load(Ordering::Relaxed).max(1)
@@ -99,7 +103,9 @@ static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
 /// Capped just below the giant limit so that a giant request always reaches the slow path.
 fn redraw(ts: &ThreadState, set: &Settings) {
     if !set.enabled() {
-        ts.budget.set(set.max_alloc_bytes().saturating_sub(1));
+        // Come back now and then: sampling may be switched on later (the shim enables it once
+        // its configuration has been read).
+        ts.budget.set(set.max_alloc_bytes().min(1 << 20).saturating_sub(1));
         return;
     }
     let mut rng = ts.rng.get();
@@ -245,7 +251,10 @@ fn alloc_slow<H: Host>(
         return p;
     }
     totals::add_alloc(slot, counted(p));
-    record_sample::<H>(ts, p as usize, size as u64, set.sample_interval());
+    if set.enabled() {
+        let _e = crate::sys::ErrnoGuard::save();
+        record_sample::<H>(ts, p as usize, size as u64, set.sample_interval());
+    }
     p
 }
 
@@ -300,6 +309,7 @@ fn free_slow<H: Host>(tsp: *const ThreadState, ptr: *mut u8, counted: usize) {
         totals::add_free_shared(counted);
     }
     if crate::filter::may_contain(ptr as usize) {
+        let _e = crate::sys::ErrnoGuard::save();
         let _g = ts.enter();
         if let Some(rec) = tables::take_live(ptr as usize) {
             retire(rec);
@@ -426,7 +436,10 @@ fn realloc_slow<H: Host>(
             ts.budget.set(budget - growth);
         } else {
             redraw(ts, set);
-            record_sample::<H>(ts, p as usize, new_size as u64, interval);
+            if set.enabled() {
+                let _e = crate::sys::ErrnoGuard::save();
+                record_sample::<H>(ts, p as usize, new_size as u64, interval);
+            }
         }
     }
     p
@@ -436,6 +449,7 @@ fn realloc_slow<H: Host>(
 #[inline(never)]
 fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
     tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
+    let _e = crate::sys::ErrnoGuard::save();
     let _g = ts.enter();
     let mut ips = [0usize; MAX_FRAMES];
     let n = capture::<H>(&mut ips);
@@ -450,6 +464,38 @@ fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
         out.push('\n');
     }
     crate::sys::write_stderr(out.as_bytes());
+}
+
+/// Runs `f` as profiler code on the thread owning `ts` (its allocations are the profiler's).
+pub fn run_guarded<T>(ts: &ThreadState, f: impl FnOnce() -> T) -> T {
+    let _g = ts.enter();
+    f()
+}
+
+/// Enters profiler code on the thread owning `ts` until [`leave_guard`] (for code that cannot
+/// hold a scoped guard, such as `fork` handlers).
+pub fn enter_guard(ts: &ThreadState) {
+    ts.enter_forever();
+}
+
+/// Leaves one level of [`enter_guard`].
+pub fn leave_guard(ts: &ThreadState) {
+    ts.leave();
+}
+
+/// Marks the thread owning `ts` as profiler code for the rest of its life (report threads).
+pub fn enter_forever(ts: &ThreadState) {
+    ts.enter_forever();
+}
+
+/// Counts memory the profiler's own allocator handed out (the shim's internal allocator).
+pub fn internal_alloc(bytes: usize) {
+    totals::add_internal(bytes);
+}
+
+/// Counts memory the profiler's own allocator took back.
+pub fn internal_free(bytes: usize) {
+    totals::sub_internal(bytes);
 }
 
 /// Weight of a sample at `size` for the current interval (exposed for tests and docs).

@@ -140,4 +140,5 @@ pub mod __private {
     //! Items the preload shim needs; not a public API.
     pub use crate::symbolize::{Module, module_of, modules};
     pub use crate::sys::{warn, write_stderr};
+    pub use backtrace;
 }

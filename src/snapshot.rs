@@ -75,8 +75,8 @@ fn round(x: f64) -> u64 {
     if x.is_finite() && x > 0.0 { x.round() as u64 } else { 0 }
 }
 
-/// Takes a snapshot (see the module docs for the phases).
-pub(crate) fn take<H: Host>(sample_interval: u64) -> Snapshot {
+/// Takes a snapshot for the front end `H` (see the module docs for the phases).
+pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let tsp = H::thread_state();
     // SAFETY: a non-null pointer from the host is the calling thread's live state block.
     let ts = unsafe { tsp.as_ref() };

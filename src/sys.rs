@@ -24,3 +24,22 @@ pub fn warn(msg: &str) {
     let line = format!("ying: warning: {msg}\n");
     write_stderr(line.as_bytes());
 }
+
+/// Saves `errno` and restores it when dropped: the profiler's own work on slow paths (clock
+/// reads, writes, unwinding) must not change what the program sees.
+#[derive(Debug)]
+pub(crate) struct ErrnoGuard(i32);
+
+impl ErrnoGuard {
+    pub(crate) fn save() -> Self {
+        // SAFETY: `__errno_location` returns the calling thread's errno slot, always valid.
+        Self(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for ErrnoGuard {
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 }
+    }
+}

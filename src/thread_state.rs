@@ -65,6 +65,16 @@ impl ThreadState {
         Guard { ts: self }
     }
 
+    /// Leaves one level of profiler code; the outermost restores the slot.
+    pub(crate) fn leave(&self) {
+        let depth = self.guard_depth.get().saturating_sub(1);
+        self.guard_depth.set(depth);
+        if depth == 0 {
+            self.slot.set(self.parked_slot.get());
+            self.parked_slot.set(0);
+        }
+    }
+
     /// Whether the thread is inside profiler code.
     pub(crate) fn guarded(&self) -> bool {
         self.guard_depth.get() != 0
@@ -91,12 +101,7 @@ pub(crate) struct Guard<'a> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        let depth = self.ts.guard_depth.get().saturating_sub(1);
-        self.ts.guard_depth.set(depth);
-        if depth == 0 {
-            self.ts.slot.set(self.ts.parked_slot.get());
-            self.ts.parked_slot.set(0);
-        }
+        self.ts.leave();
     }
 }
 

@@ -363,11 +363,11 @@ impl ProfilerRunner {
                     runner.reporting_path
                 ));
             }
-            if runner.report_at_exit && EXIT_RUNNER.set((runner.clone(), source)).is_ok() {
-                // SAFETY: `report_at_exit` is a plain `extern "C" fn()` with no captured state.
-                unsafe {
-                    libc::atexit(report_at_exit);
-                }
+            if runner.report_at_exit {
+                runner.register_exit_report(source);
+            }
+            if runner.check_interval_secs == 0 {
+                return;
             }
             let r = runner.clone();
             let sh = Arc::clone(&shared);
@@ -380,6 +380,22 @@ impl ProfilerRunner {
         };
         source.run_guarded(&mut start);
         handle
+    }
+
+    /// The same runner without the exit report (a `fork` child inherits the parent's).
+    pub fn without_exit_report(&self) -> Self {
+        Self { report_at_exit: false, ..self.clone() }
+    }
+
+    /// Arranges for a final report set when the process exits through `exit()` or a return
+    /// from `main` (once per process; later calls are ignored).
+    pub fn register_exit_report(&self, source: &'static dyn ProfileSource) {
+        if EXIT_RUNNER.set((self.clone(), source)).is_ok() {
+            // SAFETY: `report_at_exit` is a plain `extern "C" fn()` with no captured state.
+            unsafe {
+                libc::atexit(report_at_exit);
+            }
+        }
     }
 
     fn run(&self, source: &dyn ProfileSource, shared: &Shared) {

@@ -1,1 +1,253 @@
-//! placeholder
+//! `libying.so`: the `LD_PRELOAD` front end of the Ying memory profiler.
+//!
+//! This file holds every symbol the library exports: the whole glibc allocation family, each a
+//! few lines that call glibc's own allocator (`__libc_*`, no `dlsym`) through the engine's hooks.
+//! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
+//! heap corruption. Everything else lives in `host` (per-thread state, our frames), `start`
+//! (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
+
+mod host;
+mod libc_alloc;
+mod start;
+
+use std::ffi::c_void;
+
+use ying_profiler::hooks::{on_alloc, on_free, on_realloc};
+
+use host::{SETTINGS, ShimHost, usable_size};
+
+#[global_allocator]
+static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
+
+unsafe extern "C" {
+    fn __libc_malloc(size: usize) -> *mut c_void;
+    fn __libc_calloc(n: usize, size: usize) -> *mut c_void;
+    fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+    fn __libc_free(p: *mut c_void);
+    fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
+    fn __libc_valloc(size: usize) -> *mut c_void;
+    fn __libc_pvalloc(size: usize) -> *mut c_void;
+}
+
+/// Every symbol this library exports (checked against `nm -D` by the preload tests).
+pub const EXPORTED_SYMBOLS: [&str; 12] = [
+    "aligned_alloc",
+    "calloc",
+    "cfree",
+    "free",
+    "malloc",
+    "malloc_usable_size",
+    "memalign",
+    "posix_memalign",
+    "pvalloc",
+    "realloc",
+    "reallocarray",
+    "valloc",
+];
+
+fn set_errno(e: i32) {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = e }
+}
+
+/// Counts a block returned by glibc.
+fn counted(p: *mut u8) -> usize {
+    // SAFETY: only called with non-null blocks glibc just returned.
+    unsafe { usable_size(p) }
+}
+
+/// One allocation through the hooks; `real` is the glibc call.
+#[inline(always)]
+fn alloc_with(size: usize, real: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let p = on_alloc::<ShimHost>(&SETTINGS, size, || real().cast(), counted);
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p.cast()
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CONSTRUCTOR: extern "C" fn() = {
+    extern "C" fn ying_init() {
+        start::init();
+    }
+    ying_init
+};
+
+// SAFETY (all exports below): no other global function of these names exists in this
+// library; the dynamic linker resolves the program's calls to them because the library is
+// preloaded, which is the purpose of the library.
+
+/// C `malloc`.
+///
+/// # Safety
+/// As for glibc's `malloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // SAFETY: forwards to glibc with the caller's argument.
+    alloc_with(size, || unsafe { __libc_malloc(size) })
+}
+
+/// C `calloc`: an overflowing `n * size` gives NULL and `ENOMEM`.
+///
+/// # Safety
+/// As for glibc's `calloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        set_errno(libc::ENOMEM);
+        return std::ptr::null_mut();
+    };
+    // SAFETY: forwards to glibc with the caller's arguments.
+    alloc_with(total, || unsafe { __libc_calloc(n, size) })
+}
+
+/// C `free`: the record of a sampled block is removed before the block is released.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator family.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p` is a live glibc block (caller contract), so its header is readable.
+    on_free::<ShimHost>(p.cast(), unsafe { usable_size(p.cast()) });
+    // SAFETY: as above; glibc's free preserves errno.
+    unsafe { __libc_free(p) }
+}
+
+/// Old alias of `free`.
+///
+/// # Safety
+/// As for `free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cfree(p: *mut c_void) {
+    // SAFETY: same contract as `free`.
+    unsafe { free(p) }
+}
+
+/// C `realloc`: `realloc(NULL, n)` is `malloc(n)`; `realloc(p, 0)` frees `p` and returns NULL
+/// (glibc); on failure the old block stays valid and keeps its record.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator family.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        // SAFETY: `malloc` has no preconditions.
+        return unsafe { malloc(size) };
+    }
+    // SAFETY: `p` is a live glibc block (caller contract).
+    let old = unsafe { usable_size(p.cast()) };
+    let q = on_realloc::<ShimHost>(
+        &SETTINGS,
+        p.cast(),
+        old,
+        size,
+        // SAFETY: forwards to glibc with the caller's arguments.
+        || unsafe { __libc_realloc(p, size) }.cast(),
+        counted,
+    );
+    if q.is_null() && size != 0 {
+        set_errno(libc::ENOMEM);
+    }
+    q.cast()
+}
+
+/// C `reallocarray`: `realloc(p, n * size)` with an overflow check (NULL and `ENOMEM`).
+///
+/// # Safety
+/// As for `realloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: same contract as `realloc`.
+        Some(total) => unsafe { realloc(p, total) },
+        None => {
+            set_errno(libc::ENOMEM);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// C `posix_memalign`: returns `EINVAL` for an alignment that is not a power of two multiple of
+/// `sizeof(void *)`, `ENOMEM` on failure, and leaves `*memptr` alone unless it succeeds.
+///
+/// # Safety
+/// `memptr` must be valid for a pointer write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_memalign(
+    memptr: *mut *mut c_void,
+    align: usize,
+    size: usize,
+) -> i32 {
+    if !align.is_power_of_two() || align % std::mem::size_of::<usize>() != 0 {
+        return libc::EINVAL;
+    }
+    // SAFETY: errno is restored: posix_memalign reports through its return value.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: forwards to glibc with a valid alignment.
+    let p = alloc_with(size, || unsafe { __libc_memalign(align, size) });
+    set_errno(saved);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller guarantees `memptr` is writable.
+    unsafe { *memptr = p };
+    0
+}
+
+/// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`).
+///
+/// # Safety
+/// As for glibc's `aligned_alloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwards to glibc, which validates the alignment.
+    alloc_with(size, || unsafe { __libc_memalign(align, size) })
+}
+
+/// Obsolete `memalign`.
+///
+/// # Safety
+/// As for glibc's `memalign`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwards to glibc, which validates the alignment.
+    alloc_with(size, || unsafe { __libc_memalign(align, size) })
+}
+
+/// Obsolete `valloc` (page-aligned).
+///
+/// # Safety
+/// As for glibc's `valloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    // SAFETY: forwards to glibc.
+    alloc_with(size, || unsafe { __libc_valloc(size) })
+}
+
+/// Obsolete `pvalloc` (page-aligned, size rounded up to pages).
+///
+/// # Safety
+/// As for glibc's `pvalloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    // SAFETY: forwards to glibc.
+    alloc_with(size, || unsafe { __libc_pvalloc(size) })
+}
+
+/// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).
+///
+/// # Safety
+/// `p` is null or a live block from this allocator family.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: `p` is a live glibc block (caller contract).
+    unsafe { usable_size(p.cast()) }
+}

@@ -1,0 +1,11 @@
+/* The shim's per-thread hook state, in initial-exec TLS.
+ *
+ * A Rust thread_local! in a shared object is reached through __tls_get_addr, which may call
+ * malloc after a dlopen and so recurse into the hooks. Initial-exec TLS is a fixed offset from
+ * the thread pointer: no call, no allocation. Stable Rust cannot choose the TLS model, so the
+ * block lives here. It is plain zeroed bytes (Rust's ThreadState, all-zero valid, no destructor).
+ */
+static __thread __attribute__((tls_model("initial-exec"), aligned(16))) unsigned char
+    ying_tls_block[64];
+
+void *ying_tls_state(void) { return ying_tls_block; }
