@@ -15,6 +15,7 @@
 pub mod files;
 pub mod flamegraph;
 pub mod folded;
+pub mod heap_profile;
 pub mod pprof;
 pub mod text;
 
@@ -147,6 +148,16 @@ pub fn write_report_set(
             &mut paths.svg,
         );
     }
+    let comment = format!(
+        "ying {} heap profile of {} (pid {}), sample interval {} bytes",
+        env!("CARGO_PKG_VERSION"),
+        ctx.exe,
+        ctx.pid,
+        snap.sample_interval
+    );
+    let profile = heap_profile::build(snap, &crate::symbolize::modules(), &comment);
+    let gz = profile.encode_gzip().map_err(|e| io::Error::other(format!("pprof: {e}")));
+    keep(gz.and_then(|b| files::write_atomic(dir, &format!("{stem}.pb.gz"), &b)), &mut paths.pprof);
     match first_err {
         Some(e) => Err(e),
         None => Ok(paths),

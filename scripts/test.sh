@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need (Go's pprof tool),
+# then runs formatting, lints, docs, the library tests, the LD_PRELOAD tests and compiles the
+# benchmarks. The same script is what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! command -v go >/dev/null 2>&1; then
+    echo "== installing golang-go (tests read pprof files with go tool pprof)"
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+    fi
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== build libying.so"
+cargo build --release -p ying-preload
+echo "== library, integration and doc tests"
+cargo test --workspace --exclude preload-tests
+echo "== LD_PRELOAD tests"
+YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests
+echo "== benchmarks compile"
+cargo bench --no-run --quiet
+echo "== all tests passed"

@@ -1,0 +1,28 @@
+//! The unsampled allocate/free path allocates nothing: with sampling effectively off, a million
+//! allocate/free pairs move the exact allocation counter by exactly a million and the
+//! profiler's own memory by nothing.
+
+use std::hint::black_box;
+use ying_profiler::YingProfiler;
+
+#[global_allocator]
+static A: YingProfiler = YingProfiler::default();
+
+#[test]
+fn unsampled_path_makes_no_allocation_of_its_own() {
+    // A huge interval: no sample in this test (the first draw happens at the first allocation).
+    A.settings().set_sample_interval(1 << 60);
+    A.testing_only_guarantee_next_sample();
+    drop(black_box(vec![0u8; 8]));
+    let before = YingProfiler::totals();
+    const N: u64 = 1_000_000;
+    for i in 0..N {
+        let b = black_box(Box::new(i));
+        drop(b);
+    }
+    let after = YingProfiler::totals();
+    assert_eq!(after.allocations - before.allocations, N);
+    assert_eq!(after.frees - before.frees, N);
+    assert_eq!(after.profiler_bytes, before.profiler_bytes);
+    assert_eq!(after.allocated_bytes - before.allocated_bytes, N * 8);
+}
