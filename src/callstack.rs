@@ -112,6 +112,13 @@ impl Frame {
             || f.starts_with("ying_profiler::")
     }
 
+    /// A function of Rust's standard library (`core`, `alloc`, `std`), including trait impls
+    /// on its types.
+    pub fn is_std_internal(&self) -> bool {
+        let f = self.function.trim_start_matches('<');
+        ["core::", "alloc::", "std::"].iter().any(|p| f.starts_with(p))
+    }
+
     /// `file:line` when known.
     pub fn location(&self) -> Option<String> {
         let file = self.file.as_ref()?;
@@ -180,22 +187,28 @@ impl StackStats {
         }
     }
 
-    /// The frames reports show: allocator plumbing and inlined `::poll` glue hidden; with
-    /// `expand` every inlined frame, otherwise one frame per address (the innermost one left).
+    /// The frames reports show: allocator plumbing and inlined `::poll` glue hidden. With
+    /// `expand` every inlined frame is listed; otherwise one frame per address, the innermost
+    /// one that is not a standard-library internal (so an async function inlined into `poll`
+    /// is named by that function, not by `alloc::vec::from_elem` above it).
     pub fn display_frames(&self, expand: bool) -> Vec<&Frame> {
-        let mut out: Vec<&Frame> = Vec::new();
-        let mut last_ip = None;
-        for f in self.frames.iter() {
-            if f.is_noise() || f.is_poll_glue() {
-                continue;
-            }
-            if !expand && last_ip == Some(f.ip) {
-                continue;
-            }
-            last_ip = Some(f.ip);
-            out.push(f);
+        let visible = self.frames.iter().filter(|f| !f.is_noise() && !f.is_poll_glue());
+        if expand {
+            return visible.collect();
         }
-        // Leading plumbing only: once the program's frames start, keep everything.
+        fn pick<'a>(group: &[&'a Frame]) -> Option<&'a Frame> {
+            group.iter().find(|f| !f.is_std_internal()).or(group.first()).copied()
+        }
+        let mut out: Vec<&Frame> = Vec::new();
+        let mut group: Vec<&Frame> = Vec::new();
+        for f in visible {
+            if group.first().is_some_and(|g| g.ip != f.ip) {
+                out.extend(pick(&group));
+                group.clear();
+            }
+            group.push(f);
+        }
+        out.extend(pick(&group));
         out
     }
 

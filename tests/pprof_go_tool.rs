@@ -1,0 +1,86 @@
+//! The `.pb.gz` heap profile read by the real client, `go tool pprof`: in exact mode its
+//! `inuse_space` and `alloc_space` tops name the marker functions with the exact byte totals.
+//! Needs Go (`scripts/test.sh` installs Debian's golang-go when missing).
+
+use std::hint::black_box;
+use std::process::Command;
+use ying_profiler::YingProfiler;
+use ying_profiler::report::ReportOptions;
+use ying_profiler::utils::write_report_now;
+
+#[global_allocator]
+static A: YingProfiler = YingProfiler::new(1, 64 << 30);
+
+#[inline(never)]
+fn marker_pprof_keep(out: &mut Vec<Box<[u8]>>) {
+    for _ in 0..40 {
+        out.push(black_box(vec![5u8; 25_000].into_boxed_slice()));
+    }
+}
+
+#[inline(never)]
+fn marker_pprof_churn() {
+    for _ in 0..30 {
+        drop(black_box(vec![6u8; 100_000]));
+    }
+}
+
+/// The cumulative bytes `go tool pprof -top -unit=B` shows for the function containing `name`
+/// (flat bytes belong to the innermost, inlined allocation frames of std).
+fn cum_bytes(top: &str, name: &str) -> Option<u64> {
+    top.lines()
+        .find(|l| l.contains(name))
+        .and_then(|l| l.split_whitespace().nth(3)?.strip_suffix('B')?.parse().ok())
+}
+
+#[test]
+fn go_tool_pprof_reads_our_profile() {
+    let mut keep = Vec::with_capacity(40);
+    marker_pprof_keep(&mut keep);
+    marker_pprof_churn();
+    let dir = std::env::temp_dir().join(format!("ying-pprof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let paths = write_report_now(&A, &ReportOptions::default(), &dir).unwrap();
+    let pb = paths.pprof.expect("a .pb.gz was written");
+    assert!(pb.to_string_lossy().ends_with(".pb.gz"));
+    let go = Command::new("go").arg("version").output();
+    assert!(
+        go.is_ok_and(|o| o.status.success()),
+        "go is required: run scripts/test.sh (installs golang-go)"
+    );
+    let run = |index: &str| {
+        let out = Command::new("go")
+            .args([
+                "tool",
+                "pprof",
+                "-top",
+                "-unit=B",
+                "-nodecount=200",
+                &format!("-sample_index={index}"),
+            ])
+            .arg(&pb)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "go tool pprof failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let inuse = run("inuse_space");
+    assert!(inuse.contains("Type: inuse_space"), "{inuse}");
+    assert_eq!(cum_bytes(&inuse, "marker_pprof_keep"), Some(40 * 25_000), "{inuse}");
+    assert_eq!(cum_bytes(&inuse, "marker_pprof_churn"), None, "nothing retained: {inuse}");
+    let alloc = run("alloc_space");
+    assert_eq!(cum_bytes(&alloc, "marker_pprof_keep"), Some(40 * 25_000), "{alloc}");
+    assert_eq!(cum_bytes(&alloc, "marker_pprof_churn"), Some(30 * 100_000), "{alloc}");
+    let objects = run("alloc_objects");
+    assert!(objects.contains("marker_pprof_churn"), "{objects}");
+    // The default sample type is inuse_space.
+    let out = Command::new("go").args(["tool", "pprof", "-raw"]).arg(&pb).output().unwrap();
+    let raw = String::from_utf8_lossy(&out.stdout);
+    assert!(raw.contains("inuse_space/bytes[dflt]"), "{raw}");
+    drop(keep);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
