@@ -236,7 +236,7 @@ const FIELDS: [Field; 14] = [
         doc: VarDoc {
             name: "YING_CHECK_INTERVAL_SECS",
             default: "300",
-            meaning: "Seconds between periodic checks of the measured total, from 0 to 31536000 \
+            meaning: "Seconds between periodic checks of the exact retained total, from 0 to 31536000 \
                       (one year); 0 turns periodic reports off and starts no background thread.",
         },
         raw: |r| r.check_interval_secs.as_ref(),
@@ -249,7 +249,7 @@ const FIELDS: [Field; 14] = [
         doc: VarDoc {
             name: "YING_REPORT_PCT_CHANGE_TRIGGER",
             default: "10",
-            meaning: "A periodic check writes a report only if the measured total changed by at \
+            meaning: "A periodic check writes a report only if the exact retained total changed by at \
                       least this many percent (0 to 1000000) since the last report; 0 reports at \
                       every check.",
         },

@@ -15,7 +15,7 @@ static CELLS: [AtomicU8; 1 << BITS] = [const { AtomicU8::new(0) }; 1 << BITS];
 #[inline(always)]
 fn index(ptr: usize) -> usize {
     // Blocks are at least 16-byte aligned: drop those bits, then mix (Fibonacci hashing).
-    ((ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS)) as usize
+    (ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS)
 }
 
 /// Whether `ptr` may be a sampled block.

@@ -147,12 +147,10 @@ pub fn thread_exit(ts: &ThreadState) {
 
 /// `fork` child: only the calling thread survives; every other slot is free again and the
 /// tables' locks (taken by [`fork_prepare`]) are released.
-pub fn fork_child(ts: *const ThreadState) {
+pub fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
-    // SAFETY: a non-null pointer from the host is the calling thread's live state block.
-    let slot = unsafe { ts.as_ref() }
-        .map(|t| if t.guarded() { t.parked_slot.get() } else { t.slot.get() })
-        .unwrap_or(0);
+    let slot =
+        ts.map(|t| if t.guarded() { t.parked_slot.get() } else { t.slot.get() }).unwrap_or(0);
     totals::release_all_but(slot);
 }
 
@@ -287,12 +285,12 @@ pub fn on_free<H: Host>(ptr: *mut u8, counted: usize) {
             return;
         }
     }
-    free_slow::<H>(tsp, ptr, counted)
+    free_slow(tsp, ptr, counted)
 }
 
 #[cold]
 #[inline(never)]
-fn free_slow<H: Host>(tsp: *const ThreadState, ptr: *mut u8, counted: usize) {
+fn free_slow(tsp: *const ThreadState, ptr: *mut u8, counted: usize) {
     // SAFETY: as in `on_alloc`.
     let Some(ts) = (unsafe { tsp.as_ref() }) else {
         totals::add_free_shared(counted);

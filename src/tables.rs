@@ -170,7 +170,7 @@ pub(crate) static DROPPED_SAMPLES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static GIANT_REFUSED: AtomicU64 = AtomicU64::new(0);
 
 fn shard(ptr: usize) -> &'static SpinMutex<HashMap<usize, Record, Build>> {
-    let i = ((ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize;
+    let i = (ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
     &LIVE[i % SHARDS]
 }
 

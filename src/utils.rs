@@ -448,6 +448,7 @@ fn block_signals() {
 }
 
 /// Writes a one-off flamegraph of `profiler`'s stacks ranked by `measurement` to `path`.
+#[allow(clippy::ptr_arg)] // `&PathBuf` is the 0.3.0 signature; programs written for it still build.
 pub fn gen_flamegraph(
     profiler: &YingProfiler,
     measurement: Measurement,

@@ -21,6 +21,8 @@ macro_rules! marker {
         }
     };
 }
+type Marker = fn(&mut Vec<Box<[u8]>>, usize, usize);
+
 marker!(marker_tiny);
 marker!(marker_small);
 marker!(marker_near);
@@ -45,7 +47,7 @@ fn estimates_within_four_sigma() {
     // STAT_SEED=n reruns with another seed (30 seeds gave mean z within noise, rms ~1).
     A.settings()
         .set_seed(std::env::var("STAT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261202));
-    let cases: [(&str, fn(&mut Vec<Box<[u8]>>, usize, usize), usize, usize); 4] = [
+    let cases: [(&str, Marker, usize, usize); 4] = [
         ("marker_tiny", marker_tiny, 200_000, 16),
         ("marker_small", marker_small, 10_000, 1024),
         ("marker_near", marker_near, 300, 64 * 1024),

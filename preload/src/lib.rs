@@ -183,7 +183,7 @@ pub unsafe extern "C" fn posix_memalign(
     align: usize,
     size: usize,
 ) -> i32 {
-    if !align.is_power_of_two() || align % std::mem::size_of::<usize>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<usize>()) {
         return libc::EINVAL;
     }
     // SAFETY: errno is restored: posix_memalign reports through its return value.

@@ -162,13 +162,11 @@ extern "C" fn fork_parent() {
 
 extern "C" fn fork_child() {
     let ts = thread_state();
-    hooks::fork_child(ts as *const _ as *const _);
+    hooks::fork_child(Some(ts));
     // The report thread did not survive the fork: restart it for the child, which writes its
     // own files (its pid is in every name). The exit report is inherited with atexit.
-    if let Some(runner) = RUNNER.get() {
-        if runner.check_interval_secs() > 0 {
-            runner.without_exit_report().spawn_for(&SOURCE);
-        }
+    if let Some(runner) = RUNNER.get().filter(|r| r.check_interval_secs() > 0) {
+        runner.without_exit_report().spawn_for(&SOURCE);
     }
     hooks::leave_guard(ts);
 }

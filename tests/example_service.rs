@@ -1,0 +1,277 @@
+//! Runs a short version of `examples/ying_example.rs` as a real process (built with
+//! `--profile bench`, as its documentation says) and checks the report sets it leaves behind:
+//! the runner's retained-ranked reports name the leak as the top stack, the flamegraphs are
+//! complete SVG documents, and the final allocated-ranked report shows the cache's churn as
+//! allocated but not retained.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const LEAK_FN: &str = "leak_loop";
+const CACHE_FNS: [&str; 2] = ["cache_worker", "handle_request"];
+const INTERVAL_SECS: u64 = 3;
+const RUNTIME_SECS: u64 = 10;
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Builds the example with `cargo build --profile bench` and returns its executable.
+fn build_example() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let out = Command::new(cargo)
+        .args(["build", "--profile", "bench", "--example", "ying_example"])
+        .args(["--message-format=json", "--manifest-path"])
+        .arg(&manifest)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cargo build runs");
+    assert!(out.status.success(), "cargo build --example ying_example failed: {:?}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"example\""))
+        .filter(|l| l.contains("\"name\":\"ying_example\""))
+        .find_map(|l| {
+            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let len = l[start..].find('"')?;
+            Some(PathBuf::from(&l[start..start + len]))
+        })
+        .expect("cargo reports the example's executable")
+}
+
+/// One report set, by file stem `ying.<exe>.<pid>.<seq>.<time>`.
+#[derive(Debug, Default)]
+struct ReportSet {
+    txt: Option<PathBuf>,
+    svg: Option<PathBuf>,
+    folded: Option<PathBuf>,
+}
+
+fn report_sets(dir: &Path) -> BTreeMap<u64, ReportSet> {
+    let mut sets: BTreeMap<u64, ReportSet> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("reporting dir exists") {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let (stem, ext) = match name.rsplit_once('.') {
+            Some((s, e)) if !name.starts_with('.') => (s.to_string(), e.to_string()),
+            _ => continue,
+        };
+        let stem = stem.strip_suffix(".pb").unwrap_or(&stem);
+        // ying.<exe>.<pid>.<seq>.<time>: the sequence number is the second field from the end.
+        let Some(seq) = stem.rsplit('.').nth(1).and_then(|s| s.parse::<u64>().ok()) else {
+            continue;
+        };
+        let set = sets.entry(seq).or_default();
+        match ext.as_str() {
+            "txt" => set.txt = Some(path),
+            "svg" => set.svg = Some(path),
+            "folded" => set.folded = Some(path),
+            _ => {}
+        }
+    }
+    sets
+}
+
+/// One stack of a text report.
+#[derive(Debug)]
+struct Block {
+    retained: u64,
+    allocated: u64,
+    /// Frame lines as printed (function, location, `[inlined]`).
+    lines: Vec<String>,
+}
+
+impl Block {
+    /// The function name of each frame line.
+    fn functions(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .map(|l| {
+                let l = l.strip_suffix(" [inlined]").unwrap_or(l);
+                match l.rfind(" (") {
+                    Some(i) if l.ends_with(')') => &l[..i],
+                    _ => l,
+                }
+            })
+            .collect()
+    }
+
+    fn mentions(&self, name: &str) -> bool {
+        self.functions().iter().any(|f| f.contains(name))
+    }
+}
+
+/// The number in `(<n> bytes` on a line.
+fn bytes_on(line: &str) -> u64 {
+    let start = line.find('(').expect("a `(<n> bytes` figure") + 1;
+    let digits: String = line[start..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("no byte figure in {line:?}"))
+}
+
+fn ranked_by(report: &str) -> &str {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix("ranked by:"))
+        .map(str::trim_start)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("report header names its ranking")
+}
+
+fn parse_blocks(report: &str) -> Vec<Block> {
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut lines = report.lines().peekable();
+    while let Some(line) = lines.next() {
+        let is_head = line.starts_with('#') && line.contains(" retained ");
+        if !is_head {
+            continue;
+        }
+        let retained = bytes_on(line);
+        let allocated = bytes_on(lines.next().expect("allocated line"));
+        let mut frames = Vec::new();
+        for l in lines.by_ref() {
+            if l.trim() == "frames:" {
+                break;
+            }
+        }
+        while let Some(l) = lines.peek() {
+            if l.trim().is_empty() || l.starts_with('#') {
+                break;
+            }
+            frames.push(l.trim().to_string());
+            lines.next();
+        }
+        blocks.push(Block { retained, allocated, lines: frames });
+    }
+    blocks
+}
+
+/// Sum of folded-stack values over lines that mention any of `names`.
+fn folded_sum(folded: &str, names: &[&str]) -> u64 {
+    folded
+        .lines()
+        .filter(|l| names.iter().any(|n| l.contains(n)))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+fn read(p: &Option<PathBuf>, what: &str) -> String {
+    let p = p.as_ref().unwrap_or_else(|| panic!("report set without its {what}"));
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn example_service_writes_reports_naming_the_leak_and_the_churn() {
+    let exe = build_example();
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("ying-example-{}-{nanos}", std::process::id()));
+
+    let started = Instant::now();
+    let mut child = Command::new(&exe)
+        .env("YING_EXAMPLE_INTERVAL_SECS", INTERVAL_SECS.to_string())
+        .env("YING_EXAMPLE_RUNTIME_SECS", RUNTIME_SECS.to_string())
+        .env("YING_EXAMPLE_REPORTING_PATH", &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the example starts");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the example") {
+            break s;
+        }
+        if started.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the example ran longer than {TIMEOUT:?}; reports in {}", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = child.wait_with_output().expect("the example's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("example ran {:?}; stdout:\n{stdout}", started.elapsed());
+    assert!(status.success(), "example failed: {status:?}\nstderr:\n{stderr}");
+    assert!(stderr.contains("service stats"), "no tracing output on stderr:\n{stderr}");
+
+    // The stats API summary on stdout.
+    let total: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("total retained bytes (exact): "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("stdout has the exact retained total");
+    assert!(total >= 16 << 20, "the leak is retained: {total}");
+    assert!(stdout.contains("top 3 stacks by retained:"), "{stdout}");
+    assert!(stdout.contains("top 3 stacks by allocated:"), "{stdout}");
+
+    let sets = report_sets(&dir);
+    let mut retained_sets = Vec::new();
+    let mut allocated_sets = Vec::new();
+    for (seq, set) in &sets {
+        let txt = read(&set.txt, "text report");
+        let svg = read(&set.svg, "flamegraph");
+        let folded = read(&set.folded, "folded stacks");
+        assert!(
+            svg.starts_with("<?xml"),
+            "report {seq}: SVG prologue: {}",
+            &svg[..svg.len().min(80)]
+        );
+        assert!(svg.trim_end().ends_with("</svg>"), "report {seq}: SVG is cut short");
+        assert!(svg.contains(LEAK_FN), "report {seq}: flamegraph does not name {LEAK_FN}");
+        match ranked_by(&txt) {
+            "retained" => retained_sets.push((txt, folded)),
+            "allocated" => allocated_sets.push((txt, folded)),
+            other => panic!("report {seq}: unknown ranking {other}"),
+        }
+    }
+    assert!(
+        retained_sets.len() >= 2,
+        "at least two runner reports expected, got {} in {}",
+        retained_sets.len(),
+        dir.display()
+    );
+    assert_eq!(allocated_sets.len(), 1, "one allocated-ranked report at the end");
+
+    // The runner's last report: the leak is the top retained stack, named, without async glue.
+    let (last_txt, last_folded) = retained_sets.last().expect("a retained report");
+    let blocks = parse_blocks(last_txt);
+    let top = blocks.first().expect("the last report lists stacks");
+    assert!(top.mentions(LEAK_FN), "#1 retained stack does not name {LEAK_FN}:\n{last_txt}");
+    assert!(top.retained >= 8 << 20, "the leak retains several MiB: {top:?}");
+    for line in &top.lines {
+        assert!(!line.contains("GenFuture"), "async glue in the leak's stack: {line}");
+    }
+    for (f, line) in top.functions().iter().zip(&top.lines) {
+        let inlined = line.ends_with("[inlined]");
+        assert!(!(inlined && f.ends_with("::poll")), "inlined ::poll glue shown: {line}");
+    }
+    let leak_folded = folded_sum(last_folded, &[LEAK_FN]);
+    let max_line = last_folded
+        .lines()
+        .max_by_key(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<u64>().ok()).unwrap_or(0))
+        .expect("folded stacks");
+    assert!(max_line.contains(LEAK_FN), "heaviest folded stack is not the leak: {max_line}");
+    assert!(leak_folded >= top.retained, "folded leak weight {leak_folded} < {}", top.retained);
+
+    // The allocated-ranked report: the cache churns, allocating far more than it retains.
+    let (alloc_txt, alloc_folded) = &allocated_sets[0];
+    let alloc_blocks = parse_blocks(alloc_txt);
+    let cache = alloc_blocks
+        .iter()
+        .take(3)
+        .find(|b| CACHE_FNS.iter().any(|n| b.mentions(n)))
+        .unwrap_or_else(|| panic!("no cache stack among the top allocated:\n{alloc_txt}"));
+    assert!(
+        cache.retained * 4 < cache.allocated,
+        "cache stack retains {} of {} allocated bytes",
+        cache.retained,
+        cache.allocated
+    );
+    let cache_allocated = folded_sum(alloc_folded, &CACHE_FNS);
+    let cache_retained = folded_sum(last_folded, &CACHE_FNS);
+    assert!(
+        cache_retained * 4 < cache_allocated,
+        "folded: cache retained {cache_retained} vs allocated {cache_allocated}"
+    );
+
+    std::fs::remove_dir_all(&dir).expect("remove the reporting dir");
+}
