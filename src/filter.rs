@@ -21,10 +21,8 @@ fn index(ptr: usize) -> usize {
 /// Whether `ptr` may be a sampled block.
 #[inline(always)]
 pub(crate) fn may_contain(ptr: usize) -> bool {
-    match CELLS.get(index(ptr)) {
-        Some(c) => c.load(Ordering::Acquire) != 0,
-        None => true,
-    }
+    // SAFETY: `index` shifts a 64-bit value right by 64 - BITS, so it is below 1 << BITS.
+    unsafe { CELLS.get_unchecked(index(ptr)) }.load(Ordering::Acquire) != 0
 }
 
 /// Marks `ptr` as (possibly) sampled.

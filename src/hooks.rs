@@ -18,8 +18,10 @@ use crate::totals;
 
 /// What a front end provides to the hooks.
 pub trait Host: 'static {
-    /// The calling thread's state, or null when it cannot be reached (thread teardown).
-    fn thread_state() -> *const ThreadState;
+    /// The calling thread's state. Both front ends keep it in storage that has no destructor
+    /// and lives as long as the thread, so it is always reachable; the reference is used only on
+    /// the calling thread and never kept past the current call.
+    fn thread_state() -> &'static ThreadState;
     /// Arranges for [`thread_exit`] to run with this state when the calling thread ends.
     fn register_thread_exit(ts: &ThreadState);
     /// Whether `frame` is the front end's own code (its allocation entry points); captured
@@ -173,44 +175,29 @@ pub fn on_alloc<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
-    let tsp = H::thread_state();
-    // SAFETY: a non-null pointer from the host is the calling thread's live state block.
-    if let Some(ts) = unsafe { tsp.as_ref() } {
-        let slot = ts.slot.get();
-        let budget = ts.budget.get();
-        if slot != 0 && (size as u64) < budget {
-            ts.budget.set(budget - size as u64 - 1);
-            let p = real();
-            if !p.is_null() {
-                totals::add_alloc(slot, counted(p));
-            }
-            return p;
+    let ts = H::thread_state();
+    let slot = ts.slot.get();
+    let budget = ts.budget.get();
+    if slot != 0 && (size as u64) < budget {
+        ts.budget.set(budget - size as u64 - 1);
+        let p = real();
+        if !p.is_null() {
+            totals::add_alloc(slot, counted(p));
         }
+        return p;
     }
-    alloc_slow::<H>(set, tsp, size, real, counted)
+    alloc_slow::<H>(set, ts, size, real, counted)
 }
 
 #[cold]
 #[inline(never)]
 fn alloc_slow<H: Host>(
     set: &Settings,
-    tsp: *const ThreadState,
+    ts: &ThreadState,
     size: usize,
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
-    // SAFETY: as in `on_alloc`.
-    let Some(ts) = (unsafe { tsp.as_ref() }) else {
-        if size as u64 >= set.max_alloc_bytes() {
-            tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
-            return std::ptr::null_mut();
-        }
-        let p = real();
-        if !p.is_null() {
-            totals::add_alloc_shared(counted(p));
-        }
-        return p;
-    };
     if ts.guarded() {
         let p = real();
         if !p.is_null() {
@@ -276,26 +263,18 @@ fn retire(rec: Record) {
 /// Free hook, called *before* the real free. `counted` is the block's counted size.
 #[inline(always)]
 pub fn on_free<H: Host>(ptr: *mut u8, counted: usize) {
-    let tsp = H::thread_state();
-    // SAFETY: as in `on_alloc`.
-    if let Some(ts) = unsafe { tsp.as_ref() } {
-        let slot = ts.slot.get();
-        if slot != 0 && !crate::filter::may_contain(ptr as usize) {
-            totals::add_free(slot, counted);
-            return;
-        }
+    let ts = H::thread_state();
+    let slot = ts.slot.get();
+    if slot != 0 && !crate::filter::may_contain(ptr as usize) {
+        totals::add_free(slot, counted);
+        return;
     }
-    free_slow(tsp, ptr, counted)
+    free_slow(ts, ptr, counted)
 }
 
 #[cold]
 #[inline(never)]
-fn free_slow(tsp: *const ThreadState, ptr: *mut u8, counted: usize) {
-    // SAFETY: as in `on_alloc`.
-    let Some(ts) = (unsafe { tsp.as_ref() }) else {
-        totals::add_free_shared(counted);
-        return;
-    };
+fn free_slow(ts: &ThreadState, ptr: *mut u8, counted: usize) {
     if ts.guarded() {
         totals::sub_internal(counted);
         return;
@@ -328,43 +307,39 @@ pub fn on_realloc<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
-    let tsp = H::thread_state();
-    // SAFETY: as in `on_alloc`.
-    if let Some(ts) = unsafe { tsp.as_ref() } {
-        let slot = ts.slot.get();
-        let growth = new_size.saturating_sub(old_counted) as u64;
-        let budget = ts.budget.get();
-        if slot != 0
-            && new_size != 0
-            && (new_size as u64) < set.max_alloc_bytes()
-            && growth < budget
-            && !crate::filter::may_contain(old as usize)
-        {
-            let p = real();
-            if !p.is_null() {
-                ts.budget.set(budget - growth);
-                totals::add_free(slot, old_counted);
-                totals::add_alloc(slot, counted(p));
-            }
-            return p;
+    let ts = H::thread_state();
+    let slot = ts.slot.get();
+    let growth = new_size.saturating_sub(old_counted) as u64;
+    let budget = ts.budget.get();
+    if slot != 0
+        && new_size != 0
+        && (new_size as u64) < set.max_alloc_bytes()
+        && growth < budget
+        && !crate::filter::may_contain(old as usize)
+    {
+        let p = real();
+        if !p.is_null() {
+            ts.budget.set(budget - growth);
+            totals::add_free(slot, old_counted);
+            totals::add_alloc(slot, counted(p));
         }
+        return p;
     }
-    realloc_slow::<H>(set, tsp, old, old_counted, new_size, real, counted)
+    realloc_slow::<H>(set, ts, old, old_counted, new_size, real, counted)
 }
 
 #[cold]
 #[inline(never)]
 fn realloc_slow<H: Host>(
     set: &Settings,
-    tsp: *const ThreadState,
+    ts: &ThreadState,
     old: *mut u8,
     old_counted: usize,
     new_size: usize,
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
-    // SAFETY: as in `on_alloc`.
-    let ts = unsafe { tsp.as_ref() };
+    let ts = Some(ts);
     if let Some(ts) = ts {
         if ts.guarded() {
             let p = real();

@@ -49,8 +49,11 @@ pub(crate) struct RustHost;
 
 impl Host for RustHost {
     #[inline(always)]
-    fn thread_state() -> *const ThreadState {
-        THREAD.with(|t| t as *const ThreadState)
+    fn thread_state() -> &'static ThreadState {
+        let p = THREAD.with(|t| t as *const ThreadState);
+        // SAFETY: `THREAD` is const-initialised with no destructor, so its storage is valid for
+        // the whole life of the calling thread; the hooks use it only on this thread.
+        unsafe { &*p }
     }
 
     fn register_thread_exit(ts: &ThreadState) {
@@ -129,9 +132,7 @@ impl YingProfiler {
     }
 
     fn estimates() -> (f64, f64) {
-        let ts = RustHost::thread_state();
-        // SAFETY: the calling thread's block.
-        let _g = unsafe { ts.as_ref() }.map(|t| t.enter());
+        let _g = RustHost::thread_state().enter();
         let st = crate::tables::STACKS.lock();
         st.entries.iter().fold((0.0, 0.0), |(a, r), e| (a + e.alloc_bytes, r + e.live_bytes))
     }
@@ -152,9 +153,7 @@ impl YingProfiler {
     }
 
     fn guarded<T>(&self, f: impl FnOnce() -> T) -> T {
-        let ts = RustHost::thread_state();
-        // SAFETY: the calling thread's block.
-        let _g = unsafe { ts.as_ref() }.map(|t| t.enter());
+        let _g = RustHost::thread_state().enter();
         f()
     }
 
@@ -180,11 +179,7 @@ impl YingProfiler {
 
     /// Makes the calling thread's next allocation a sample. For tests.
     pub fn testing_only_guarantee_next_sample(&self) {
-        let ts = RustHost::thread_state();
-        // SAFETY: the calling thread's block.
-        if let Some(t) = unsafe { ts.as_ref() } {
-            t.budget.set(0);
-        }
+        RustHost::thread_state().budget.set(0);
     }
 }
 
@@ -193,11 +188,7 @@ impl ProfileSource for YingProfiler {
         YingProfiler::snapshot(self)
     }
     fn enter_profiler_thread(&self) {
-        let ts = RustHost::thread_state();
-        // SAFETY: the calling thread's block.
-        if let Some(t) = unsafe { ts.as_ref() } {
-            t.enter_forever();
-        }
+        RustHost::thread_state().enter_forever();
     }
     fn run_guarded(&self, f: &mut dyn FnMut()) {
         self.guarded(f)

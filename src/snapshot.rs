@@ -77,10 +77,8 @@ fn round(x: f64) -> u64 {
 
 /// Takes a snapshot for the front end `H` (see the module docs for the phases).
 pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
-    let tsp = H::thread_state();
-    // SAFETY: a non-null pointer from the host is the calling thread's live state block.
-    let ts = unsafe { tsp.as_ref() };
-    let guard = ts.map(|t| t.enter());
+    let ts = H::thread_state();
+    let guard = ts.enter();
     let entries = tables::STACKS.lock().entries.clone();
     let live = tables::live_records();
     let mut ips: Vec<usize> = entries.iter().flat_map(|e| e.ips.iter().copied()).collect();
@@ -143,7 +141,7 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
         giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
         symbol_cache_entries: cache_len,
     };
-    let _g = ts.map(|t| t.enter());
+    let _g = ts.enter();
     drop(entries);
     drop(live);
     drop(symbols);

@@ -24,10 +24,11 @@ pub(crate) const STATUS_DEAD: u32 = 2;
 #[repr(C)]
 #[derive(Debug)]
 pub struct ThreadState {
-    /// Counter slot used by the hot paths; 0 sends every call to the slow path.
-    pub(crate) slot: Cell<u32>,
+    /// Address of the thread's counter slot used by the hot paths; 0 sends every call to the
+    /// slow path.
+    pub(crate) slot: Cell<usize>,
     /// The real slot while the guard is held (or 0).
-    pub(crate) parked_slot: Cell<u32>,
+    pub(crate) parked_slot: Cell<usize>,
     /// Re-entrancy depth: non-zero while the thread runs profiler code.
     pub(crate) guard_depth: Cell<u32>,
     /// One of the `STATUS_*` values.

@@ -12,8 +12,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Number of slots (slot 0 is never handed out: it means "no slot").
+/// Number of slots (threads at once with their own slot).
 pub(crate) const SLOTS: usize = 1024;
+const _: () = assert!(SLOTS.is_power_of_two());
 
 #[repr(align(64))]
 #[derive(Debug)]
@@ -43,23 +44,31 @@ static SHARED: Slot = Slot::new();
 static INTERNAL: AtomicU64 = AtomicU64::new(0);
 static INTERNAL_FREED: AtomicU64 = AtomicU64::new(0);
 
+/// A thread's slot handle is the address of its `Slot` (0 = none), so the hot paths reach it
+/// without index arithmetic.
+#[inline(always)]
+fn owned(slot: usize) -> &'static Slot {
+    debug_assert!(TABLE.iter().any(|s| std::ptr::eq(s, slot as *const Slot)));
+    // SAFETY: every non-zero handle a thread holds was returned by `claim`, i.e. is the address
+    // of an element of the static TABLE.
+    unsafe { &*(slot as *const Slot) }
+}
+
 /// Adds an allocation to the slot owned by the calling thread.
 #[inline(always)]
-pub(crate) fn add_alloc(slot: u32, bytes: usize) {
-    if let Some(s) = TABLE.get(slot as usize) {
-        // Single writer: a relaxed load + store is exact and compiles to plain moves.
-        s.allocated.store(s.allocated.load(Ordering::Relaxed) + bytes as u64, Ordering::Relaxed);
-        s.allocs.store(s.allocs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
+pub(crate) fn add_alloc(slot: usize, bytes: usize) {
+    let s = owned(slot);
+    // Single writer: a relaxed load + store is exact and compiles to plain moves.
+    s.allocated.store(s.allocated.load(Ordering::Relaxed) + bytes as u64, Ordering::Relaxed);
+    s.allocs.store(s.allocs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// Adds a free to the slot owned by the calling thread.
 #[inline(always)]
-pub(crate) fn add_free(slot: u32, bytes: usize) {
-    if let Some(s) = TABLE.get(slot as usize) {
-        s.freed.store(s.freed.load(Ordering::Relaxed) + bytes as u64, Ordering::Relaxed);
-        s.frees.store(s.frees.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
+pub(crate) fn add_free(slot: usize, bytes: usize) {
+    let s = owned(slot);
+    s.freed.store(s.freed.load(Ordering::Relaxed) + bytes as u64, Ordering::Relaxed);
+    s.frees.store(s.frees.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// Adds an allocation from a thread without a slot.
@@ -84,31 +93,29 @@ pub(crate) fn sub_internal(bytes: usize) {
     INTERNAL_FREED.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
-/// Claims a free slot for the calling thread, or 0 when the pool is exhausted.
-pub(crate) fn claim() -> u32 {
-    for (i, s) in TABLE.iter().enumerate().skip(1) {
+/// Claims a free slot for the calling thread (its handle), or 0 when the pool is exhausted.
+pub(crate) fn claim() -> usize {
+    for s in TABLE.iter() {
         if !s.owned.load(Ordering::Relaxed)
             && s.owned.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
         {
-            return i as u32;
+            return s as *const Slot as usize;
         }
     }
     0
 }
 
 /// Returns a slot to the pool (its values stay and keep counting for the next owner).
-pub(crate) fn release(slot: u32) {
-    if let Some(s) = TABLE.get(slot as usize).filter(|_| slot != 0) {
+pub(crate) fn release(slot: usize) {
+    if let Some(s) = TABLE.iter().find(|s| std::ptr::eq(*s, slot as *const Slot)) {
         s.owned.store(false, Ordering::Release);
     }
 }
 
 /// After `fork` only the forking thread exists: every other slot is free again.
-pub(crate) fn release_all_but(slot: u32) {
-    for (i, s) in TABLE.iter().enumerate().skip(1) {
-        if i as u32 != slot {
-            s.owned.store(false, Ordering::Release);
-        }
+pub(crate) fn release_all_but(slot: usize) {
+    for s in TABLE.iter().filter(|s| !std::ptr::eq(*s, slot as *const Slot)) {
+        s.owned.store(false, Ordering::Release);
     }
 }
 

@@ -14,7 +14,7 @@ use std::ffi::c_void;
 
 use ying_profiler::hooks::{on_alloc, on_free, on_realloc};
 
-use host::{SETTINGS, ShimHost, usable_size};
+use host::{SETTINGS, ShimHost, counted_size, usable_size};
 
 #[global_allocator]
 static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
@@ -53,13 +53,13 @@ fn set_errno(e: i32) {
 /// Counts a block returned by glibc.
 fn counted(p: *mut u8) -> usize {
     // SAFETY: only called with non-null blocks glibc just returned.
-    unsafe { usable_size(p) }
+    unsafe { counted_size(p) }
 }
 
 /// One allocation through the hooks; `real` is the glibc call.
 #[inline(always)]
 fn alloc_with(size: usize, real: impl FnOnce() -> *mut c_void) -> *mut c_void {
-    let p = on_alloc::<ShimHost>(&SETTINGS, size, || real().cast(), counted);
+    let p = on_alloc::<ShimHost>(&SETTINGS, size, move || real().cast(), counted);
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -86,7 +86,7 @@ static CONSTRUCTOR: extern "C" fn() = {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc with the caller's argument.
-    alloc_with(size, || unsafe { __libc_malloc(size) })
+    alloc_with(size, move || unsafe { __libc_malloc(size) })
 }
 
 /// C `calloc`: an overflowing `n * size` gives NULL and `ENOMEM`.
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         return std::ptr::null_mut();
     };
     // SAFETY: forwards to glibc with the caller's arguments.
-    alloc_with(total, || unsafe { __libc_calloc(n, size) })
+    alloc_with(total, move || unsafe { __libc_calloc(n, size) })
 }
 
 /// C `free`: the record of a sampled block is removed before the block is released.
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         return;
     }
     // SAFETY: `p` is a live glibc block (caller contract), so its header is readable.
-    on_free::<ShimHost>(p.cast(), unsafe { usable_size(p.cast()) });
+    on_free::<ShimHost>(p.cast(), unsafe { counted_size(p.cast()) });
     // SAFETY: as above; glibc's free preserves errno.
     unsafe { __libc_free(p) }
 }
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         return unsafe { malloc(size) };
     }
     // SAFETY: `p` is a live glibc block (caller contract).
-    let old = unsafe { usable_size(p.cast()) };
+    let old = unsafe { counted_size(p.cast()) };
     let q = on_realloc::<ShimHost>(
         &SETTINGS,
         p.cast(),
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn posix_memalign(
     // SAFETY: errno is restored: posix_memalign reports through its return value.
     let saved = unsafe { *libc::__errno_location() };
     // SAFETY: forwards to glibc with a valid alignment.
-    let p = alloc_with(size, || unsafe { __libc_memalign(align, size) });
+    let p = alloc_with(size, move || unsafe { __libc_memalign(align, size) });
     set_errno(saved);
     if p.is_null() {
         return libc::ENOMEM;
@@ -206,7 +206,7 @@ pub unsafe extern "C" fn posix_memalign(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc, which validates the alignment.
-    alloc_with(size, || unsafe { __libc_memalign(align, size) })
+    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
 }
 
 /// Obsolete `memalign`.
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc, which validates the alignment.
-    alloc_with(size, || unsafe { __libc_memalign(align, size) })
+    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
 }
 
 /// Obsolete `valloc` (page-aligned).
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc.
-    alloc_with(size, || unsafe { __libc_valloc(size) })
+    alloc_with(size, move || unsafe { __libc_valloc(size) })
 }
 
 /// Obsolete `pvalloc` (page-aligned, size rounded up to pages).
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc.
-    alloc_with(size, || unsafe { __libc_pvalloc(size) })
+    alloc_with(size, move || unsafe { __libc_pvalloc(size) })
 }
 
 /// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).

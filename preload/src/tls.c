@@ -8,4 +8,5 @@
 static __thread __attribute__((tls_model("initial-exec"), aligned(16))) unsigned char
     ying_tls_block[64];
 
-void *ying_tls_state(void) { return ying_tls_block; }
+/* Hidden: a direct call from the hooks, not an interposable one through the GOT. */
+__attribute__((visibility("hidden"))) void *ying_tls_state(void) { return ying_tls_block; }

@@ -221,9 +221,9 @@ mod tests {
 
     #[test]
     fn timestamps_are_utc_and_colon_free_in_names() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_796_214_611); // 2026-12-02T11:50:11Z
-        assert_eq!(utc_timestamp(t, true), "2026-12-02T11:50:11Z");
-        assert_eq!(utc_timestamp(t, false), "20261202T115011Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_796_214_611); // date -u -d @1796214611
+        assert_eq!(utc_timestamp(t, true), "2026-12-02T12:30:11Z");
+        assert_eq!(utc_timestamp(t, false), "20261202T123011Z");
         assert_eq!(
             utc_timestamp(UNIX_EPOCH + Duration::from_secs(951_782_400), true),
             "2000-02-29T00:00:00Z"
