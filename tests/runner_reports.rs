@@ -112,6 +112,14 @@ fn runner_reports_on_change_and_on_demand() {
     }
     let last = std::fs::read_to_string(dir.join(names.last().unwrap())).unwrap();
     assert!(last.contains("marker_ballast"), "{last}");
+    // The runner's own work (snapshots, rendering, file writes) is never sampled.
+    for s in A.snapshot().stacks {
+        for f in &s.frames {
+            for own in ["write_report_set", "ProfilerRunner", "render_svg", "snapshot::take"] {
+                assert!(!f.function.contains(own), "runner work was profiled: {}", f.function);
+            }
+        }
+    }
     drop((ballast, more));
     std::fs::remove_dir_all(&dir).unwrap();
 }
