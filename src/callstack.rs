@@ -115,8 +115,40 @@ impl Frame {
     /// A function of Rust's standard library (`core`, `alloc`, `std`), including trait impls
     /// on its types.
     pub fn is_std_internal(&self) -> bool {
-        let f = self.function.trim_start_matches('<');
-        ["core::", "alloc::", "std::"].iter().any(|p| f.starts_with(p))
+        fn std_path(s: &str) -> bool {
+            let s = s.trim_start_matches(['<', '&', '*', '[', '(']).trim_start_matches("mut ");
+            ["core::", "alloc::", "std::"].iter().any(|p| s.starts_with(p))
+        }
+        fn primitive(s: &str) -> bool {
+            let s = s.trim_start_matches(['&', '*', '[', '(']).trim_start_matches("mut ");
+            let head: String = s.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            matches!(
+                head.as_str(),
+                "u8" | "u16"
+                    | "u32"
+                    | "u64"
+                    | "u128"
+                    | "usize"
+                    | "i8"
+                    | "i16"
+                    | "i32"
+                    | "i64"
+                    | "i128"
+                    | "isize"
+                    | "f32"
+                    | "f64"
+                    | "bool"
+                    | "char"
+                    | "str"
+                    | ""
+            )
+        }
+        match self.function.strip_prefix('<').and_then(|r| r.split_once(" as ")) {
+            // `<Type as Trait>::method`: std's own impl of a std trait on a std or primitive
+            // type; a program's type implementing a std trait is the program's code.
+            Some((ty, tr)) => (std_path(ty) || primitive(ty)) && std_path(tr),
+            None => std_path(&self.function),
+        }
     }
 
     /// `file:line` when known.
@@ -126,6 +158,55 @@ impl Frame {
             Some(l) => format!("{file}:{l}"),
             None => file.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(name: &str) -> Frame {
+        Frame { ip: 1, function: name.into(), file: None, line: None, inlined: true, module: None }
+    }
+
+    #[test]
+    fn std_internals_are_recognised() {
+        assert!(f("alloc::vec::from_elem").is_std_internal());
+        assert!(f("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem").is_std_internal());
+        assert!(f("<alloc::vec::Vec<T> as core::clone::Clone>::clone").is_std_internal());
+        assert!(f("<&str as core::fmt::Display>::fmt").is_std_internal());
+        assert!(!f("<myapp::Config as core::fmt::Display>::fmt").is_std_internal());
+        assert!(!f("ying_example::leak_loop::{{closure}}").is_std_internal());
+        assert!(!f("tokio::runtime::task::core::Core<T,S>::poll").is_std_internal());
+    }
+
+    #[test]
+    fn collapsed_view_names_the_programs_function() {
+        let mut a = f("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem");
+        a.ip = 7;
+        let mut b = f("ying_example::leak_loop::{{closure}}");
+        b.ip = 7;
+        let mut c = f("tokio::runtime::task::harness::poll_future");
+        c.ip = 7;
+        c.inlined = false;
+        let s = StackStats {
+            allocated_bytes: 1,
+            num_allocations: 1,
+            freed_bytes: 0,
+            num_frees: 0,
+            retained_bytes: 1,
+            retained_count: 1,
+            samples: 1,
+            live_samples: 1,
+            frames: vec![a, b, c],
+            lifetimes: MillisHistogram::new(),
+            retained_age: MillisHistogram::new(),
+            stack: StdCallstack::from_ips(&[7]),
+        };
+        let shown: Vec<&str> =
+            s.display_frames(false).iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(shown, ["ying_example::leak_loop::{{closure}}"]);
+        assert_eq!(s.display_frames(true).len(), 3);
     }
 }
 

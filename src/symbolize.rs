@@ -148,6 +148,11 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
         };
         out.insert(ip, frames);
     }
+    if mods.is_some() {
+        // Our per-address cache keeps every answer; the parsed debug info behind them (tens of
+        // MiB for a large binary) is dropped until the next report needs new addresses.
+        backtrace::clear_symbol_cache();
+    }
     out
 }
 
