@@ -276,10 +276,18 @@ fn print_top(title: &str, stacks: &[StackStats]) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::INFO)
-        .init();
+    {
+        use tracing_subscriber::prelude::*;
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+        let registry = tracing_subscriber::registry().with(fmt);
+        // With `--features profile_spans`, samples are attributed to the entered spans
+        // (`leak_loop`, `cache_worker`, `handle_request`): see the `span:` lines in the reports.
+        #[cfg(feature = "profile_spans")]
+        let registry = registry.with(ying_profiler::spans::YingSpanLayer);
+        registry.init();
+    }
 
     let settings = Settings::from_env();
     let interval = Duration::from_secs(settings.interval_secs);

@@ -16,12 +16,15 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+echo "== cargo clippy (default features, then all features)"
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== build libying.so"
 cargo build --release -p ying-preload
 echo "== library, integration and doc tests"
 cargo test --workspace --exclude preload-tests
+echo "== profile_spans feature"
+cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
 echo "== LD_PRELOAD tests"
 YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests
 echo "== benchmarks compile"

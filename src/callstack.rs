@@ -202,6 +202,7 @@ mod tests {
             lifetimes: MillisHistogram::new(),
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[7]),
+            spans: Vec::new(),
         };
         let shown: Vec<&str> =
             s.display_frames(false).iter().map(|f| f.function.as_str()).collect();
@@ -252,6 +253,9 @@ pub struct StackStats {
     pub retained_age: MillisHistogram,
     /// The raw stack.
     pub stack: StdCallstack,
+    /// The `tracing` spans entered when the samples were taken, outermost first (empty unless
+    /// the `profile_spans` feature and [`crate::spans::YingSpanLayer`] are in use).
+    pub spans: Vec<crate::spans::SpanInfo>,
 }
 
 impl StackStats {

@@ -251,7 +251,8 @@ fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, interval: u64
     let n = capture::<H>(&mut ips);
     let w = sampler::weight(size, interval);
     let born_ns = crate::clock::now_ns();
-    let stack = tables::STACKS.lock().add_sample(ips.get(..n).unwrap_or(&[]), w);
+    let spans = crate::spans::current_path();
+    let stack = tables::STACKS.lock().add_sample(ips.get(..n).unwrap_or(&[]), spans, w);
     tables::insert_live(ptr, Record { stack, size, weight: w, born_ns });
 }
 

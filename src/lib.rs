@@ -105,7 +105,10 @@
 //!
 //! # Feature flags
 //!
-//! * `profile_spans` — records `tracing` span information with stacks (experimental).
+//! * `profile_spans` — attributes samples to the `tracing` spans entered when they were taken:
+//!   add [`spans::YingSpanLayer`] to your subscriber, and stats are kept per (stack, span path),
+//!   shown above the frames in text reports, as root frames in flamegraphs and as `span` labels
+//!   in pprof profiles.
 
 #![warn(missing_docs)]
 
@@ -117,6 +120,7 @@ pub mod hooks;
 pub mod report;
 pub mod sampler;
 pub mod snapshot;
+pub mod spans;
 pub mod thread_state;
 pub mod utils;
 

@@ -68,6 +68,7 @@ pub(crate) fn sort_stacks(v: &mut [&StackStats], m: Measurement) {
                 fa.cmp(fb)
             })
             .then_with(|| a.stack.ips().cmp(b.stack.ips()))
+            .then_with(|| a.spans.iter().map(|s| s.name).cmp(b.spans.iter().map(|s| s.name)))
     });
 }
 
@@ -128,6 +129,7 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
             lifetimes: e.lifetimes,
             retained_age: ages.get(&(id as u32)).copied().unwrap_or_default(),
             stack: StdCallstack::from_ips(&e.ips),
+            spans: crate::spans::resolve(&e.spans),
         });
     }
     let snap = Snapshot {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::histogram::MillisHistogram;
 use crate::sampler::Weight;
+use crate::spans::{SPAN_DEPTH, SpanPath};
 use crate::spin::SpinMutex;
 
 /// A fast, deterministic hasher for addresses and instruction-pointer arrays (no random keys:
@@ -48,6 +49,8 @@ type Build = BuildHasherDefault<AddrHasher>;
 pub(crate) struct StackEntry {
     /// Raw instruction pointers, innermost first.
     pub(crate) ips: Box<[usize]>,
+    /// Entered `tracing` spans when sampled (feature `profile_spans`), innermost first.
+    pub(crate) spans: SpanPath,
     pub(crate) alloc_count: f64,
     pub(crate) alloc_bytes: f64,
     pub(crate) live_count: f64,
@@ -61,9 +64,10 @@ pub(crate) struct StackEntry {
 }
 
 impl StackEntry {
-    fn new(ips: Box<[usize]>) -> Self {
+    fn new(ips: Box<[usize]>, spans: SpanPath) -> Self {
         Self {
             ips,
+            spans,
             alloc_count: 0.0,
             alloc_bytes: 0.0,
             live_count: 0.0,
@@ -77,10 +81,11 @@ impl StackEntry {
     }
 }
 
-/// Interned stacks. Id 0 is the overflow bucket used once `max_stacks` distinct stacks exist.
+/// Interned (stack, span path) pairs. Id 0 is the overflow bucket used once `max_stacks`
+/// distinct pairs exist.
 #[derive(Debug)]
 pub(crate) struct StackTable {
-    index: HashMap<Box<[usize]>, u32, Build>,
+    index: HashMap<(Box<[usize]>, SpanPath), u32, Build>,
     pub(crate) entries: Vec<StackEntry>,
 }
 
@@ -92,26 +97,26 @@ impl StackTable {
         Self { index: HashMap::with_hasher(BuildHasherDefault::new()), entries: Vec::new() }
     }
 
-    fn intern(&mut self, ips: &[usize]) -> u32 {
+    fn intern(&mut self, ips: &[usize], spans: SpanPath) -> u32 {
         if self.entries.is_empty() {
-            self.entries.push(StackEntry::new(Box::new([])));
+            self.entries.push(StackEntry::new(Box::new([]), [0; SPAN_DEPTH]));
         }
-        if let Some(&id) = self.index.get(ips) {
+        let key = (Box::<[usize]>::from(ips), spans);
+        if let Some(&id) = self.index.get(&key) {
             return id;
         }
         if self.entries.len() as u64 > MAX_STACKS.load(Ordering::Relaxed) {
             return 0;
         }
         let id = self.entries.len() as u32;
-        let boxed: Box<[usize]> = ips.into();
-        self.entries.push(StackEntry::new(boxed.clone()));
-        self.index.insert(boxed, id);
+        self.entries.push(StackEntry::new(key.0.clone(), spans));
+        self.index.insert(key, id);
         id
     }
 
-    /// Records a new sample of weight `w` at `ips`; returns the stack id.
-    pub(crate) fn add_sample(&mut self, ips: &[usize], w: Weight) -> u32 {
-        let id = self.intern(ips);
+    /// Records a new sample of weight `w` at `ips` under `spans`; returns the stack id.
+    pub(crate) fn add_sample(&mut self, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
+        let id = self.intern(ips, spans);
         if let Some(e) = self.entries.get_mut(id as usize) {
             e.alloc_count += w.count;
             e.alloc_bytes += w.bytes;

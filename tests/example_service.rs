@@ -21,6 +21,12 @@ fn build_example() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let out = Command::new(cargo)
         .args(["build", "--profile", "bench", "--example", "ying_example"])
+        // Built with the same features as this test, so the span assertions below apply.
+        .args(if cfg!(feature = "profile_spans") {
+            &["--features", "profile_spans"][..]
+        } else {
+            &[]
+        })
         .args(["--message-format=json", "--manifest-path"])
         .arg(&manifest)
         .stderr(Stdio::inherit())
@@ -260,6 +266,19 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
     assert!(top.retained >= 8 << 20, "the leak retains several MiB: {top:?}");
     for line in &top.lines {
         assert!(!line.contains("GenFuture"), "async glue in the leak's stack: {line}");
+    }
+    if cfg!(feature = "profile_spans") {
+        // The leak is attributed to the leaking span, and the churn to the request spans.
+        let span_of = |needle: &str| {
+            last_txt.split("\n#").find(|b| b.contains(needle)).and_then(|b| {
+                b.lines().find_map(|l| l.trim().strip_prefix("span: ").map(str::to_string))
+            })
+        };
+        assert_eq!(span_of(LEAK_FN).as_deref(), Some("ying_example::leak_loop"), "{last_txt}");
+        assert!(
+            last_folded.lines().any(|l| l.starts_with("[span ying_example::leak_loop]")),
+            "{last_folded}"
+        );
     }
     for (f, line) in top.functions().iter().zip(&top.lines) {
         let inlined = line.ends_with("[inlined]");

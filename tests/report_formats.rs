@@ -43,6 +43,7 @@ fn stack(alloc: u64, ret: u64, frames: Vec<Frame>) -> StackStats {
         lifetimes,
         retained_age: age,
         stack: StdCallstack::from_ips(&ips),
+        spans: Vec::new(),
     }
 }
 

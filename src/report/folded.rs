@@ -9,15 +9,16 @@ pub fn escape(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
-/// The folded line of one stack (root first), or an empty string when its value is 0.
-/// `span` is prepended as root frames when given (spans attribution).
+/// The folded line of one stack (root first), or an empty string when its value is 0. Its span
+/// path, if any, comes first as `[span target::name]` root frames.
 pub fn line(s: &StackStats, m: Measurement, expand: bool) -> String {
     let v = s.measure(m);
     if v == 0 {
         return String::new();
     }
     let frames = s.display_frames(expand);
-    let mut parts: Vec<String> = frames.iter().rev().map(|f| escape(&f.function)).collect();
+    let mut parts: Vec<String> = s.spans.iter().map(|sp| escape(&format!("[span {sp}]"))).collect();
+    parts.extend(frames.iter().rev().map(|f| escape(&f.function)));
     if parts.is_empty() {
         parts.push("[unknown]".to_string());
     }

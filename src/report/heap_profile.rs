@@ -57,7 +57,17 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
                 v(s.retained_count),
                 v(s.retained_bytes),
             ],
-            labels: Vec::new(),
+            // One `span` label per entered span (so -tagfocus=span=<name> matches any level)
+            // and the whole path.
+            labels: s
+                .spans
+                .iter()
+                .map(|sp| ("span".to_string(), sp.name.to_string()))
+                .chain((!s.spans.is_empty()).then(|| {
+                    let path: Vec<String> = s.spans.iter().map(|sp| sp.to_string()).collect();
+                    ("span_path".to_string(), path.join(" > "))
+                }))
+                .collect(),
             num_labels: Vec::new(),
         });
     }

@@ -53,6 +53,10 @@ pub fn stack_block(
     let _ = writeln!(o, "   samples: {} ({} live)", s.samples, s.live_samples);
     let _ = writeln!(o, "   lifetimes of freed allocations: {}", s.lifetimes);
     let _ = writeln!(o, "   age of retained bytes: {}", s.retained_age);
+    if !s.spans.is_empty() {
+        let path: Vec<String> = s.spans.iter().map(|sp| sp.to_string()).collect();
+        let _ = writeln!(o, "   span: {}", path.join(" > "));
+    }
     let _ = writeln!(o, "   frames:");
     let frames = s.display_frames(expand);
     if frames.is_empty() {
