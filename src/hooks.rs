@@ -340,53 +340,48 @@ fn realloc_slow<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
-    let ts = Some(ts);
-    if let Some(ts) = ts {
-        if ts.guarded() {
-            let p = real();
-            if !p.is_null() {
-                totals::sub_internal(old_counted);
-                totals::add_internal(counted(p));
-            } else if new_size == 0 {
-                totals::sub_internal(old_counted);
-            }
-            return p;
+    if ts.guarded() {
+        let p = real();
+        if !p.is_null() {
+            totals::sub_internal(old_counted);
+            totals::add_internal(counted(p));
+        } else if new_size == 0 {
+            totals::sub_internal(old_counted);
         }
-        if ts.status.get() == STATUS_NEW {
-            init_thread::<H>(ts, set);
-        }
+        return p;
+    }
+    if ts.status.get() == STATUS_NEW {
+        init_thread::<H>(ts, set);
     }
     if new_size as u64 >= set.max_alloc_bytes() {
-        match ts {
-            Some(ts) => refuse_giant::<H>(ts, new_size, set.max_alloc_bytes()),
-            None => {
-                tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        refuse_giant::<H>(ts, new_size, set.max_alloc_bytes());
         return std::ptr::null_mut();
     }
-    let slot = ts.map(|t| t.slot.get()).unwrap_or(0);
-    let live = ts.is_some_and(|t| t.status.get() == STATUS_LIVE) && slot != 0;
-    let take = |p: *mut u8| {
-        let _g = ts.map(|t| t.enter());
-        tables::take_live(p as usize)
-    };
-    let rec = if crate::filter::may_contain(old as usize) { take(old) } else { None };
-    let p = real();
+    let slot = ts.slot.get();
+    let live = ts.status.get() == STATUS_LIVE && slot != 0;
     let add_free = |b| if live { totals::add_free(slot, b) } else { totals::add_free_shared(b) };
     let add_alloc = |b| if live { totals::add_alloc(slot, b) } else { totals::add_alloc_shared(b) };
+
+    // The record leaves the table before the real call: once glibc frees or moves the block,
+    // another thread may be handed the same address.
+    let rec = if crate::filter::may_contain(old as usize) {
+        let _g = ts.enter();
+        tables::take_live(old as usize)
+    } else {
+        None
+    };
+    let p = real();
     if p.is_null() {
-        if new_size == 0 {
+        let _g = ts.enter();
+        match rec {
             // C realloc(p, 0) freed the block.
-            add_free(old_counted);
-            if let Some(rec) = rec {
-                let _g = ts.map(|t| t.enter());
-                retire(rec);
-            }
-        } else if let Some(rec) = rec {
+            Some(rec) if new_size == 0 => retire(rec),
             // Failure: the old block is still valid and still sampled.
-            let _g = ts.map(|t| t.enter());
-            tables::insert_live(old as usize, rec);
+            Some(rec) => tables::insert_live(old as usize, rec),
+            None => {}
+        }
+        if new_size == 0 {
+            add_free(old_counted);
         }
         return p;
     }
@@ -394,7 +389,8 @@ fn realloc_slow<H: Host>(
     add_alloc(counted(p));
     let interval = set.sample_interval();
     if let Some(mut rec) = rec {
-        let _g = ts.map(|t| t.enter());
+        // One long-lived allocation: same stack and birth time, new address and weight.
+        let _g = ts.enter();
         let w = sampler::weight(new_size as u64, interval);
         tables::STACKS.lock().resize_sample(rec.stack, rec.weight, w);
         rec.weight = w;
@@ -403,7 +399,7 @@ fn realloc_slow<H: Host>(
         return p;
     }
     // An unsampled block grew: its growth takes its chance like fresh bytes would.
-    if let Some(ts) = ts.filter(|_| live) {
+    if live {
         let growth = new_size.saturating_sub(old_counted) as u64;
         let budget = ts.budget.get();
         if growth < budget {

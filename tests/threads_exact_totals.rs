@@ -16,18 +16,27 @@ fn cross_thread_frees_keep_total_exact() {
     // Pointer slots are allocated up front so the measured phase allocates only blocks.
     let slots: Arc<Vec<AtomicUsize>> =
         Arc::new((0..THREADS * PER_THREAD).map(|_| AtomicUsize::new(0)).collect());
+    // `ready`: every thread has finished starting (std frees the boxed spawn closure on the new
+    // thread), so nothing but the measured work happens between the two readings.
+    let ready = Arc::new(Barrier::new(THREADS + 1));
     let start = Arc::new(Barrier::new(THREADS + 1));
     let allocated = Arc::new(Barrier::new(THREADS + 1));
     let freed = Arc::new(Barrier::new(THREADS + 1));
+    // `measured`: threads stay alive until both readings are taken (a thread's exit frees what
+    // std allocated when it started).
+    let measured = Arc::new(Barrier::new(THREADS + 1));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (slots, start, allocated, freed) = (
+            let (slots, ready, start, allocated, freed, measured) = (
                 Arc::clone(&slots),
+                Arc::clone(&ready),
                 Arc::clone(&start),
                 Arc::clone(&allocated),
                 Arc::clone(&freed),
+                Arc::clone(&measured),
             );
             std::thread::spawn(move || {
+                ready.wait();
                 start.wait();
                 for i in 0..PER_THREAD {
                     let size = 16 + (i * 37 + t * 101) % 4000;
@@ -45,14 +54,17 @@ fn cross_thread_frees_keep_total_exact() {
                     drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, size)) });
                 }
                 freed.wait();
+                measured.wait();
             })
         })
         .collect();
+    ready.wait();
     let before = YingProfiler::total_retained_bytes();
     start.wait();
     allocated.wait();
     freed.wait();
     let after = YingProfiler::total_retained_bytes();
+    measured.wait();
     let kept: usize = (0..THREADS)
         .flat_map(|t| {
             (0..PER_THREAD).filter(|i| i % 10 == 0).map(move |i| 16 + (i * 37 + t * 101) % 4000)

@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""Writes BENCHMARKS.md from the raw measurements of scripts/bench.sh.
+
+    report.py RAW.tsv META.tsv OUT.md
+
+RAW.tsv has one line per run: workload, group (the variant compared in this series of pairs),
+variant (the one that ran: the group's or the baseline), pair number, wall seconds, peak RSS kB,
+profile output bytes, exit status. META.tsv has `key<TAB>value` lines: the machine, the
+settings, and the single-number measurements (callgrind, report set). A key may repeat (`note`).
+"""
+
+import statistics
+import sys
+
+WORKLOADS = [
+    (
+        "churn",
+        "glibc",
+        ["ying", "heaptrack", "jemalloc", "jemalloc+prof"],
+        "C, 2 threads, malloc/free churn (99 % 16..512 B, 1 % 4 KiB..1 MiB, ring of live blocks)",
+    ),
+    (
+        "cc1",
+        "glibc",
+        ["ying", "heaptrack", "jemalloc", "jemalloc+prof"],
+        "`gcc -O2 -c` of a generated C file with 300 functions (time dominated by cc1)",
+    ),
+    (
+        "python",
+        "glibc",
+        ["ying", "heaptrack", "jemalloc", "jemalloc+prof"],
+        "python3 building 1.5 M small objects (dicts, tuples, strings) and dropping them",
+    ),
+    (
+        "rust-example",
+        "system",
+        ["ying-rust", "ying-0.3.0"],
+        "Rust cache workload, 4 threads, `#[global_allocator]` front end (no LD_PRELOAD)",
+    ),
+]
+
+LABELS = {
+    "glibc": "glibc",
+    "system": "System",
+    "ying": "ying",
+    "ying-rust": "ying (this repo)",
+    "ying-0.3.0": "ying 0.3.0",
+    "heaptrack": "heaptrack",
+    "jemalloc": "jemalloc",
+    "jemalloc+prof": "jemalloc+prof",
+}
+
+MIB = 1024 * 1024
+
+
+def read_raw(path):
+    runs = []
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 8:
+                continue
+            w, group, variant, pair, wall, rss, out_bytes, rc = parts
+            runs.append(
+                {
+                    "workload": w,
+                    "group": group,
+                    "variant": variant,
+                    "pair": int(pair),
+                    "wall": float(wall),
+                    "rss": int(rss),
+                    "bytes": int(out_bytes),
+                    "rc": int(rc),
+                }
+            )
+    return runs
+
+
+def read_meta(path):
+    meta, notes = {}, []
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.rstrip("\n").partition("\t")
+            if key == "note":
+                notes.append(value)
+            else:
+                meta[key] = value
+    return meta, notes
+
+
+def fnum(x, digits=3):
+    return "%.*f" % (digits, x)
+
+
+def fbytes(n):
+    return "{:,}".format(int(n))
+
+
+class Row:
+    """The numbers of one variant of one workload."""
+
+    def __init__(self, label):
+        self.label = label
+        self.ratios = []
+        self.walls = []
+        self.rss = []
+        self.bytes = []
+        self.failed = []
+
+    def ratio(self):
+        return statistics.median(self.ratios) if self.ratios else None
+
+    def cells(self, baseline):
+        if not self.walls:
+            if self.failed:
+                codes = ",".join(map(str, sorted(set(self.failed))))
+                return [self.label, "failed (exit %s)" % codes, "", "", "", ""]
+            return [self.label, "not run", "", "", "", ""]
+        if baseline:
+            ratio, rng = "1.000 (baseline)", ""
+        else:
+            ratio = fnum(self.ratio()) + "x"
+            rng = "%s-%s" % (fnum(min(self.ratios)), fnum(max(self.ratios)))
+        return [
+            self.label,
+            ratio,
+            rng,
+            fnum(statistics.median(self.walls)),
+            fnum(statistics.median(self.rss) / 1024, 1),
+            fbytes(statistics.median(self.bytes)),
+        ]
+
+
+def workload_rows(runs, workload, base, variants):
+    """Rows for the baseline and each variant; ratios come from runs of the same pair."""
+    rows = {v: Row(LABELS[v]) for v in [base] + variants}
+    by_pair = {}
+    for r in runs:
+        if r["workload"] != workload:
+            continue
+        by_pair.setdefault((r["group"], r["pair"]), {})[r["variant"]] = r
+    for (group, _), pair in sorted(by_pair.items()):
+        if group not in rows:
+            continue
+        ok = True
+        for variant, r in pair.items():
+            if r["rc"] != 0:
+                rows[variant].failed.append(r["rc"])
+                ok = False
+        if not ok or base not in pair or group not in pair:
+            continue
+        b, v = pair[base], pair[group]
+        rows[base].walls.append(b["wall"])
+        rows[base].rss.append(b["rss"])
+        rows[base].bytes.append(b["bytes"])
+        rows[group].walls.append(v["wall"])
+        rows[group].rss.append(v["rss"])
+        rows[group].bytes.append(v["bytes"])
+        rows[group].ratios.append(v["wall"] / b["wall"])
+    return rows
+
+
+def paired_rss(runs, workload, base, group):
+    """Median peak RSS (kB) of the baseline and of `group`, from the pairs of that group only."""
+    b, v = [], []
+    for r in runs:
+        if r["workload"] != workload or r["group"] != group or r["rc"] != 0:
+            continue
+        (b if r["variant"] == base else v).append(r["rss"])
+    if not b or not v:
+        return None
+    return statistics.median(b), statistics.median(v)
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def verdict(ok):
+    return "PASS" if ok else "MISS"
+
+
+def main():
+    raw_path, meta_path, out_path = sys.argv[1:4]
+    runs = read_raw(raw_path)
+    meta, notes = read_meta(meta_path)
+    m = meta.get
+    md = []
+    md.append("# Benchmarks")
+    md.append("")
+    md.append(
+        "Generated by `scripts/bench.sh`; do not edit by hand (the script rewrites this file). "
+        "Timings on a shared 2-core machine are noisy: compare ratios from the same run, not "
+        "absolute times across runs."
+    )
+    md.append("")
+    md.append("- date: %s" % m("date", "?"))
+    md.append("- command: `%s`%s" % (m("command", "?"), " (quick mode)" if m("quick") == "1" else ""))
+    md.append(
+        "- machine: %s CPUs (`nproc`), %s, %s memory, kernel %s"
+        % (m("nproc", "?"), m("cpu", "?"), m("mem", "?"), m("kernel", "?"))
+    )
+    md.append("- software: %s; %s; %s" % (m("glibc", "?"), m("rustc", "?"), m("gcc", "?")))
+    md.append(
+        "- tools: %s; heaptrack %s; libjemalloc2 %s; valgrind %s"
+        % (m("python", "?"), m("heaptrack", "?"), m("jemalloc", "?"), m("valgrind", "?"))
+    )
+    md.append(
+        "- load average at start / end: %s / %s" % (m("load_start", "?"), m("load_end", "?"))
+    )
+    md.append(
+        "- method: for each variant, %s pairs of (baseline run, variant run), the order "
+        "alternating between pairs (A B, B A, ...); ratio = variant wall time / baseline wall "
+        "time of the same pair; the table gives the median ratio and its min-max range, and "
+        "medians of wall time, peak RSS (max RSS of the process tree's largest process, %s) "
+        "and profile output bytes. The baseline row is over all its runs."
+        % (m("pairs", "?"), m("rss_tool", "?"))
+    )
+    md.append("")
+    md.append("Variants (C and Python workloads):")
+    md.append("")
+    md.append("- `glibc`: no profiler.")
+    md.append(
+        "- `ying`: `LD_PRELOAD=target/release/libying.so`, default settings (512 KiB mean "
+        "sampling interval, report at exit on, flamegraphs on), `YING_REPORTING_PATH` a fresh "
+        "temporary directory per run; output bytes = everything written there."
+    )
+    md.append(
+        "- `heaptrack`: `heaptrack -o <tmp>/heaptrack <cmd>` (heaptrack %s); for `cc1` also "
+        "`-wrapper` so that cc1 and as are traced too (heaptrack does not follow exec'd "
+        "children). Its wall time includes heaptrack_interpret and compression finishing; its "
+        "peak RSS is the largest process of the tree, which may be heaptrack_interpret."
+        % m("heaptrack", "?")
+    )
+    md.append("- `jemalloc`: `LD_PRELOAD=%s`." % m("jemalloc_path", "libjemalloc.so.2"))
+    md.append(
+        "- `jemalloc+prof`: the same with `MALLOC_CONF=prof:true,lg_prof_sample:19,"
+        "prof_final:true,prof_prefix:<tmp>/jeprof` (`prof_final` so that a profile is written at "
+        "exit, as Ying does; without it jemalloc writes nothing)."
+    )
+    md.append("")
+
+    ratios = {}
+    for workload, base, variants, desc in WORKLOADS:
+        rows = workload_rows(runs, workload, base, variants)
+        params = m("params_" + workload, "")
+        md.append("## %s" % workload)
+        md.append("")
+        md.append("%s. `%s`" % (desc, params) if params else desc + ".")
+        md.append("")
+        body = [rows[base].cells(True)] + [rows[v].cells(False) for v in variants]
+        md.append(
+            table(
+                [
+                    "variant",
+                    "median ratio vs %s" % LABELS[base],
+                    "range",
+                    "median wall s",
+                    "peak RSS MB",
+                    "profile output bytes",
+                ],
+                body,
+            )
+        )
+        md.append("")
+        for v in variants:
+            ratios[(workload, v)] = rows[v].ratio()
+    if m("rust_v03") and m("rust_v03") != "built":
+        md.append("ying 0.3.0: %s" % m("rust_v03"))
+        md.append("")
+    md.append(
+        "The Rust rows run with no reporting thread (pure allocator overhead) and call "
+        "`top_k_stacks_by_retained(5)` once at the end. ying 0.3.0 samples one allocation in "
+        "500; this repository's ying samples one per 512 KiB on average. MB = MiB (1,048,576 "
+        "bytes)."
+    )
+    md.append("")
+
+    # Instruction counts.
+    md.append("## Instructions per malloc+free pair (callgrind)")
+    md.append("")
+    cg_n = int(m("cg_pairs", "0") or 0)
+    cg = {}
+    for key in ["cg_glibc", "cg_ying", "cg_glibc0", "cg_ying0", "cg_ying_off"]:
+        if m(key, "").isdigit():
+            cg[key] = int(m(key))
+    per_pair = None
+    if cg_n and {"cg_glibc", "cg_ying"} <= cg.keys():
+        per_pair = (cg["cg_ying"] - cg["cg_glibc"]) / cg_n
+        md.append(
+            "`bench/churn1.c`: %s pairs of malloc(64..120) + free, single-threaded, under "
+            "`valgrind --tool=callgrind`, with and without `LD_PRELOAD=libying.so "
+            "YING_REPORT_AT_EXIT=false YING_CHECK_INTERVAL_SECS=0 YING_SEED=1` "
+            "(`YING_ONLY_EXE=churn1` keeps the valgrind launcher unprofiled)." % fbytes(cg_n)
+        )
+        md.append("")
+        crow = [
+            ["glibc", fbytes(cg["cg_glibc"]), ""],
+            [
+                "ying, default interval (512 KiB)",
+                fbytes(cg["cg_ying"]),
+                "**%s**" % fnum(per_pair, 1),
+            ],
+        ]
+        if {"cg_glibc0", "cg_ying0"} <= cg.keys():
+            startup = cg["cg_ying0"] - cg["cg_glibc0"]
+            crow.append(
+                [
+                    "ying, default interval, start-up excluded (runs with 0 pairs subtracted)",
+                    "",
+                    fnum((cg["cg_ying"] - cg["cg_glibc"] - startup) / cg_n, 1),
+                ]
+            )
+            crow.append(["start-up cost of the shim (0 pairs)", fbytes(startup), ""])
+        if "cg_ying_off" in cg:
+            crow.append(
+                [
+                    "ying, `YING_SAMPLE_INTERVAL_BYTES=1TiB` (never samples: the unsampled path "
+                    "alone)",
+                    fbytes(cg["cg_ying_off"]),
+                    fnum((cg["cg_ying_off"] - cg["cg_glibc"]) / cg_n, 1),
+                ]
+            )
+        md.append(table(["run", "instructions (Ir)", "extra instructions per pair"], crow))
+    else:
+        md.append("not measured: %s" % m("cg_error", "callgrind failed"))
+    md.append("")
+
+    # Profiler memory.
+    md.append("## Profiler memory")
+    md.append("")
+    md.append(
+        "Median peak RSS with ying minus median peak RSS with glibc alone (from the ying pairs), "
+        "against the budget 2 % of the host's peak RSS + 8 MiB."
+    )
+    md.append("")
+    mem_ok = {}
+    mrows = []
+    for workload in ["churn", "python"]:
+        pr = paired_rss(runs, workload, "glibc", "ying")
+        if pr is None:
+            mrows.append([workload, "", "", "", "", "not measured"])
+            mem_ok[workload] = None
+            continue
+        host, with_ying = pr
+        extra = with_ying - host
+        budget = 0.02 * host + 8 * 1024
+        mem_ok[workload] = (extra <= budget, extra / 1024, budget / 1024)
+        mrows.append(
+            [
+                workload,
+                fnum(host / 1024, 1),
+                fnum(with_ying / 1024, 1),
+                fnum(extra / 1024, 1),
+                fnum(budget / 1024, 1),
+                verdict(extra <= budget),
+            ]
+        )
+    md.append(
+        table(
+            [
+                "workload",
+                "glibc peak RSS MiB",
+                "ying peak RSS MiB",
+                "ying extra MiB",
+                "budget MiB",
+                "verdict",
+            ],
+            mrows,
+        )
+    )
+    md.append("")
+
+    # Report set.
+    md.append("## Report set for ~10,000 stacks")
+    md.append("")
+    rs_ok = None
+    if m("stacks_total_bytes", "").isdigit():
+        total = int(m("stacks_total_bytes"))
+        secs = float(m("stacks_write_s"))
+        md.append(
+            "`bench/stacks.c`: %s allocations of 64 B, each at the bottom of a recursion of depth "
+            "1..100 through two functions chosen by the bits of a hash, all kept alive; under "
+            "the shim with `YING_SAMPLE_INTERVAL_BYTES=1 YING_TOP_K=20 "
+            "YING_CHECK_INTERVAL_SECS=0`. Write time = from a timestamp printed just before "
+            "`main` returns to the process having exited (median of %s runs; the same interval "
+            "is %s s with `YING_REPORT_AT_EXIT=false`)."
+            % (m("stacks_allocs", "?"), m("stacks_reps", "?"), m("stacks_noreport_s", "?"))
+        )
+        md.append("")
+        md.append(
+            table(
+                ["stacks in the report", ".txt", ".svg", ".folded", ".pb.gz", "total bytes",
+                 "write time s"],
+                [
+                    [
+                        m("stacks_count", "?"),
+                        fbytes(m("stacks_txt", 0)),
+                        fbytes(m("stacks_svg", 0)),
+                        fbytes(m("stacks_folded", 0)),
+                        fbytes(m("stacks_pbgz", 0)),
+                        fbytes(total),
+                        fnum(secs),
+                    ]
+                ],
+            )
+        )
+        rs_ok = (total < 2_000_000 and secs < 1.0, total, secs)
+        if m("stacks_profiler_memory"):
+            md.append("")
+            md.append("Profiler memory in that report's header: %s." % m("stacks_profiler_memory"))
+    else:
+        md.append("not measured: %s" % m("stacks_error", "the run failed"))
+    md.append("")
+
+    # Budget.
+    md.append("## Budget")
+    md.append("")
+    brows = []
+
+    def ratio_row(target, workload, variant, limit):
+        r = ratios.get((workload, variant))
+        if r is None:
+            brows.append([target, "not measured", "MISS"])
+        else:
+            brows.append([target, fnum(r) + "x", verdict(r <= limit)])
+
+    ratio_row("churn (LD_PRELOAD) <= 1.10x", "churn", "ying", 1.10)
+    ratio_row("cc1 (LD_PRELOAD) <= 1.03x", "cc1", "ying", 1.03)
+    ratio_row("python (LD_PRELOAD) <= 1.03x", "python", "ying", 1.03)
+    if per_pair is None:
+        brows.append(["unsampled path <= +25 instructions per malloc+free", "not measured", "MISS"])
+    else:
+        extra = ""
+        if "cg_ying_off" in cg:
+            extra = " (%s with sampling never firing)" % fnum(
+                (cg["cg_ying_off"] - cg["cg_glibc"]) / cg_n, 1
+            )
+        brows.append(
+            [
+                "unsampled path <= +25 instructions per malloc+free",
+                "+%s instructions/pair at the default interval%s" % (fnum(per_pair, 1), extra),
+                verdict(per_pair <= 25),
+            ]
+        )
+    ours, old = ratios.get(("rust-example", "ying-rust")), ratios.get(("rust-example", "ying-0.3.0"))
+    if ours is None:
+        brows.append(["Rust front end <= 1.05x of System, cheaper than 0.3.0", "not measured", "MISS"])
+    else:
+        ok = ours <= 1.05 and (old is None or ours < old)
+        value = "%sx of System; 0.3.0: %s" % (
+            fnum(ours),
+            (fnum(old) + "x") if old is not None else "not measured",
+        )
+        brows.append(["Rust front end <= 1.05x of System, cheaper than 0.3.0", value, verdict(ok)])
+    for workload in ["churn", "python"]:
+        r = mem_ok.get(workload)
+        target = "profiler memory <= 2 %% of peak RSS + 8 MiB (%s)" % workload
+        if r is None:
+            brows.append([target, "not measured", "MISS"])
+        else:
+            brows.append(
+                [target, "%s MiB extra, budget %s MiB" % (fnum(r[1], 1), fnum(r[2], 1)),
+                 verdict(r[0])]
+            )
+    if rs_ok is None:
+        brows.append(["report set for 10k stacks < 2 MB and < 1 s", "not measured", "MISS"])
+    else:
+        brows.append(
+            [
+                "report set for 10k stacks < 2 MB and < 1 s",
+                "%s bytes, %s s" % (fbytes(rs_ok[1]), fnum(rs_ok[2])),
+                verdict(rs_ok[0]),
+            ]
+        )
+    md.append(table(["target", "measured", "verdict"], brows))
+    md.append("")
+    if m("quick") == "1":
+        md.append(
+            "Quick mode: %s pairs per variant and shorter workloads; the verdicts above are "
+            "indicative only. Run the full command below for numbers to quote." % m("pairs", "?")
+        )
+        md.append("")
+    if notes:
+        md.append("## Notes")
+        md.append("")
+        for n in notes:
+            md.append("- " + n)
+        md.append("")
+
+    md.append("## How to reproduce")
+    md.append("")
+    md.append("```sh")
+    md.append("scripts/bench.sh           # full run: 11 pairs per variant, about 20-25 minutes on 2 cores")
+    md.append("scripts/bench.sh --quick   # 3 pairs per variant, shorter workloads, a few minutes")
+    md.append("```")
+    md.append("")
+    md.append(
+        "The script installs `heaptrack`, `libjemalloc2` and `valgrind` from Debian if they are "
+        "missing, builds `target/release/libying.so`, the C workloads (`bench/*.c`, into "
+        "`target/bench/`) and the Rust workload (`bench/rust-cache`, its own workspace, into "
+        "`target/bench-rust-cache/`), runs everything and rewrites this file. The raw "
+        "measurements stay in `target/bench/results.tsv` and `target/bench/meta.tsv`. "
+        "`cargo bench --bench micro` runs the micro-benchmarks of the hot-path pieces "
+        "(`benches/micro.rs`) by hand."
+    )
+    md.append("")
+    with open(out_path, "w") as f:
+        f.write("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

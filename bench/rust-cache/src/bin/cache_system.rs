@@ -1,0 +1,13 @@
+//! The cache workload with `System` as the global allocator (the baseline).
+
+#[path = "../workload.rs"]
+mod workload;
+
+#[global_allocator]
+static ALLOC: std::alloc::System = std::alloc::System;
+
+fn main() {
+    let ops = workload::ops_from_args(workload::DEFAULT_OPS);
+    let sum = workload::run(ops);
+    println!("cache-system: {ops} ops x 4 threads, checksum {sum:016x}");
+}

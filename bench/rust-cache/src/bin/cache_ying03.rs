@@ -1,0 +1,22 @@
+//! The cache workload with the published ying-profiler 0.3.0 as the global allocator: its
+//! default settings (one allocation in 500 sampled), no reporting thread, stats read once at
+//! the end.
+
+#[path = "../workload.rs"]
+mod workload;
+
+use ying_profiler_03::YingProfiler;
+
+#[global_allocator]
+static YING: YingProfiler = YingProfiler::default();
+
+fn main() {
+    let ops = workload::ops_from_args(workload::DEFAULT_OPS);
+    let sum = workload::run(ops);
+    let top = YING.top_k_stacks_by_retained(5);
+    let top_bytes = top.first().map_or(0, |s| s.allocated_bytes.saturating_sub(s.freed_bytes));
+    println!(
+        "cache-ying03: {ops} ops x 4 threads, checksum {sum:016x}; {} stacks, top retained {top_bytes} B",
+        YING.num_stack_traces()
+    );
+}

@@ -1,0 +1,138 @@
+/* Allocates known numbers of bytes under distinct marker functions, so that an exact-mode
+ * profile (YING_SAMPLE_INTERVAL_BYTES=1) can be checked to the byte. Every marker calls the
+ * allocator directly; the lines tagged `TAG:<name>` are the call sites the test looks up to
+ * check the file:line the report gives. The sizes and counts are mirrored in tests/exact.rs. */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEEP_N 100
+#define KEEP_SIZE 11001
+#define CHURN_N 50
+#define CHURN_SIZE 22002
+#define CALLOC_N 10
+#define CALLOC_COUNT 7
+#define CALLOC_SIZE 1003
+#define MEMALIGN_N 20
+#define MEMALIGN_SIZE 3003
+#define REALLOC_N 5
+#define ALIGNED_N 4
+#define ALIGNED_SIZE 8192
+#define VALLOC_N 3
+#define VALLOC_SIZE 5000
+#define ZERO_N 3
+#define ZERO_SIZE 4004
+#define ARRAY_N 6
+
+/* Global, so the compiler cannot drop the stores (and with them the allocations). */
+void *kept[1000];
+int nkept;
+static unsigned long checksum;
+/* Stores to it keep the compiler from eliding an allocation that is freed right away. */
+static void *volatile sink;
+
+static void keep(void *p, size_t n) {
+    memset(p, (int)(n & 0xff), n);
+    checksum += n + ((unsigned char *)p)[n / 2];
+    kept[nkept++] = p;
+}
+
+__attribute__((noinline)) void marker_keep(void) {
+    for (int i = 0; i < KEEP_N; i++) {
+        void *p = malloc(KEEP_SIZE); /* TAG:marker_keep */
+        keep(p, KEEP_SIZE);
+    }
+}
+
+__attribute__((noinline)) void marker_churn(void) {
+    for (int i = 0; i < CHURN_N; i++) {
+        unsigned char *p = malloc(CHURN_SIZE); /* TAG:marker_churn */
+        memset(p, i, CHURN_SIZE);
+        checksum += p[i];
+        sink = p;
+        free(p);
+    }
+}
+
+__attribute__((noinline)) void marker_calloc(void) {
+    for (int i = 0; i < CALLOC_N; i++) {
+        unsigned char *p = calloc(CALLOC_COUNT, CALLOC_SIZE); /* TAG:marker_calloc */
+        checksum += p[i];
+        keep(p, CALLOC_COUNT * CALLOC_SIZE);
+    }
+}
+
+__attribute__((noinline)) void marker_posix_memalign(void) {
+    for (int i = 0; i < MEMALIGN_N; i++) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, MEMALIGN_SIZE) != 0) /* TAG:marker_posix_memalign */
+            abort();
+        keep(p, MEMALIGN_SIZE);
+    }
+}
+
+/* malloc 1000, grow to 30000, shrink to 2000: retained 2000, allocated 1000 + 29000. */
+__attribute__((noinline)) void marker_realloc_chain(void) {
+    for (int i = 0; i < REALLOC_N; i++) {
+        unsigned char *p = malloc(1000); /* TAG:marker_realloc_chain */
+        memset(p, 1, 1000);
+        p = realloc(p, 30000);
+        memset(p, 2, 30000);
+        p = realloc(p, 2000);
+        keep(p, 2000);
+    }
+}
+
+/* aligned_alloc 8192 each, freed with free: allocated only. */
+__attribute__((noinline)) void marker_aligned_alloc(void) {
+    for (int i = 0; i < ALIGNED_N; i++) {
+        unsigned char *p = aligned_alloc(4096, ALIGNED_SIZE);
+        memset(p, 3, ALIGNED_SIZE);
+        checksum += p[100];
+        sink = p;
+        free(p);
+    }
+}
+
+/* valloc + memalign kept. */
+__attribute__((noinline)) void marker_valloc(void) {
+    for (int i = 0; i < VALLOC_N; i++) {
+        keep(valloc(VALLOC_SIZE), VALLOC_SIZE);
+        keep(memalign(128, VALLOC_SIZE), VALLOC_SIZE);
+    }
+}
+
+/* realloc(p, 0) frees the block (glibc): allocated, never retained. */
+__attribute__((noinline)) void marker_realloc_zero(void) {
+    for (int i = 0; i < ZERO_N; i++) {
+        unsigned char *p = malloc(ZERO_SIZE);
+        memset(p, 4, ZERO_SIZE);
+        sink = p;
+        p = realloc(p, 0);
+        if (p != NULL) abort();
+    }
+}
+
+/* realloc(NULL, n) and reallocarray(NULL, ...) are allocations of their own: kept. */
+__attribute__((noinline)) void marker_realloc_null(void) {
+    for (int i = 0; i < ARRAY_N; i++) {
+        keep(realloc(NULL, 700), 700);
+        keep(reallocarray(NULL, 30, 11), 330);
+    }
+}
+
+int main(void) {
+    marker_keep();
+    marker_churn();
+    marker_calloc();
+    marker_posix_memalign();
+    marker_realloc_chain();
+    marker_aligned_alloc();
+    marker_valloc();
+    marker_realloc_zero();
+    marker_realloc_null();
+    printf("kept %d blocks, checksum %lu\n", nkept, checksum);
+    return 0;
+}

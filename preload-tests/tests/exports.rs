@@ -1,0 +1,162 @@
+//! Every exported function behaves like glibc's, edge cases included (`programs/exports.c`
+//! prints what C code can observe, and both runs must print the same), and the library exports
+//! exactly the documented symbols.
+
+use std::collections::BTreeSet;
+
+use preload_tests::{
+    EXACT, QUIET, Run, TestDir, compare, find_in_path, preload_lib, workspace_root,
+};
+
+const SIZE_MAX: u64 = u64::MAX;
+const HALF: u64 = u64::MAX / 2;
+
+/// The 12 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 12] = [
+    "aligned_alloc",
+    "calloc",
+    "cfree",
+    "free",
+    "malloc",
+    "malloc_usable_size",
+    "memalign",
+    "posix_memalign",
+    "pvalloc",
+    "realloc",
+    "reallocarray",
+    "valloc",
+];
+
+/// The string literals of `pub const EXPORTED_SYMBOLS: [&str; N] = [...];` in the shim's source.
+fn exported_symbols_in_source() -> Vec<String> {
+    let path = workspace_root().join("preload/src/lib.rs");
+    let src = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let start = src
+        .find("pub const EXPORTED_SYMBOLS")
+        .unwrap_or_else(|| panic!("no EXPORTED_SYMBOLS in {}", path.display()));
+    let body = &src[start..];
+    let open = body.find("= [").expect("EXPORTED_SYMBOLS has no `= [`") + 3;
+    let close = body[open..].find("];").expect("EXPORTED_SYMBOLS has no `];`") + open;
+    let mut names = Vec::new();
+    let mut rest = &body[open..close];
+    while let Some(q) = rest.find('"') {
+        let after = &rest[q + 1..];
+        let end = after.find('"').expect("unterminated string in EXPORTED_SYMBOLS");
+        names.push(after[..end].to_string());
+        rest = &after[end + 1..];
+    }
+    names
+}
+
+#[test]
+fn exported_symbols_match_the_source_list() {
+    let lib = preload_lib();
+    let from_source = exported_symbols_in_source();
+    assert_eq!(from_source, EXPECTED, "EXPORTED_SYMBOLS in preload/src/lib.rs changed");
+    let nm = find_in_path("nm").expect("`nm` (binutils) is needed to list the exported symbols");
+    let o = Run::new(nm).args(&["-D", "--defined-only"]).arg(&lib).run();
+    o.assert_success("nm -D --defined-only libying.so");
+    let mut exported = BTreeSet::new();
+    for line in o.stdout_str().lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, name) = match fields.as_slice() {
+            [_, kind, name] | [kind, name] => (*kind, *name),
+            _ => panic!("unexpected nm line {line:?}\n{}", o.describe()),
+        };
+        assert_eq!(
+            kind,
+            "T",
+            "{name} is exported as {kind:?}, not as a function\n{}",
+            o.describe()
+        );
+        exported.insert(name.to_string());
+    }
+    let expected: BTreeSet<String> = from_source.iter().cloned().collect();
+    assert_eq!(
+        exported,
+        expected,
+        "the dynamic symbols of {} differ from EXPORTED_SYMBOLS\n{}",
+        lib.display(),
+        o.describe()
+    );
+}
+
+/// The shim's refusals on stderr: (size, first frame) per `ying: refused` message.
+fn refusals(lines: &[String]) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = Vec::new();
+    for l in lines {
+        if let Some(rest) = l.strip_prefix("ying: refused a single allocation of ") {
+            let size = rest.split(' ').next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            out.push((size, String::new()));
+        } else if let Some(frame) = l.strip_prefix("ying:   ") {
+            match out.last_mut() {
+                Some(last) if last.1.is_empty() => last.1 = frame.to_string(),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+fn check_refusals(c: &preload_tests::Comparison, expected_sizes: &[u64]) {
+    let lines = c.with.ying_lines();
+    let got = refusals(&lines);
+    let sizes: Vec<u64> = got.iter().map(|r| r.0).collect();
+    c.check(
+        sizes == expected_sizes,
+        format!("refused sizes {sizes:?}, expected {expected_sizes:?}"),
+    );
+    for (size, frame) in &got {
+        c.check(
+            frame.starts_with("main (") && frame.contains("exports.c:"),
+            format!("refusal of {size} bytes does not name main in exports.c: {frame:?}"),
+        );
+    }
+    // Nothing but refusal messages.
+    for l in &lines {
+        c.check(
+            l.starts_with("ying: refused a single allocation of ") || l.starts_with("ying:   "),
+            format!("unexpected `ying:` line {l:?}"),
+        );
+    }
+}
+
+#[test]
+fn exports_behave_like_glibc_with_default_sampling() {
+    let dir = TestDir::new("exports-default");
+    let exe = dir.compile_c("exports.c", &["-ldl"]);
+    let c = compare(&Run::new(&exe), QUIET, &dir.reports("default"));
+    c.check(c.with.success(), "exports.c failed");
+    // Every request of at least 64 GiB (the default YING_MAX_ALLOC_BYTES) is refused by the
+    // shim, with ENOMEM as glibc would: malloc x2, calloc, realloc x2, posix_memalign,
+    // aligned_alloc, memalign, valloc, pvalloc.
+    check_refusals(&c, &[HALF, SIZE_MAX, HALF, HALF, SIZE_MAX, HALF, HALF, HALF, HALF, HALF]);
+    let r = c.main_report();
+    c.check(r.has("txt") && r.has("folded") && r.has("svg"), "incomplete report set");
+}
+
+#[test]
+fn exports_behave_like_glibc_in_exact_mode() {
+    // Every block sampled, so every free, realloc and failure path meets a live record; the
+    // refusal limit at its maximum lets glibc itself fail the huge requests (only SIZE_MAX,
+    // which is "at least" the limit, is still refused by the shim).
+    let dir = TestDir::new("exports-exact");
+    let exe = dir.compile_c("exports.c", &["-ldl"]);
+    let mut vars = EXACT.to_vec();
+    vars.push(("YING_MAX_ALLOC_BYTES", "18446744073709551615"));
+    let c = compare(&Run::new(&exe), &vars, &dir.reports("exact"));
+    c.check(c.with.success(), "exports.c failed");
+    check_refusals(&c, &[SIZE_MAX, SIZE_MAX]);
+    // Everything main allocated was freed again: no retained bytes have main as their leaf.
+    let folded = c.main_report().folded();
+    for s in &folded.stacks {
+        c.check(
+            s.frames.last().map(String::as_str) != Some("main"),
+            format!(
+                "main still retains {} bytes after freeing everything: {:?}",
+                s.bytes, s.frames
+            ),
+        );
+    }
+}

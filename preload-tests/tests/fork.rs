@@ -1,0 +1,126 @@
+//! fork without exec, fork + exec, and many forks while another thread allocates
+//! (`programs/fork.c`): every process that exits normally leaves its own report set (its pid
+//! in the names), reports name the right markers, and nothing deadlocks (the timeout).
+
+use std::collections::BTreeSet;
+
+use preload_tests::{EXACT, Run, TestDir, compare};
+
+// Mirrors fork.c.
+const PARENT: u64 = 3 * 30003;
+const CHILD: u64 = 7 * 12345;
+const EXECD: u64 = 5 * 7007;
+const FORKS: usize = 20;
+
+#[test]
+fn fork_without_exec_child_and_parent_report() {
+    let dir = TestDir::new("fork");
+    let exe = dir.compile_c("fork.c", &["-pthread"]);
+    // The default check interval (a report thread in the parent, restarted in the child).
+    let vars: Vec<(&str, &str)> =
+        EXACT.iter().copied().filter(|(k, _)| *k != "YING_CHECK_INTERVAL_SECS").collect();
+    let c = compare(&Run::new(&exe).arg("fork"), &vars, &dir.reports("fork"));
+    c.check(c.with.success(), "fork.c fork failed");
+    c.assert_no_ying_lines();
+    c.check(
+        c.with.stdout_str()
+            == "parent before fork\nchild kept 10 blocks\nchild exited with 0\nparent kept 3 blocks\n",
+        "unexpected output",
+    );
+    let sets = c.report_sets();
+    let pids: BTreeSet<u32> = sets.iter().map(|s| s.pid).collect();
+    c.check(sets.len() == 2 && pids.len() == 2, "expected one report set from each of 2 processes");
+    c.check(pids.contains(&c.with.pid), "no report from the parent");
+    for s in &sets {
+        c.check(s.exe == "fork", format!("report named after {:?}, not fork", s.exe));
+        let f = s.folded();
+        let parent = f.bytes_through("marker_parent");
+        let child = f.bytes_through("marker_child");
+        // The child inherits the parent's blocks (and their records) and adds its own.
+        let want_child = if s.pid == c.with.pid { 0 } else { CHILD };
+        c.check(
+            parent == PARENT && child == want_child,
+            format!(
+                "pid {}: marker_parent {parent} (expected {PARENT}), marker_child {child} (expected {want_child})",
+                s.pid
+            ),
+        );
+        if s.pid != c.with.pid {
+            let text = s.text_report();
+            c.check(
+                text.frames_named("marker_child")
+                    .any(|f| f.location.as_deref().is_some_and(|l| l.contains("fork.c:"))),
+                "the child's text report does not name marker_child (fork.c:N)",
+            );
+        }
+    }
+}
+
+#[test]
+fn fork_and_exec_each_program_reports() {
+    let dir = TestDir::new("fork-exec");
+    let exe = dir.compile_c("fork.c", &["-pthread"]);
+    let c = compare(&Run::new(&exe).arg("exec"), EXACT, &dir.reports("exec"));
+    c.check(c.with.success(), "fork.c exec failed");
+    c.assert_no_ying_lines();
+    c.check(
+        c.with.stdout_str()
+            == "execd kept 5 blocks\nexec'd self exited with 0\n/bin/true exited with 0\n",
+        "unexpected output",
+    );
+    let sets = c.report_sets();
+    let parent: Vec<_> = sets.iter().filter(|s| s.pid == c.with.pid).collect();
+    let execd: Vec<_> = sets.iter().filter(|s| s.pid != c.with.pid && s.exe == "fork").collect();
+    let truth: Vec<_> = sets.iter().filter(|s| s.exe == "true").collect();
+    c.check(parent.len() == 1, "expected one report set from the parent");
+    c.check(execd.len() == 1, "expected one report set from the exec'd copy of the program");
+    c.check(truth.len() == 1, "expected one report set from /bin/true");
+    c.check(sets.len() == 3, "expected exactly 3 report sets");
+    let got = execd[0].folded().bytes_through("marker_execd");
+    c.check(got == EXECD, format!("exec'd program: marker_execd {got}, expected {EXECD}"));
+    let got = parent[0].folded().bytes_through("marker_execd");
+    c.check(got == 0, "the parent's report has the exec'd program's marker");
+    c.check(truth[0].pid != execd[0].pid && truth[0].pid != c.with.pid, "pids not distinct");
+}
+
+#[test]
+fn forks_while_another_thread_allocates_do_not_deadlock() {
+    let dir = TestDir::new("forkloop");
+    let exe = dir.compile_c("fork.c", &["-pthread"]);
+    // A report thread that wakes every second too, so forks meet it at work.
+    let vars = [("YING_CHECK_INTERVAL_SECS", "1"), ("YING_SEED", "3")];
+    let c = compare(&Run::new(&exe).arg("forkloop"), &vars, &dir.reports("forkloop"));
+    c.check(c.with.success(), "fork.c forkloop failed");
+    c.assert_no_ying_lines();
+    c.check(
+        c.with.stdout_str() == format!("forkloop: {FORKS} children, all exited with 0\n"),
+        "unexpected output",
+    );
+    // Every child exited normally: a report from each, and the parent's.
+    let sets = c.report_sets();
+    let pids: BTreeSet<u32> = sets.iter().map(|s| s.pid).collect();
+    c.check(pids.contains(&c.with.pid), "no report from the parent");
+    c.check(
+        pids.len() == FORKS + 1,
+        format!("reports from {} processes, expected {}", pids.len(), FORKS + 1),
+    );
+    for s in &sets {
+        c.check(s.has("txt") && s.has("folded"), format!("incomplete report set {}", s.stem));
+    }
+}
+
+#[test]
+fn forks_while_another_thread_allocates_exact_mode() {
+    let dir = TestDir::new("forkloop-exact");
+    let exe = dir.compile_c("fork.c", &["-pthread"]);
+    let c = compare(&Run::new(&exe).arg("forkloop"), EXACT, &dir.reports("forkloop-exact"));
+    c.check(c.with.success(), "fork.c forkloop failed");
+    c.assert_no_ying_lines();
+    let sets = c.report_sets();
+    let children: Vec<_> = sets.iter().filter(|s| s.pid != c.with.pid).collect();
+    c.check(children.len() == FORKS, format!("{} child reports, expected {FORKS}", children.len()));
+    for s in children {
+        let got = s.folded().bytes_through("marker_child");
+        c.check(got == CHILD, format!("child {}: marker_child {got}, expected {CHILD}", s.pid));
+    }
+}
