@@ -137,6 +137,21 @@ fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
     // Without a slot, the thread keeps taking the slow path and counts in the shared slot.
 }
 
+/// Starts the calling thread's sampling afresh from `set`: a new countdown (and a generator
+/// seeded from `set` when it has a seed). The shim calls this once its configuration is read,
+/// because threads that allocated before (the main thread, while libraries' constructors ran)
+/// hold a countdown drawn while sampling was off.
+pub fn restart_sampling(ts: &ThreadState, set: &Settings) {
+    if ts.status.get() == STATUS_NEW {
+        return; // Its first allocation draws from `set` anyway.
+    }
+    if set.seeded.load(Ordering::Relaxed) {
+        let ordinal = THREAD_ORDINAL.fetch_add(1, Ordering::Relaxed);
+        ts.rng.set(sampler::seed_for(set.seed.load(Ordering::Relaxed), ordinal));
+    }
+    redraw(ts, set);
+}
+
 /// Called by the front end when a thread ends: its slot returns to the pool and later calls on
 /// this thread (other destructors, libc's own frees) use the shared counters without sampling.
 pub fn thread_exit(ts: &ThreadState) {

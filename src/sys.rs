@@ -43,3 +43,44 @@ impl Drop for ErrnoGuard {
         unsafe { *libc::__errno_location() = self.0 }
     }
 }
+
+/// What a profiler thread runs.
+type ThreadBody = Box<dyn FnOnce() + Send>;
+
+extern "C" fn profiler_thread_main(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `arg` is the `Box<ThreadBody>` leaked by `spawn_profiler_thread`, handed to
+    // exactly this thread.
+    let body = unsafe { Box::from_raw(arg.cast::<ThreadBody>()) };
+    body();
+    std::ptr::null_mut()
+}
+
+/// Starts a detached profiler thread named `name` with every signal blocked from its first
+/// instruction. Nothing runs on it before `body` (unlike `std::thread::spawn`, whose start-up
+/// code allocates before the closure runs), so a body that first marks the thread as profiler
+/// code makes every allocation of the thread the profiler's own.
+pub(crate) fn spawn_profiler_thread(
+    name: &std::ffi::CStr,
+    body: ThreadBody,
+) -> std::io::Result<()> {
+    let arg = Box::into_raw(Box::new(body));
+    // SAFETY: `all` and `old` are valid sigset_t values initialised by sigfillset /
+    // pthread_sigmask; `tid` is a valid out-pointer; the start routine takes ownership of `arg`
+    // only if pthread_create succeeds, otherwise it is reclaimed here.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let mut tid: libc::pthread_t = std::mem::zeroed();
+        let rc = libc::pthread_create(&mut tid, std::ptr::null(), profiler_thread_main, arg.cast());
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if rc != 0 {
+            drop(Box::from_raw(arg));
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        libc::pthread_setname_np(tid, name.as_ptr());
+        libc::pthread_detach(tid);
+    }
+    Ok(())
+}

@@ -33,7 +33,8 @@ pub const DEFAULT_TOP_K: usize = 20;
 pub trait ProfileSource: Send + Sync + 'static {
     /// Everything known now.
     fn snapshot(&self) -> Snapshot;
-    /// Marks the calling thread as profiler code for the rest of its life.
+    /// Marks the calling thread as profiler code for the rest of its life. Called first thing on
+    /// report threads, before any allocation, so it must not allocate.
     fn enter_profiler_thread(&self);
     /// Runs `f` as profiler code (its allocations are the profiler's own).
     fn run_guarded(&self, f: &mut dyn FnMut());
@@ -371,9 +372,11 @@ impl ProfilerRunner {
             }
             let r = runner.clone();
             let sh = Arc::clone(&shared);
-            let spawned = std::thread::Builder::new()
-                .name("ying-report".to_string())
-                .spawn(move || r.run(source, &sh));
+            let body = Box::new(move || {
+                source.enter_profiler_thread();
+                r.run(source, &sh)
+            });
+            let spawned = crate::sys::spawn_profiler_thread(c"ying-report", body);
             if let Err(e) = spawned {
                 crate::sys::warn(&format!("could not start the report thread: {e}"));
             }
@@ -398,9 +401,8 @@ impl ProfilerRunner {
         }
     }
 
+    /// The report loop; runs on a thread that is profiler code with every signal blocked.
     fn run(&self, source: &dyn ProfileSource, shared: &Shared) {
-        source.enter_profiler_thread();
-        block_signals();
         let mut last: Option<u64> = None;
         let interval = Duration::from_secs(self.check_interval_secs.max(1) as u64);
         loop {
@@ -432,18 +434,6 @@ impl ProfilerRunner {
             }
             shared.wake.notify_all();
         }
-    }
-}
-
-/// Blocks every signal in the calling (runner) thread, so the program's signals keep going to
-/// the program's threads.
-fn block_signals() {
-    // SAFETY: `set` is a valid sigset_t filled by sigfillset before use; pthread_sigmask only
-    // affects the calling thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut set);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 

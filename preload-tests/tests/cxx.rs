@@ -68,7 +68,6 @@ fn cxx_exact_retained_and_allocated_per_marker() {
 }
 
 #[test]
-#[ignore = "bug: a thread that allocated before libying's constructor ran (libstdc++'s init) is not sampled for its next ~1 MiB, so exact mode misses C++ main's first allocations"]
 fn cxx_exact_mode_without_warmup() {
     // libstdc++'s constructor runs before libying's and allocates (its exception emergency
     // pool); the main thread's state is set up then, while sampling is still off, with a budget

@@ -125,7 +125,6 @@ fn exact_mode_allocated_bytes_match_per_marker() {
 }
 
 #[test]
-#[ignore = "bug: the ying-report thread's startup allocation (Rust std TLS dtor registration, 32 bytes via calloc) is profiled as the program's, under `clone3;start_thread`"]
 fn report_thread_allocations_stay_out_of_the_profile() {
     // utils.rs: "The runner's thread is marked as profiler code, so its own allocations never
     // show up." hello.c is single-threaded, so every allocation of the program itself has main

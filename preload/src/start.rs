@@ -77,6 +77,7 @@ fn init_guarded() {
     }
     warn_if_allocator_is_elsewhere();
     SETTINGS.set_enabled(true);
+    hooks::restart_sampling(thread_state(), &SETTINGS);
     start_reporting(&cfg);
 }
 
