@@ -1,46 +1,83 @@
 //! Quick-reject filter in front of the sampled-pointer table.
 //!
 //! Almost every `free` is of an unsampled block. Probing a locked table on each would put a lock
-//! and a hash probe on the hottest path there is, so a 1 MiB array of 8-bit counters indexed by a
-//! hash of the address answers "certainly not sampled" with one load. A sample increments its
-//! cell before the pointer is returned to the program and decrements it when the record is
-//! removed; a non-zero cell only means "look in the table" (false positives cost a probe, false
-//! negatives cannot happen). A cell that ever reaches 255 stays saturated.
+//! and a hash probe on the hottest path there is, so `free` first reads one bit of a 64 KiB
+//! bitmap: a clear bit means "certainly not sampled". The bit index is the block address itself
+//! (in 16-byte units, modulo 2^19), so blocks that are close in memory share cache lines of the
+//! bitmap; a hashed index was a cache miss on nearly every free (measured: 80 % of the hook's
+//! time on that load).
+//!
+//! Each bit has an 8-bit count of the live samples mapped to it, in a separate array that only
+//! the sampled paths touch, under a lock: a sample increments its count and sets the bit before
+//! the pointer is returned to the program; removing the last sample of a cell clears the bit.
+//! A set bit only means "look in the table" (false positives cost a probe, false negatives cannot
+//! happen). A count that reaches 255 stays saturated and its bit stays set.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-const BITS: u32 = 20;
-static CELLS: [AtomicU8; 1 << BITS] = [const { AtomicU8::new(0) }; 1 << BITS];
+use crate::spin::SpinMutex;
+
+const BITS: u32 = 19;
+const MASK: usize = (1 << BITS) - 1;
+static BITMAP: [AtomicU64; 1 << (BITS - 6)] = [const { AtomicU64::new(0) }; 1 << (BITS - 6)];
+static COUNTS: [AtomicU8; 1 << BITS] = [const { AtomicU8::new(0) }; 1 << BITS];
+/// Serialises count and bit updates (sampled paths only).
+static UPDATE: SpinMutex<()> = SpinMutex::new(());
 
 #[inline(always)]
 fn index(ptr: usize) -> usize {
-    // Blocks are at least 16-byte aligned: drop those bits, then mix (Fibonacci hashing).
-    (ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS)
+    // Blocks are at least 16-byte aligned.
+    (ptr >> 4) & MASK
 }
 
 /// Whether `ptr` may be a sampled block.
 #[inline(always)]
 pub(crate) fn may_contain(ptr: usize) -> bool {
-    // SAFETY: `index` shifts a 64-bit value right by 64 - BITS, so it is below 1 << BITS.
-    unsafe { CELLS.get_unchecked(index(ptr)) }.load(Ordering::Acquire) != 0
+    let i = index(ptr);
+    // SAFETY: `i` is masked to BITS bits, so `i >> 6` indexes the 2^(BITS-6) words of BITMAP.
+    let word = unsafe { BITMAP.get_unchecked(i >> 6) }.load(Ordering::Acquire);
+    word & (1 << (i & 63)) != 0
+}
+
+fn word_of(i: usize) -> &'static AtomicU64 {
+    &BITMAP[i >> 6]
 }
 
 /// Marks `ptr` as (possibly) sampled.
 pub(crate) fn insert(ptr: usize) {
-    if let Some(c) = CELLS.get(index(ptr)) {
-        let _ = c.fetch_update(Ordering::Release, Ordering::Relaxed, |v| {
-            if v == u8::MAX { None } else { Some(v + 1) }
-        });
+    let i = index(ptr);
+    let _g = UPDATE.lock();
+    let c = &COUNTS[i];
+    let v = c.load(Ordering::Relaxed);
+    if v < u8::MAX {
+        c.store(v + 1, Ordering::Relaxed);
     }
+    word_of(i).fetch_or(1 << (i & 63), Ordering::Release);
 }
 
 /// Undoes one [`insert`] of `ptr`.
 pub(crate) fn remove(ptr: usize) {
-    if let Some(c) = CELLS.get(index(ptr)) {
-        let _ = c.fetch_update(Ordering::Release, Ordering::Relaxed, |v| {
-            if v == u8::MAX || v == 0 { None } else { Some(v - 1) }
-        });
+    let i = index(ptr);
+    let _g = UPDATE.lock();
+    let c = &COUNTS[i];
+    match c.load(Ordering::Relaxed) {
+        0 | u8::MAX => {}
+        1 => {
+            c.store(0, Ordering::Relaxed);
+            word_of(i).fetch_and(!(1 << (i & 63)), Ordering::Release);
+        }
+        v => c.store(v - 1, Ordering::Relaxed),
     }
+}
+
+/// `fork` prepare and child: the update lock must not be inherited held.
+pub(crate) fn lock_for_fork() {
+    UPDATE.lock_for_fork();
+}
+
+/// Releases [`lock_for_fork`].
+pub(crate) fn unlock_after_fork() {
+    UPDATE.force_unlock();
 }
 
 #[cfg(test)]
@@ -48,17 +85,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn insert_then_remove_round_trips_without_false_negatives() {
-        let ptrs: Vec<usize> = (0..1000).map(|i| 0x7f00_0000_0000 + i * 48).collect();
+    fn bits_follow_counts_without_false_negatives() {
+        let base = 0x7f12_3400_0000usize;
+        let ptrs: Vec<usize> = (0..1000).map(|i| base + i * 48).collect();
         for &p in &ptrs {
             insert(p);
         }
         assert!(ptrs.iter().all(|&p| may_contain(p)));
-        for &p in &ptrs {
+        // Two samples in one cell: the bit stays until both are gone.
+        let twin = base + (1 << (BITS + 4)); // same index as `base`
+        insert(twin);
+        remove(base);
+        assert!(may_contain(twin));
+        remove(twin);
+        for &p in &ptrs[1..] {
             remove(p);
         }
-        // Other tests may share cells, but ours are all gone.
-        let still = ptrs.iter().filter(|&&p| may_contain(p)).count();
-        assert!(still < 5, "{still} cells still set");
+        assert!(ptrs.iter().all(|&p| !may_contain(p)), "all bits cleared");
+        // Neighbouring blocks map to neighbouring bits.
+        assert_eq!(index(base + 16), index(base) + 1);
     }
 }

@@ -25,10 +25,26 @@ pub fn line(s: &StackStats, m: Measurement, expand: bool) -> String {
     format!("{} {v}", parts.join(";"))
 }
 
+/// Stacks kept in folded files and flamegraphs; the rest are summed into one line. A
+/// flamegraph cannot show thousands of slivers anyway, and 10,000 stacks made a 5 MB report set.
+pub const MAX_FOLDED_STACKS: usize = 2000;
+
 /// All stacks folded, sorted for determinism.
 pub fn render(stacks: &[StackStats], m: Measurement, expand: bool) -> String {
-    let mut lines: Vec<String> =
-        stacks.iter().map(|s| line(s, m, expand)).filter(|l| !l.is_empty()).collect();
+    render_top(stacks, m, expand, usize::MAX)
+}
+
+/// The `limit` stacks largest by `m` folded, sorted; the others become one
+/// `[N smaller stacks]` line carrying their total, so the file still adds up to the whole.
+pub fn render_top(stacks: &[StackStats], m: Measurement, expand: bool, limit: usize) -> String {
+    let mut ranked: Vec<&StackStats> = stacks.iter().filter(|s| s.measure(m) > 0).collect();
+    crate::snapshot::sort_stacks(&mut ranked, m);
+    let rest = ranked.split_off(ranked.len().min(limit));
+    let mut lines: Vec<String> = ranked.iter().map(|s| line(s, m, expand)).collect();
+    if !rest.is_empty() {
+        let total: u64 = rest.iter().map(|s| s.measure(m)).sum();
+        lines.push(format!("[{} smaller stacks] {total}", rest.len()));
+    }
     lines.sort();
     let mut out = lines.join("\n");
     if !out.is_empty() {

@@ -137,7 +137,7 @@ pub fn write_report_set(
     let m = opts.measurement;
     let txt = text::render(snap, ctx, m, opts.top_k, opts.expand_frames);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
-    let fold = folded::render(&snap.stacks, m, opts.expand_frames);
+    let fold = folded::render_top(&snap.stacks, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
     keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
     if opts.gen_flamegraphs {
         let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
