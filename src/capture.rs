@@ -5,7 +5,9 @@
 //! address lies below a local of [`capture`] belong to the unwinder. Among the next few frames,
 //! everything up to the last one the host recognises as its own (the shim: any address inside
 //! `libying.so`; the Rust front end: the `GlobalAlloc` methods, found by function start address)
-//! is profiler code; the frames after it belong to the program.
+//! is profiler code; the frames after it belong to the program. If no entry frame is seen (an
+//! entry point that tail-called into the hooks), profiler frames stay at the top of the stack;
+//! they are `ying_profiler::` functions, which reports hide (`Frame::is_noise`).
 
 use crate::hooks::Host;
 

@@ -201,15 +201,14 @@ unsafe impl GlobalAlloc for YingProfiler {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
         let p = hooks::on_alloc::<RustHost>(
             &self.settings,
             size,
-            || unsafe { System.alloc(layout) },
-            |_| size,
+            // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
+            move || unsafe { System.alloc(layout) },
+            move |_| size,
         );
-        // Keeps this frame on the stack (no tail call), so captures can find and drop it.
-        std::hint::black_box(p)
+        p
     }
 
     #[inline(never)]
@@ -219,10 +218,10 @@ unsafe impl GlobalAlloc for YingProfiler {
             &self.settings,
             size,
             // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
-            || unsafe { System.alloc_zeroed(layout) },
-            |_| size,
+            move || unsafe { System.alloc_zeroed(layout) },
+            move |_| size,
         );
-        std::hint::black_box(p)
+        p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -239,9 +238,9 @@ unsafe impl GlobalAlloc for YingProfiler {
             layout.size(),
             new_size,
             // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-            || unsafe { System.realloc(ptr, layout, new_size) },
-            |_| new_size,
+            move || unsafe { System.realloc(ptr, layout, new_size) },
+            move |_| new_size,
         );
-        std::hint::black_box(p)
+        p
     }
 }
