@@ -201,27 +201,25 @@ unsafe impl GlobalAlloc for YingProfiler {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
-        let p = hooks::on_alloc::<RustHost>(
+        hooks::on_alloc::<RustHost>(
             &self.settings,
             size,
             // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
             move || unsafe { System.alloc(layout) },
             move |_| size,
-        );
-        p
+        )
     }
 
     #[inline(never)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
-        let p = hooks::on_alloc::<RustHost>(
+        hooks::on_alloc::<RustHost>(
             &self.settings,
             size,
             // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
             move || unsafe { System.alloc_zeroed(layout) },
             move |_| size,
-        );
-        p
+        )
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -232,7 +230,7 @@ unsafe impl GlobalAlloc for YingProfiler {
 
     #[inline(never)]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = hooks::on_realloc::<RustHost>(
+        hooks::on_realloc::<RustHost>(
             &self.settings,
             ptr,
             layout.size(),
@@ -240,7 +238,6 @@ unsafe impl GlobalAlloc for YingProfiler {
             // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
             move || unsafe { System.realloc(ptr, layout, new_size) },
             move |_| new_size,
-        );
-        p
+        )
     }
 }
