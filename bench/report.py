@@ -37,6 +37,13 @@ WORKLOADS = [
         ["ying-rust", "ying-0.3.0"],
         "Rust cache workload, 4 threads, `#[global_allocator]` front end (no LD_PRELOAD)",
     ),
+    (
+        "rust-spans",
+        "spans-off",
+        ["spans-on"],
+        "the Rust cache workload with one `tracing` span per operation: Ying without and with "
+        "`profile_spans` (YingSpanLayer installed)",
+    ),
 ]
 
 LABELS = {
@@ -45,6 +52,8 @@ LABELS = {
     "ying": "ying",
     "ying-rust": "ying (this repo)",
     "ying-0.3.0": "ying 0.3.0",
+    "spans-off": "ying, spans off",
+    "spans-on": "ying, profile_spans on",
     "heaptrack": "heaptrack",
     "jemalloc": "jemalloc",
     "jemalloc+prof": "jemalloc+prof",
@@ -455,6 +464,7 @@ def main():
             (fnum(old) + "x") if old is not None else "not measured",
         )
         brows.append(["Rust front end <= 1.05x of System, cheaper than 0.3.0", value, verdict(ok)])
+    ratio_row("profile_spans on <= 1.05x of off (Rust cache workload)", "rust-spans", "spans-on", 1.05)
     for workload in ["churn", "python"]:
         r = mem_ok.get(workload)
         target = "profiler memory <= 2 %% of peak RSS + 8 MiB (%s)" % workload

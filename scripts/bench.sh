@@ -171,6 +171,10 @@ rust_build() {
         --target-dir target/bench-rust-cache "$@"
 }
 rust_build
+# The span pair: the same binary without and with Ying's span attribution.
+cargo build --release --quiet --manifest-path bench/rust-cache/Cargo.toml \
+    --target-dir target/bench-rust-cache-spans --features spans
+RUSTBIN_SPANS=$ROOT/target/bench-rust-cache-spans/release
 RUST_V03=1
 if rust_build --features v03 2>"$WORK/v03.log"; then
     meta rust_v03 built
@@ -242,6 +246,12 @@ run_one() {
                 ying-0.3.0) cmd=("$RUSTBIN/cache-ying03" "$RUST_OPS") ;;
             esac
             ;;
+        rust-spans)
+            case "$variant" in
+                spans-off) cmd=("$RUSTBIN/cache-ying-spans" "$RUST_OPS") ;;
+                spans-on) cmd=("$RUSTBIN_SPANS/cache-ying-spans" "$RUST_OPS") ;;
+            esac
+            ;;
     esac
     measure "$WORK/log" "${prefix[@]}" "${cmd[@]}"
     R_WALL=$M_WALL
@@ -296,6 +306,7 @@ meta params_churn "bench/churn.c, $CHURN_STEPS steps per thread"
 meta params_cc1 "gcc -O2 -c target/bench/cc1_workload.c ($CC1_FUNCTIONS functions)"
 meta params_python "$PY bench/objects.py $PY_RECORDS $PY_ROUNDS ($PY_ROUNDS round(s) of $((PY_RECORDS * 3)) objects)"
 meta params_rust-example "bench/rust-cache, $RUST_OPS operations per thread"
+meta params_rust-spans "bench/rust-cache cache-ying-spans, $RUST_OPS operations per thread, one span per operation"
 
 # ---------------------------------------------------------------------------------------------
 # Paired timings
@@ -309,6 +320,7 @@ bench_pairs rust-example system ying-rust
 if [ "$RUST_V03" = 1 ]; then
     bench_pairs rust-example system ying-0.3.0
 fi
+bench_pairs rust-spans spans-off spans-on
 
 # ---------------------------------------------------------------------------------------------
 # Instructions per malloc+free pair (callgrind does not replace malloc: the shim works under it)

@@ -27,12 +27,14 @@ fn next(s: &mut u64) -> u64 {
     x.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
-fn run_thread(seed: u64, ops: u64) -> u64 {
+fn run_thread(seed: u64, ops: u64, spanned: bool) -> u64 {
     let mut s = seed;
     let mut map: HashMap<String, String> = HashMap::new();
     let mut order: VecDeque<String> = VecDeque::new();
     let mut checksum = 0u64;
     for i in 0..ops {
+        // One span per operation, as a request handler instrumented with tracing would have.
+        let _span = spanned.then(|| tracing::info_span!("cache_op", thread = seed % 8).entered());
         let r = next(&mut s);
         let key = format!("key-{:08}", r % KEYSPACE);
         if let Some(v) = map.get(&key) {
@@ -57,11 +59,22 @@ fn run_thread(seed: u64, ops: u64) -> u64 {
 }
 
 /// Runs the workload and returns a checksum (printed, so that nothing is optimized away).
+#[allow(dead_code)] // Not every binary uses both entry points.
 pub fn run(ops_per_thread: u64) -> u64 {
+    run_impl(ops_per_thread, false)
+}
+
+/// The same workload with one `tracing` span entered per operation.
+#[allow(dead_code)]
+pub fn run_spanned(ops_per_thread: u64) -> u64 {
+    run_impl(ops_per_thread, true)
+}
+
+fn run_impl(ops_per_thread: u64, spanned: bool) -> u64 {
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(t + 1);
-            std::thread::spawn(move || run_thread(seed, ops_per_thread))
+            std::thread::spawn(move || run_thread(seed, ops_per_thread, spanned))
         })
         .collect();
     handles.into_iter().fold(0, |acc, h| acc ^ h.join().expect("worker thread panicked"))
