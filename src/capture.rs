@@ -17,13 +17,15 @@ pub const MAX_FRAMES: usize = 64;
 /// How far down the captured frames the host's entry frame is looked for.
 const ENTRY_SEARCH: usize = 16;
 
-/// Captures the calling program's stack into `out` and returns the number of frames.
-#[inline(never)]
+/// Captures the calling program's stack into `out` and returns the number of frames. Inlined
+/// into its callers: every profiler frame on the stack is one more frame to unwind per sample.
+#[inline(always)]
 pub(crate) fn capture<H: Host>(out: &mut [usize; MAX_FRAMES]) -> usize {
     let marker = 0u8;
     let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
     let mut n = 0usize;
     let mut last_entry: Option<usize> = None;
+    let mut past_entry = false;
     let mut seen = 0usize;
     // SAFETY: on Linux `trace_unsynchronized` calls libgcc's thread-safe `_Unwind_Backtrace`;
     // the only requirement is that the callback does not re-enter the synchronized tracer,
@@ -34,8 +36,14 @@ pub(crate) fn capture<H: Host>(out: &mut [usize; MAX_FRAMES]) -> usize {
             if ip == 0 || (frame.sp() as usize) <= marker_addr && seen == 0 {
                 return true;
             }
-            if seen < ENTRY_SEARCH && H::is_entry_frame(frame) {
-                last_entry = Some(seen);
+            // Look for the entry point only until the first program frame after it (the check
+            // can cost a function-table search per frame).
+            if seen < ENTRY_SEARCH && !past_entry {
+                if H::is_entry_frame(frame) {
+                    last_entry = Some(seen);
+                } else if last_entry.is_some() {
+                    past_entry = true;
+                }
             }
             seen += 1;
             match out.get_mut(n) {

@@ -259,7 +259,7 @@ fn alloc_slow<H: Host>(
 }
 
 /// Captures the stack and records a sampled block (the caller holds no profiler lock).
-#[inline(never)]
+#[inline(always)]
 fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, interval: u64) {
     let _g = ts.enter();
     let mut ips = [0usize; MAX_FRAMES];
