@@ -217,7 +217,7 @@ run_one() {
     local -a prefix=() cmd=()
     out=$(mktemp -d "$WORK/out.XXXXXX")
     case "$variant" in
-        glibc | system | ying-rust | ying-0.3.0) ;;
+        glibc | system | ying-rust | ying-0.3.0 | spans-off | spans-on) ;;
         ying) prefix=(env "LD_PRELOAD=$LIBYING" "YING_REPORTING_PATH=$out") ;;
         heaptrack) prefix=(env "HEAPTRACK_CHILD_OUT=$out" heaptrack -o "$out/heaptrack") ;;
         jemalloc) prefix=(env "LD_PRELOAD=$JEMALLOC") ;;

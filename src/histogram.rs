@@ -44,7 +44,7 @@ impl MillisHistogram {
         self.total_weight += weight;
     }
 
-    /// Removes a previous [`MillisHistogram::add_weighted`] (used when ages move on).
+    /// Adds every observation of `other`.
     pub fn merge(&mut self, other: &MillisHistogram) {
         for (a, b) in self.weights.iter_mut().zip(other.weights.iter()) {
             *a += b;
