@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::capture::{MAX_FRAMES, capture};
-use crate::sampler::{self, Weight};
+use crate::sampler;
 use crate::tables::{self, Record};
 use crate::thread_state::{STATUS_DEAD, STATUS_LIVE, STATUS_NEW, ThreadState};
 use crate::totals;
@@ -481,9 +481,4 @@ pub fn internal_alloc(bytes: usize) {
 /// Counts memory the profiler's own allocator took back.
 pub fn internal_free(bytes: usize) {
     totals::sub_internal(bytes);
-}
-
-/// Weight of a sample at `size` for the current interval (exposed for tests and docs).
-pub fn sample_weight(set: &Settings, size: u64) -> Weight {
-    sampler::weight(size, set.sample_interval())
 }

@@ -28,7 +28,7 @@ pub struct Snapshot {
     pub stacks: Vec<StackStats>,
     /// Live sampled allocations.
     pub live_samples: u64,
-    /// Samples that could not be recorded.
+    /// Samples whose stack was not kept (stack table full; see `YING_MAX_STACKS`).
     pub dropped_samples: u64,
     /// Samples whose address was still recorded as live (a free the profiler missed).
     pub address_conflicts: u64,

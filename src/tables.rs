@@ -106,6 +106,8 @@ impl StackTable {
             return id;
         }
         if self.entries.len() as u64 > MAX_STACKS.load(Ordering::Relaxed) {
+            // Counted, then folded into the overflow entry: its stack is lost, its bytes are not.
+            DROPPED_SAMPLES.fetch_add(1, Ordering::Relaxed);
             return 0;
         }
         let id = self.entries.len() as u32;
@@ -169,7 +171,7 @@ static LIVE: [SpinMutex<HashMap<usize, Record, Build>>; SHARDS] =
 
 /// Samples whose address was already in the live table (a free we never saw).
 pub(crate) static ADDRESS_CONFLICTS: AtomicU64 = AtomicU64::new(0);
-/// Samples that could not be recorded.
+/// Samples whose stack could not be kept (table full: attributed to the overflow entry).
 pub(crate) static DROPPED_SAMPLES: AtomicU64 = AtomicU64::new(0);
 /// Giant allocations refused.
 pub(crate) static GIANT_REFUSED: AtomicU64 = AtomicU64::new(0);
