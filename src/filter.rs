@@ -12,6 +12,9 @@
 //! the pointer is returned to the program; removing the last sample of a cell clears the bit.
 //! A set bit only means "look in the table" (false positives cost a probe, false negatives cannot
 //! happen). A count that reaches 255 stays saturated and its bit stays set.
+//!
+//! The null pointer's cell starts saturated, so `may_contain(0)` is always true: the hooks
+//! send null to the slow path without a test of their own.
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
@@ -19,8 +22,16 @@ use crate::spin::SpinMutex;
 
 const BITS: u32 = 19;
 const MASK: usize = (1 << BITS) - 1;
-static BITMAP: [AtomicU64; 1 << (BITS - 6)] = [const { AtomicU64::new(0) }; 1 << (BITS - 6)];
-static COUNTS: [AtomicU8; 1 << BITS] = [const { AtomicU8::new(0) }; 1 << BITS];
+static BITMAP: [AtomicU64; 1 << (BITS - 6)] = {
+    let mut b = [const { AtomicU64::new(0) }; 1 << (BITS - 6)];
+    b[0] = AtomicU64::new(1); // null's cell (index 0)
+    b
+};
+static COUNTS: [AtomicU8; 1 << BITS] = {
+    let mut c = [const { AtomicU8::new(0) }; 1 << BITS];
+    c[0] = AtomicU8::new(u8::MAX); // saturated: null's bit is never cleared
+    c
+};
 /// Serialises count and bit updates (sampled paths only).
 static UPDATE: SpinMutex<()> = SpinMutex::new(());
 
@@ -86,7 +97,7 @@ mod tests {
 
     #[test]
     fn bits_follow_counts_without_false_negatives() {
-        let base = 0x7f12_3400_0000usize;
+        let base = 0x7f12_3400_1000usize; // not in null's cell
         let ptrs: Vec<usize> = (0..1000).map(|i| base + i * 48).collect();
         for &p in &ptrs {
             insert(p);
@@ -102,6 +113,10 @@ mod tests {
             remove(p);
         }
         assert!(ptrs.iter().all(|&p| !may_contain(p)), "all bits cleared");
+        assert!(may_contain(0), "null always goes to the slow path");
+        insert(1 << (BITS + 4)); // shares null's cell
+        remove(1 << (BITS + 4));
+        assert!(may_contain(0), "null's cell stays set");
         // Neighbouring blocks map to neighbouring bits.
         assert_eq!(index(base + 16), index(base) + 1);
     }

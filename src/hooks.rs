@@ -2,11 +2,12 @@
 //! `LD_PRELOAD` shim). A front end supplies a [`Host`] (where its per-thread state lives, how it
 //! learns about thread exit, which frames are its own) and the real allocator calls as closures.
 //!
-//! The unsampled paths ([`on_alloc`], [`on_free`]) are `#[inline(always)]` and do only this: read
-//! the thread's block, compare, subtract, call the real allocator, add to the thread's own
-//! counter slot. No lock, no syscall, no allocation, no panic, `errno` untouched. Everything else
-//! (first call on a thread, re-entrant calls from profiler code, a sample, a giant request, a free
-//! the filter cannot reject, a thread that is exiting) goes to a `#[cold]` slow path.
+//! The unsampled paths are `#[inline(always)]` and do only this. An allocation reads the thread's
+//! budget, compares it with the size, subtracts, calls the real allocator and adds to the
+//! thread's own counter slot. A free reads one bit of the address filter and the thread's slot,
+//! and adds to it. No lock, no syscall, no allocation, no panic, `errno` untouched. Everything
+//! else (first call on a thread, re-entrant calls from profiler code, a sample, a giant request,
+//! a free the filter cannot reject, a thread that is exiting) goes to a `#[cold]` slow path.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -101,20 +102,26 @@ impl Settings {
 /// Threads set up so far (gives each a distinct generator stream for a fixed seed).
 static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
 
-/// Draws the next countdown and stores it as the thread's budget (countdown minus one).
-/// Capped just below the giant limit so that a giant request always reaches the slow path.
+/// Draws the next countdown and stores it as the thread's budget. Capped at the giant limit so
+/// that a giant request always reaches the slow path; a thread without a counter slot keeps a
+/// zero budget (every allocation takes the slow path).
 fn redraw(ts: &ThreadState, set: &Settings) {
+    let has_slot = if ts.guarded() { ts.parked_slot.get() } else { ts.slot.get() } != 0;
+    if !has_slot || ts.status.get() != STATUS_LIVE {
+        ts.set_budget(0);
+        return;
+    }
+    let cap = set.max_alloc_bytes().max(1);
     if !set.enabled() {
         // Come back now and then: sampling may be switched on later (the shim enables it once
         // its configuration has been read).
-        ts.budget.set(set.max_alloc_bytes().min(1 << 20).saturating_sub(1));
+        ts.set_budget(cap.min(1 << 20));
         return;
     }
     let mut rng = ts.rng.get();
     let cd = sampler::draw_countdown(&mut rng, set.sample_interval());
     ts.rng.set(rng);
-    let cap = set.max_alloc_bytes().max(1);
-    ts.budget.set(cd.min(cap) - 1);
+    ts.set_budget(cd.min(cap));
 }
 
 fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
@@ -125,16 +132,15 @@ fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
         crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
     };
     ts.rng.set(sampler::seed_for(seed, ordinal));
-    redraw(ts, set);
     ts.status.set(STATUS_LIVE);
-    let slot = totals::claim();
     {
         // Registering the exit callback may allocate (TLS destructor lists, pthread keys).
         let _g = ts.enter();
         H::register_thread_exit(ts);
     }
-    ts.slot.set(slot);
     // Without a slot, the thread keeps taking the slow path and counts in the shared slot.
+    ts.slot.set(totals::claim());
+    redraw(ts, set);
 }
 
 /// Starts the calling thread's sampling afresh from `set`: a new countdown (and a generator
@@ -159,6 +165,8 @@ pub fn thread_exit(ts: &ThreadState) {
     ts.status.set(STATUS_DEAD);
     ts.slot.set(0);
     ts.parked_slot.set(0);
+    ts.budget.set(0);
+    ts.parked_budget.set(0);
     totals::release(slot);
 }
 
@@ -182,7 +190,7 @@ pub fn fork_parent() {
 }
 
 /// Allocation hook. `size` is the request, `real` performs it, `counted` gives the bytes to
-/// count for a returned block (its request in Rust, its usable size in the shim).
+/// count for a returned block (its request in Rust, its chunk size in the shim).
 #[inline(always)]
 pub fn on_alloc<H: Host>(
     set: &Settings,
@@ -191,25 +199,25 @@ pub fn on_alloc<H: Host>(
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
     let ts = H::thread_state();
-    let slot = ts.slot.get();
     let budget = ts.budget.get();
-    if slot != 0 && (size as u64) < budget {
-        ts.budget.set(budget - size as u64 - 1);
+    // A non-zero budget means: set up, unguarded, owning a counter slot.
+    if (size as u64) < budget {
+        ts.budget.set(budget - size as u64);
         let p = real();
         if !p.is_null() {
-            totals::add_alloc(slot, counted(p));
+            totals::add_alloc(ts.slot.get(), counted(p));
         }
         return p;
     }
-    alloc_slow::<H>(set, ts, size, real, counted)
+    alloc_slow::<H>(size, set, ts, real, counted)
 }
 
 #[cold]
 #[inline(never)]
 fn alloc_slow<H: Host>(
+    size: usize,
     set: &Settings,
     ts: &ThreadState,
-    size: usize,
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
@@ -238,7 +246,7 @@ fn alloc_slow<H: Host>(
     }
     let budget = ts.budget.get();
     if (size as u64) < budget {
-        ts.budget.set(budget - size as u64 - 1);
+        ts.budget.set(budget - size as u64);
         let p = real();
         if !p.is_null() {
             totals::add_alloc(slot, counted(p));
@@ -276,21 +284,32 @@ fn retire(rec: Record) {
     tables::STACKS.lock().free_sample(rec.stack, rec.weight, lifetime_ms);
 }
 
-/// Free hook, called *before* the real free. `counted` is the block's counted size.
+/// Free hook: `real` releases `ptr` (which may be null) and runs last, after the record of a
+/// sampled block is gone. `counted` gives the block's counted size (it is only called for a
+/// non-null `ptr`).
 #[inline(always)]
-pub fn on_free<H: Host>(ptr: *mut u8, counted: usize) {
-    let ts = H::thread_state();
-    let slot = ts.slot.get();
-    if slot != 0 && !crate::filter::may_contain(ptr as usize) {
-        totals::add_free(slot, counted);
-        return;
+pub fn on_free<H: Host>(ptr: *mut u8, counted: impl FnOnce() -> usize, real: impl FnOnce()) {
+    if !crate::filter::may_contain(ptr as usize) {
+        let slot = H::thread_state().slot.get();
+        if slot != 0 {
+            totals::add_free(slot, counted());
+            return real();
+        }
     }
-    free_slow(ts, ptr, counted)
+    free_slow::<H>(ptr, counted, real)
 }
 
 #[cold]
 #[inline(never)]
-fn free_slow(ts: &ThreadState, ptr: *mut u8, counted: usize) {
+fn free_slow<H: Host>(ptr: *mut u8, counted: impl FnOnce() -> usize, real: impl FnOnce()) {
+    if !ptr.is_null() {
+        note_free::<H>(ptr, counted());
+    }
+    real()
+}
+
+fn note_free<H: Host>(ptr: *mut u8, counted: usize) {
+    let ts = H::thread_state();
     if ts.guarded() {
         totals::sub_internal(counted);
         return;
@@ -324,17 +343,17 @@ pub fn on_realloc<H: Host>(
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
     let ts = H::thread_state();
-    let slot = ts.slot.get();
     let growth = new_size.saturating_sub(old_counted) as u64;
     let budget = ts.budget.get();
-    if slot != 0
+    if growth < budget
         && new_size != 0
         && (new_size as u64) < set.max_alloc_bytes()
-        && growth < budget
         && !crate::filter::may_contain(old as usize)
     {
         let p = real();
         if !p.is_null() {
+            // A non-zero budget means the thread owns a slot.
+            let slot = ts.slot.get();
             ts.budget.set(budget - growth);
             totals::add_free(slot, old_counted);
             totals::add_alloc(slot, counted(p));
@@ -377,8 +396,8 @@ fn realloc_slow<H: Host>(
     let add_free = |b| if live { totals::add_free(slot, b) } else { totals::add_free_shared(b) };
     let add_alloc = |b| if live { totals::add_alloc(slot, b) } else { totals::add_alloc_shared(b) };
 
-    // The record leaves the table before the real call: once glibc frees or moves the block,
-    // another thread may be handed the same address.
+    // The record leaves the table before the real call: once the allocator frees or moves the
+    // block, another thread may be handed the same address.
     let rec = if crate::filter::may_contain(old as usize) {
         let _g = ts.enter();
         tables::take_live(old as usize)
@@ -400,9 +419,21 @@ fn realloc_slow<H: Host>(
         }
         return p;
     }
+    let interval = set.sample_interval();
+    // An unsampled block that grew: its growth takes its chance like fresh bytes would.
+    let mut sample_now = false;
+    if rec.is_none() && live {
+        let growth = new_size.saturating_sub(old_counted) as u64;
+        let budget = ts.budget.get();
+        if growth < budget {
+            ts.budget.set(budget - growth);
+        } else {
+            redraw(ts, set);
+            sample_now = set.enabled();
+        }
+    }
     add_free(old_counted);
     add_alloc(counted(p));
-    let interval = set.sample_interval();
     if let Some(mut rec) = rec {
         // One long-lived allocation: same stack and birth time, new address and weight.
         let _g = ts.enter();
@@ -411,21 +442,9 @@ fn realloc_slow<H: Host>(
         rec.weight = w;
         rec.size = new_size as u64;
         tables::insert_live(p as usize, rec);
-        return p;
-    }
-    // An unsampled block grew: its growth takes its chance like fresh bytes would.
-    if live {
-        let growth = new_size.saturating_sub(old_counted) as u64;
-        let budget = ts.budget.get();
-        if growth < budget {
-            ts.budget.set(budget - growth);
-        } else {
-            redraw(ts, set);
-            if set.enabled() {
-                let _e = crate::sys::ErrnoGuard::save();
-                record_sample::<H>(ts, p as usize, new_size as u64, interval);
-            }
-        }
+    } else if sample_now {
+        let _e = crate::sys::ErrnoGuard::save();
+        record_sample::<H>(ts, p as usize, new_size as u64, interval);
     }
     p
 }
@@ -471,6 +490,13 @@ pub fn leave_guard(ts: &ThreadState) {
 /// Marks the thread owning `ts` as profiler code for the rest of its life (report threads).
 pub fn enter_forever(ts: &ThreadState) {
     ts.enter_forever();
+}
+
+/// Declares that every size the front end's `counted` closures return includes `bytes` of
+/// allocator overhead per block (the shim counts glibc chunk sizes, one header word more than
+/// the usable size); the exact totals subtract it per allocation and per free.
+pub fn set_block_overhead(bytes: u64) {
+    totals::set_block_overhead(bytes);
 }
 
 /// Counts memory the profiler's own allocator handed out (the shim's internal allocator).

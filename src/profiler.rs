@@ -223,9 +223,12 @@ unsafe impl GlobalAlloc for YingProfiler {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        hooks::on_free::<RustHost>(ptr, layout.size());
-        // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
+        hooks::on_free::<RustHost>(
+            ptr,
+            move || layout.size(),
+            // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.
+            move || unsafe { System.dealloc(ptr, layout) },
+        )
     }
 
     #[inline(never)]

@@ -1,12 +1,14 @@
 //! Byte-based sampling and the weights that make every estimate unbiased.
 //!
 //! Model: every byte handed out is marked independently with probability `1/R`, where `R` is
-//! the mean sampling interval in bytes. An allocation of `s` bytes is treated as `s + 1` bytes
-//! (so zero-byte allocations can be sampled too) and is sampled when it contains a marked byte:
-//! `p(s) = 1 - (1 - 1/R)^(s + 1)`. Each thread keeps a countdown of bytes to the next marked byte,
-//! drawn from a geometric distribution with mean `R`; because the distribution is memoryless the
-//! countdown is simply redrawn after each sample. `R = 1` marks every byte: every allocation is
-//! sampled with weight one, which makes the "estimates" exact.
+//! the mean sampling interval in bytes. An allocation of `s` bytes is sampled when it contains a
+//! marked byte: `p(s) = 1 - (1 - 1/R)^s`. Each thread keeps a countdown of bytes to the next
+//! marked byte, drawn from a geometric distribution with mean `R`; an allocation of fewer bytes
+//! than the countdown just subtracts its size (one compare and one subtraction on the hot path),
+//! and because the distribution is memoryless the countdown is simply redrawn after each sample.
+//! `R = 1` marks every byte: every allocation is sampled with weight one, which makes the
+//! "estimates" exact. Zero-byte requests hold no bytes and are never sampled (the exact totals
+//! still count them).
 //!
 //! A sampled allocation stands for `1/p(s)` allocations and `s/p(s)` bytes (Horvitz-Thompson).
 //! The weights are stored with the sample and the very same weights are subtracted when it is
@@ -56,11 +58,14 @@ pub(crate) fn draw_countdown(state: &mut u64, interval: u64) -> u64 {
 
 /// Probability that an allocation of `size` bytes is sampled at interval `interval`.
 pub fn sample_probability(size: u64, interval: u64) -> f64 {
+    if size == 0 {
+        return 0.0;
+    }
     if interval <= 1 {
         return 1.0;
     }
     let q = 1.0 / interval as f64;
-    let n = size as f64 + 1.0;
+    let n = size as f64;
     // 1 - (1-q)^n, computed without cancellation for small q*n.
     -((n * (-q).ln_1p()).exp_m1())
 }
@@ -135,7 +140,7 @@ mod tests {
     fn probability_matches_closed_form_and_weights_invert_it() {
         let r = 512 * 1024;
         let p = sample_probability(4096, r);
-        let exact = 1.0 - (1.0 - 1.0 / r as f64).powf(4097.0);
+        let exact = 1.0 - (1.0 - 1.0 / r as f64).powf(4096.0);
         assert!((p - exact).abs() < 1e-12);
         let w = weight(4096, r);
         assert!((w.count * p - 1.0).abs() < 1e-9);

@@ -6,10 +6,11 @@
 //! object goes through `__tls_get_addr`, which may call `malloc`), while the `#[global_allocator]`
 //! front end keeps it in an ordinary const `thread_local!`.
 //!
-//! The hot paths test one field: `slot`. Zero means "take the slow path": the thread has not been
-//! set up yet, is inside the profiler (the guard parks the real slot in `parked_slot`), or its
-//! thread-exit handler has run. Folding all three conditions into one compare keeps the
-//! unsampled path short.
+//! Each hot path tests one field. An allocation compares its size with `budget`; a free tests
+//! `slot`. Both are zero, sending every call to the slow path, when the thread has not been set
+//! up yet, is inside the profiler (the guard parks the real values in `parked_slot` and
+//! `parked_budget`), has no counter slot, or its thread-exit handler has run. Folding all these
+//! conditions into the one compare the path needs anyway keeps the unsampled path short.
 
 use std::cell::Cell;
 
@@ -33,8 +34,12 @@ pub struct ThreadState {
     pub(crate) guard_depth: Cell<u32>,
     /// One of the `STATUS_*` values.
     pub(crate) status: Cell<u32>,
-    /// Bytes left before the next sample, minus one (see `sampler`).
+    /// Bytes before the next sampled byte (see `sampler`): an allocation of fewer bytes is not
+    /// sampled and subtracts its size. Never zero for a set-up, unguarded thread with a slot;
+    /// zero otherwise.
     pub(crate) budget: Cell<u64>,
+    /// The real budget while the guard is held.
+    pub(crate) parked_budget: Cell<u64>,
     /// xorshift64* state; 0 until seeded.
     pub(crate) rng: Cell<u64>,
 }
@@ -50,6 +55,7 @@ impl ThreadState {
             guard_depth: Cell::new(0),
             status: Cell::new(STATUS_NEW),
             budget: Cell::new(0),
+            parked_budget: Cell::new(0),
             rng: Cell::new(0),
         }
     }
@@ -61,6 +67,8 @@ impl ThreadState {
         if depth == 0 {
             self.parked_slot.set(self.slot.get());
             self.slot.set(0);
+            self.parked_budget.set(self.budget.get());
+            self.budget.set(0);
         }
         self.guard_depth.set(depth + 1);
         Guard { ts: self }
@@ -73,7 +81,15 @@ impl ThreadState {
         if depth == 0 {
             self.slot.set(self.parked_slot.get());
             self.parked_slot.set(0);
+            self.budget.set(self.parked_budget.get());
+            self.parked_budget.set(0);
         }
+    }
+
+    /// Sets the sampling budget, or the parked one while the guard is held, so that the budget
+    /// stays zero inside profiler code.
+    pub(crate) fn set_budget(&self, bytes: u64) {
+        if self.guarded() { self.parked_budget.set(bytes) } else { self.budget.set(bytes) }
     }
 
     /// Whether the thread is inside profiler code.
@@ -114,9 +130,13 @@ mod tests {
     fn guard_parks_and_restores_slot_with_nesting() {
         let ts = ThreadState::new();
         ts.slot.set(7);
+        ts.budget.set(100);
         {
             let _g = ts.enter();
             assert_eq!(ts.slot.get(), 0);
+            assert_eq!(ts.budget.get(), 0, "allocations inside the guard take the slow path");
+            ts.set_budget(55);
+            assert_eq!(ts.budget.get(), 0);
             assert!(ts.guarded());
             {
                 let _g2 = ts.enter();
@@ -125,6 +145,7 @@ mod tests {
             assert_eq!(ts.slot.get(), 0, "inner guard must not restore early");
         }
         assert_eq!(ts.slot.get(), 7);
+        assert_eq!(ts.budget.get(), 55, "a budget set under the guard applies after it");
         assert!(!ts.guarded());
     }
 }

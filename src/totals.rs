@@ -8,7 +8,9 @@
 //! is exhausted, or their exit handler already ran) use the shared slot with atomic adds.
 //!
 //! Bytes are counted as the front end sees them: `Layout::size()` in the Rust front end, the
-//! usable size of the block in the shim (where `free` carries no size).
+//! usable size of the block in the shim (where `free` carries no size). The shim reads glibc's
+//! chunk size, which is the usable size plus one header word; rather than subtract the word on
+//! every call it declares it once ([`set_block_overhead`]) and readers subtract it per block.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -119,6 +121,15 @@ pub(crate) fn release_all_but(slot: usize) {
     }
 }
 
+/// Bytes every counted block carries beyond what the totals report (see the module docs).
+static BLOCK_OVERHEAD: AtomicU64 = AtomicU64::new(0);
+
+/// Declares that each counted block's bytes include `bytes` of allocator overhead, which
+/// [`read`] subtracts per allocation and per free.
+pub(crate) fn set_block_overhead(bytes: u64) {
+    BLOCK_OVERHEAD.store(bytes, Ordering::Relaxed);
+}
+
 /// A snapshot of the exact totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -150,6 +161,9 @@ pub(crate) fn read() -> Totals {
         t.allocations += s.allocs.load(Ordering::Relaxed);
         t.frees += s.frees.load(Ordering::Relaxed);
     }
+    let overhead = BLOCK_OVERHEAD.load(Ordering::Relaxed);
+    t.allocated_bytes = t.allocated_bytes.saturating_sub(overhead.wrapping_mul(t.allocations));
+    t.freed_bytes = t.freed_bytes.saturating_sub(overhead.wrapping_mul(t.frees));
     t.profiler_bytes =
         INTERNAL.load(Ordering::Relaxed).saturating_sub(INTERNAL_FREED.load(Ordering::Relaxed));
     t

@@ -56,9 +56,25 @@ __attribute__((noinline)) void marker_churn(void) {
     }
 }
 
+/* Exits when a block's first n bytes are not all `byte`: the profiler moves and places sampled
+ * blocks itself, and must keep what the allocator's contract promises. */
+static void expect_bytes(const unsigned char *p, size_t n, unsigned char byte, const char *what) {
+    for (size_t j = 0; j < n; j++)
+        if (p[j] != byte) {
+            fprintf(stderr, "%s: byte %zu is %d, expected %d\n", what, j, p[j], byte);
+            exit(3);
+        }
+}
+
 __attribute__((noinline)) void marker_calloc(void) {
     for (int i = 0; i < CALLOC_N; i++) {
+        /* Dirty a block of the same size first, so calloc is likely handed reused memory. */
+        unsigned char *d = malloc(CALLOC_COUNT * CALLOC_SIZE);
+        memset(d, 0xaa, CALLOC_COUNT * CALLOC_SIZE);
+        sink = d;
+        free(d);
         unsigned char *p = calloc(CALLOC_COUNT, CALLOC_SIZE); /* TAG:marker_calloc */
+        expect_bytes(p, CALLOC_COUNT * CALLOC_SIZE, 0, "calloc");
         checksum += p[i];
         keep(p, CALLOC_COUNT * CALLOC_SIZE);
     }
@@ -69,6 +85,7 @@ __attribute__((noinline)) void marker_posix_memalign(void) {
         void *p = NULL;
         if (posix_memalign(&p, 64, MEMALIGN_SIZE) != 0) /* TAG:marker_posix_memalign */
             abort();
+        if ((size_t)p % 64 != 0) abort();
         keep(p, MEMALIGN_SIZE);
     }
 }
@@ -79,8 +96,10 @@ __attribute__((noinline)) void marker_realloc_chain(void) {
         unsigned char *p = malloc(1000); /* TAG:marker_realloc_chain */
         memset(p, 1, 1000);
         p = realloc(p, 30000);
+        expect_bytes(p, 1000, 1, "realloc grown");
         memset(p, 2, 30000);
         p = realloc(p, 2000);
+        expect_bytes(p, 2000, 2, "realloc shrunk");
         keep(p, 2000);
     }
 }

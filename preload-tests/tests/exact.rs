@@ -9,7 +9,8 @@ use preload_tests::{Comparison, EXACT, EXACT_ALLOCATED, Run, TestDir, compare, t
 const MARKERS: &[(&str, u64, u64, u64, u64)] = &[
     ("marker_keep", 100 * 11001, 100 * 11001, 100, 100),
     ("marker_churn", 0, 50 * 22002, 0, 50),
-    ("marker_calloc", 10 * 7 * 1003, 10 * 7 * 1003, 10, 10),
+    // Each calloc follows a malloc + free of the same size (to dirty the memory it reuses).
+    ("marker_calloc", 10 * 7 * 1003, 2 * 10 * 7 * 1003, 10, 20),
     ("marker_posix_memalign", 20 * 3003, 20 * 3003, 20, 20),
     // malloc(1000) -> realloc 30000 -> realloc 2000: one allocation that grew by 29000 bytes.
     ("marker_realloc_chain", 5 * 2000, 5 * 30000, 5, 5),

@@ -9,9 +9,46 @@ use ying_profiler::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use ying_profiler::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 use ying_profiler::thread_state::ThreadState;
 
+#[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" {
     /// Address of the calling thread's 64-byte initial-exec TLS block (src/tls.c).
     fn ying_tls_state() -> *mut c_void;
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" {
+    /// The calling thread's 64-byte initial-exec TLS block (src/tls.c); only its address is
+    /// used, computed in `tls_block`.
+    static ying_tls_block: [u8; 64];
+}
+
+/// Address of the calling thread's TLS block: the thread pointer plus the block's offset,
+/// which the dynamic linker stores in a GOT entry at load time (the initial-exec model, written
+/// out because stable Rust cannot ask for it). Two instructions, no call.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn tls_block() -> *mut c_void {
+    let p: usize;
+    // SAFETY: reads the GOT entry holding the block's TLS offset (R_X86_64_TPOFF64, filled at
+    // load) and the thread pointer at %fs:0, exactly the initial-exec access sequence a C
+    // compiler emits; both are constant for the calling thread, hence `pure, readonly`.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr [rip + {blk}@GOTTPOFF]",
+            "add {p}, qword ptr fs:[0]",
+            blk = sym ying_tls_block,
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+    }
+    p as *mut c_void
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn tls_block() -> *mut c_void {
+    // SAFETY: the accessor only computes an address; it never allocates.
+    unsafe { ying_tls_state() }
 }
 
 /// Sampling is off until the constructor has read the configuration.
@@ -64,7 +101,7 @@ impl Host for ShimHost {
     fn thread_state() -> &'static ThreadState {
         // SAFETY: the C accessor returns this thread's 64-byte, 16-aligned, zero-initialised TLS
         // block (a valid ThreadState), which lives as long as the thread; it never allocates.
-        unsafe { &*(ying_tls_state() as *const ThreadState) }
+        unsafe { &*(tls_block() as *const ThreadState) }
     }
 
     fn register_thread_exit(ts: &ThreadState) {
@@ -100,15 +137,28 @@ pub(crate) unsafe fn usable_size(p: *mut u8) -> usize {
     if word & 2 != 0 { chunk.saturating_sub(16) } else { chunk.saturating_sub(8) }
 }
 
-/// The bytes the exact totals count for a block: its chunk size minus one header word. The same
-/// value is computed at allocation and at free, so totals stay exact; it equals the usable size
-/// except for mmapped chunks (8 bytes more), and costs three instructions.
+/// glibc's chunk-header word of a block (its size and three flag bits).
+///
+/// # Safety
+/// As for [`usable_size`].
+#[inline(always)]
+unsafe fn header(p: *mut u8) -> usize {
+    // SAFETY: glibc places the chunk's size word immediately before every block it returns.
+    unsafe { *(p as *const usize).sub(1) }
+}
+
+/// Allocator overhead included in [`counted_size`]: one header word, which the totals subtract
+/// per block when they are read (see `hooks::set_block_overhead`).
+pub(crate) const COUNTED_OVERHEAD: u64 = 8;
+
+/// The bytes the exact totals count for a block: its chunk size (the usable size plus
+/// [`COUNTED_OVERHEAD`], or 8 bytes more for mmapped chunks). The same value is computed at
+/// allocation and at free, so totals stay exact; it costs a load and a mask.
 ///
 /// # Safety
 /// As for [`usable_size`].
 #[inline(always)]
 pub(crate) unsafe fn counted_size(p: *mut u8) -> usize {
     // SAFETY: as in `usable_size`.
-    let word = unsafe { *(p as *const usize).sub(1) };
-    (word & !7).wrapping_sub(8)
+    unsafe { header(p) & !7 }
 }

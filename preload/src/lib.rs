@@ -109,13 +109,16 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 /// `p` is null or a live block from this allocator family.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: `p` is a live glibc block (caller contract), so its header is readable.
-    on_free::<ShimHost>(p.cast(), unsafe { counted_size(p.cast()) });
-    // SAFETY: as above; glibc's free preserves errno.
-    unsafe { __libc_free(p) }
+    // Null goes to the hooks' slow path (the address filter always answers "maybe" for it),
+    // which ignores it, and on to glibc, which does too.
+    on_free::<ShimHost>(
+        p.cast(),
+        // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
+        // header is readable.
+        move || unsafe { counted_size(p.cast()) },
+        // SAFETY: as above; glibc's free preserves errno.
+        move || unsafe { __libc_free(p) },
+    )
 }
 
 /// Old alias of `free`.

@@ -48,6 +48,7 @@ fn exe_path() -> String {
 }
 
 fn init_guarded() {
+    hooks::set_block_overhead(crate::host::COUNTED_OVERHEAD);
     let (cfg, warnings) = Config::from_env();
     for w in &warnings {
         ying_profiler::__private::write_stderr(format!("{w}\n").as_bytes());
