@@ -126,6 +126,7 @@ pub mod utils;
 
 mod capture;
 mod clock;
+mod elf_symbols;
 mod filter;
 mod profiler;
 mod spin;

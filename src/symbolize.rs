@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::callstack::Frame;
+use crate::elf_symbols::ElfSymbolCache;
 use crate::spin::SpinMutex;
 use crate::tables::AddrHasher;
 
@@ -17,12 +18,16 @@ use crate::tables::AddrHasher;
 #[derive(Debug)]
 pub(crate) struct SymbolCache {
     map: HashMap<usize, Arc<[Frame]>, std::hash::BuildHasherDefault<AddrHasher>>,
+    /// System libraries' symbol tables, kept for one pass.
+    elf: Option<ElfSymbolCache>,
 }
 
 /// Serialises symbolization (the backtrace crate's DWARF caches are not thread-safe when used
 /// unsynchronized) and guards our cache. Taken before any other profiler lock.
-pub(crate) static SYMBOLS: SpinMutex<SymbolCache> =
-    SpinMutex::new(SymbolCache { map: HashMap::with_hasher(std::hash::BuildHasherDefault::new()) });
+pub(crate) static SYMBOLS: SpinMutex<SymbolCache> = SpinMutex::new(SymbolCache {
+    map: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
+    elf: None,
+});
 
 /// Number of cached addresses.
 pub(crate) fn cache_len() -> usize {
@@ -84,33 +89,26 @@ pub fn module_of(mods: &[Module], ip: usize) -> Option<&Module> {
 }
 
 /// Whether `path` is a system library (C runtime, loader, compiler runtimes). Their frames are
-/// named from the dynamic symbol table: their debug info, when installed, is detached and
-/// compressed, and inflating libc's alone cost ~90 ms and ~35 MiB per report (measured), paid by
-/// every process because every stack ends in `__libc_start_main` or `start_thread`.
+/// named from their ELF symbol tables (`elf_symbols`): their debug info, when installed, is
+/// detached and compressed, and inflating libc's alone cost ~90 ms and ~35 MiB per report
+/// (measured), paid by every process because every stack ends in `__libc_start_main` or
+/// `start_thread`.
 fn is_system_library(path: &str) -> bool {
     ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"].iter().any(|p| path.starts_with(p))
 }
 
-/// Names `ip` from the dynamic symbol table of its module (`dladdr`), demangled.
-fn dynamic_symbol(ip: usize) -> Option<String> {
-    // SAFETY: `info` is a valid out-parameter; dladdr only reads the loader's tables. The
-    // address before `ip` is used so a return address at a function's end names its caller.
-    let name = unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(ip.wrapping_sub(1) as *const libc::c_void, &mut info) == 0
-            || info.dli_sname.is_null()
-        {
-            return None;
-        }
-        std::ffi::CStr::from_ptr(info.dli_sname).to_bytes().to_vec()
-    };
-    Some(format!("{:#}", backtrace::SymbolName::new(&name)))
+/// Names `ip` of module `m` from the module's ELF symbol table, demangled. The address before
+/// `ip` is used so that a return address at a function's end names its caller.
+fn table_symbol(elf: &mut ElfSymbolCache, m: &Module, ip: usize) -> Option<String> {
+    let addr = ip.wrapping_sub(1).wrapping_sub(m.bias) as u64;
+    let name = elf.lookup(&m.name, addr)?;
+    Some(format!("{:#}", backtrace::SymbolName::new(name.as_bytes())))
 }
 
-fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
+fn resolve_uncached(ip: usize, mods: &[Module], elf: &mut ElfSymbolCache) -> Arc<[Frame]> {
     let module = module_of(mods, ip);
     if let Some(m) = module.filter(|m| is_system_library(&m.name)) {
-        let function = dynamic_symbol(ip).unwrap_or_else(|| {
+        let function = table_symbol(elf, m, ip).unwrap_or_else(|| {
             let short = m.name.rsplit('/').next().unwrap_or(&m.name);
             format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
         });
@@ -180,7 +178,8 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
             Some(f) => Arc::clone(f),
             None => {
                 let mods = mods.get_or_insert_with(modules);
-                let f = resolve_uncached(ip, mods);
+                let elf = cache.elf.get_or_insert_with(ElfSymbolCache::default);
+                let f = resolve_uncached(ip, mods, elf);
                 cache.map.insert(ip, Arc::clone(&f));
                 f
             }
@@ -191,6 +190,7 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
         // Our per-address cache keeps every answer; the parsed debug info behind them (tens of
         // MiB for a large binary) is dropped until the next report needs new addresses.
         backtrace::clear_symbol_cache();
+        cache.elf = None;
     }
     out
 }
