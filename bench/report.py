@@ -35,7 +35,7 @@ WORKLOADS = [
         "rust-example",
         "system",
         ["ying-rust", "ying-0.3.0"],
-        "Rust cache workload, 4 threads, `#[global_allocator]` front end (no LD_PRELOAD)",
+        "Rust cache workload, 2 threads (one per core), `#[global_allocator]` front end (no LD_PRELOAD)",
     ),
     (
         "rust-spans",

@@ -9,5 +9,5 @@ static ALLOC: std::alloc::System = std::alloc::System;
 fn main() {
     let ops = workload::ops_from_args(workload::DEFAULT_OPS);
     let sum = workload::run(ops);
-    println!("cache-system: {ops} ops x 4 threads, checksum {sum:016x}");
+    println!("cache-system: {ops} ops x {} threads, checksum {sum:016x}", workload::THREADS);
 }

@@ -16,7 +16,8 @@ fn main() {
     let top = YING.top_k_stacks_by_retained(5);
     let top_bytes = top.first().map_or(0, |s| s.allocated_bytes.saturating_sub(s.freed_bytes));
     println!(
-        "cache-ying03: {ops} ops x 4 threads, checksum {sum:016x}; {} stacks, top retained {top_bytes} B",
+        "cache-ying03: {ops} ops x {} threads, checksum {sum:016x}; {} stacks, top retained {top_bytes} B",
+        workload::THREADS,
         YING.num_stack_traces()
     );
 }

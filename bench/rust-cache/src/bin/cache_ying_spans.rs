@@ -26,8 +26,9 @@ fn main() {
     let top = YING.top_k_stacks_by_allocated(5);
     let spans = top.first().map_or(0, |s| s.spans.len());
     println!(
-        "cache-ying-spans ({}): {ops} ops x 4 threads, checksum {sum:016x}; {} stacks, top allocating stack has {spans} span(s)",
+        "cache-ying-spans ({}): {ops} ops x {} threads, checksum {sum:016x}; {} stacks, top allocating stack has {spans} span(s)",
         if cfg!(feature = "spans") { "spans on" } else { "spans off" },
+        workload::THREADS,
         YING.num_stack_traces()
     );
 }
