@@ -8,8 +8,11 @@
 //! time on that load).
 //!
 //! Each bit has an 8-bit count of the live samples mapped to it, in a separate array that only
-//! the sampled paths touch, under a lock: a sample increments its count and sets the bit before
-//! the pointer is returned to the program; removing the last sample of a cell clears the bit.
+//! the sampled paths touch: a sample increments its count and sets the bit before the pointer is
+//! returned to the program; removing the last sample of a cell clears the bit. A cell's count is
+//! guarded by the live-table shard that every pointer of the cell maps to (`tables::shard` is a
+//! function of [`cell`]), so updating the filter costs no lock of its own; the bits themselves
+//! are set and cleared atomically because one bitmap word spans cells of several shards.
 //! A set bit only means "look in the table" (false positives cost a probe, false negatives cannot
 //! happen). A count that reaches 255 stays saturated and its bit stays set.
 //!
@@ -17,8 +20,6 @@
 //! send null to the slow path without a test of their own.
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-
-use crate::spin::SpinMutex;
 
 const BITS: u32 = 19;
 const MASK: usize = (1 << BITS) - 1;
@@ -32,19 +33,16 @@ static COUNTS: [AtomicU8; 1 << BITS] = {
     c[0] = AtomicU8::new(u8::MAX); // saturated: null's bit is never cleared
     c
 };
-/// Serialises count and bit updates (sampled paths only).
-static UPDATE: SpinMutex<()> = SpinMutex::new(());
-
+/// The filter cell of `ptr`: blocks are at least 16-byte aligned.
 #[inline(always)]
-fn index(ptr: usize) -> usize {
-    // Blocks are at least 16-byte aligned.
+pub(crate) fn cell(ptr: usize) -> usize {
     (ptr >> 4) & MASK
 }
 
 /// Whether `ptr` may be a sampled block.
 #[inline(always)]
 pub(crate) fn may_contain(ptr: usize) -> bool {
-    let i = index(ptr);
+    let i = cell(ptr);
     // SAFETY: `i` is masked to BITS bits, so `i >> 6` indexes the 2^(BITS-6) words of BITMAP.
     let word = unsafe { BITMAP.get_unchecked(i >> 6) }.load(Ordering::Acquire);
     word & (1 << (i & 63)) != 0
@@ -54,10 +52,9 @@ fn word_of(i: usize) -> &'static AtomicU64 {
     &BITMAP[i >> 6]
 }
 
-/// Marks `ptr` as (possibly) sampled.
+/// Marks `ptr` as (possibly) sampled. The caller holds `ptr`'s live-table shard lock.
 pub(crate) fn insert(ptr: usize) {
-    let i = index(ptr);
-    let _g = UPDATE.lock();
+    let i = cell(ptr);
     let c = &COUNTS[i];
     let v = c.load(Ordering::Relaxed);
     if v < u8::MAX {
@@ -66,10 +63,9 @@ pub(crate) fn insert(ptr: usize) {
     word_of(i).fetch_or(1 << (i & 63), Ordering::Release);
 }
 
-/// Undoes one [`insert`] of `ptr`.
+/// Undoes one [`insert`] of `ptr`. The caller holds `ptr`'s live-table shard lock.
 pub(crate) fn remove(ptr: usize) {
-    let i = index(ptr);
-    let _g = UPDATE.lock();
+    let i = cell(ptr);
     let c = &COUNTS[i];
     match c.load(Ordering::Relaxed) {
         0 | u8::MAX => {}
@@ -81,43 +77,43 @@ pub(crate) fn remove(ptr: usize) {
     }
 }
 
-/// `fork` prepare and child: the update lock must not be inherited held.
-pub(crate) fn lock_for_fork() {
-    UPDATE.lock_for_fork();
-}
-
-/// Releases [`lock_for_fork`].
-pub(crate) fn unlock_after_fork() {
-    UPDATE.force_unlock();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The filter's contract: the caller holds the pointer's live-table shard lock.
+    fn ins(p: usize) {
+        let _g = crate::tables::shard(p).lock();
+        insert(p);
+    }
+    fn rem(p: usize) {
+        let _g = crate::tables::shard(p).lock();
+        remove(p);
+    }
 
     #[test]
     fn bits_follow_counts_without_false_negatives() {
         let base = 0x7f12_3400_1000usize; // not in null's cell
         let ptrs: Vec<usize> = (0..1000).map(|i| base + i * 48).collect();
         for &p in &ptrs {
-            insert(p);
+            ins(p);
         }
         assert!(ptrs.iter().all(|&p| may_contain(p)));
         // Two samples in one cell: the bit stays until both are gone.
         let twin = base + (1 << (BITS + 4)); // same index as `base`
-        insert(twin);
-        remove(base);
+        ins(twin);
+        rem(base);
         assert!(may_contain(twin));
-        remove(twin);
+        rem(twin);
         for &p in &ptrs[1..] {
-            remove(p);
+            rem(p);
         }
         assert!(ptrs.iter().all(|&p| !may_contain(p)), "all bits cleared");
         assert!(may_contain(0), "null always goes to the slow path");
-        insert(1 << (BITS + 4)); // shares null's cell
-        remove(1 << (BITS + 4));
+        ins(1 << (BITS + 4)); // shares null's cell
+        rem(1 << (BITS + 4));
         assert!(may_contain(0), "null's cell stays set");
         // Neighbouring blocks map to neighbouring bits.
-        assert_eq!(index(base + 16), index(base) + 1);
+        assert_eq!(cell(base + 16), cell(base) + 1);
     }
 }

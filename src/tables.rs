@@ -176,27 +176,36 @@ pub(crate) static DROPPED_SAMPLES: AtomicU64 = AtomicU64::new(0);
 /// Giant allocations refused.
 pub(crate) static GIANT_REFUSED: AtomicU64 = AtomicU64::new(0);
 
-fn shard(ptr: usize) -> &'static SpinMutex<HashMap<usize, Record, Build>> {
-    let i = (ptr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
-    &LIVE[i % SHARDS]
+/// The live-table shard of `ptr`. A function of the address filter's cell, so that the shard
+/// lock also guards the filter's count for every pointer of that cell (see `filter`).
+pub(crate) fn shard(ptr: usize) -> &'static SpinMutex<HashMap<usize, Record, Build>> {
+    let i = (crate::filter::cell(ptr) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+    &LIVE[i as usize % SHARDS]
 }
 
 /// Inserts a live record for `ptr`.
 pub(crate) fn insert_live(ptr: usize, rec: Record) {
-    crate::filter::insert(ptr);
-    let old = shard(ptr).lock().insert(ptr, rec);
+    let old = {
+        let mut live = shard(ptr).lock();
+        crate::filter::insert(ptr);
+        let old = live.insert(ptr, rec);
+        if old.is_some() {
+            crate::filter::remove(ptr);
+        }
+        old
+    };
     if let Some(old) = old {
         // The block at this address was freed behind our back (a free we could not see):
         // retire its record so it does not count as retained forever.
         ADDRESS_CONFLICTS.fetch_add(1, Ordering::Relaxed);
-        crate::filter::remove(ptr);
         STACKS.lock().free_sample(old.stack, old.weight, 0.0);
     }
 }
 
 /// Removes and returns the live record of `ptr`, if it was sampled.
 pub(crate) fn take_live(ptr: usize) -> Option<Record> {
-    let rec = shard(ptr).lock().remove(&ptr);
+    let mut live = shard(ptr).lock();
+    let rec = live.remove(&ptr);
     if rec.is_some() {
         crate::filter::remove(ptr);
     }
@@ -240,12 +249,10 @@ pub(crate) fn lock_all_for_fork() {
     for s in LIVE.iter() {
         s.lock_for_fork();
     }
-    crate::filter::lock_for_fork();
 }
 
 /// `fork` parent and child: release what [`lock_all_for_fork`] took.
 pub(crate) fn unlock_all_after_fork() {
-    crate::filter::unlock_after_fork();
     for s in LIVE.iter().rev() {
         s.force_unlock();
     }
