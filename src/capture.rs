@@ -1,15 +1,19 @@
 //! Raw stack capture for sampled allocations: instruction pointers only, into a fixed array,
-//! with no lock and no allocation of our own. Symbols are resolved much later, at report time.
+//! with no lock of our own on the common path and nothing resolved. Symbols come much later, at
+//! report time. Stacks are walked by the caching unwinder (`unwind`) and, when it meets a frame
+//! it does not follow, by libgcc's `_Unwind_Backtrace` from the start.
 //!
-//! Our own frames are dropped by address, not by a fixed count. Frames whose canonical frame
-//! address lies below a local of [`capture`] belong to the unwinder. Among the next few frames,
+//! Our own frames are dropped by address, not by a fixed count. Among the first few frames,
 //! everything up to the last one the host recognises as its own (the shim: any address inside
 //! `libying.so`; the Rust front end: the `GlobalAlloc` methods, found by function start address)
-//! is profiler code; the frames after it belong to the program. If no entry frame is seen (an
-//! entry point that tail-called into the hooks), profiler frames stay at the top of the stack;
-//! they are `ying_profiler::` functions, which reports hide (`Frame::is_noise`).
+//! is profiler code; the frames after it belong to the program (under libgcc, frames whose
+//! canonical frame address lies below a local of [`capture`] belong to the unwinder and are
+//! skipped first). If no entry frame is seen (an entry point that tail-called into the hooks),
+//! profiler frames stay at the top of the stack; they are `ying_profiler::` functions, which
+//! reports hide (`Frame::is_noise`).
 
 use crate::hooks::Host;
+use crate::thread_state::ThreadState;
 
 /// Deepest stack kept (frames beyond it are cut off).
 pub const MAX_FRAMES: usize = 64;
@@ -17,51 +21,89 @@ pub const MAX_FRAMES: usize = 64;
 /// How far down the captured frames the host's entry frame is looked for.
 const ENTRY_SEARCH: usize = 16;
 
-/// Captures the calling program's stack into `out` and returns the number of frames. Inlined
-/// into its callers: every profiler frame on the stack is one more frame to unwind per sample.
+/// Keeps the program's frames of an unwind: drops the host's entry frames and everything above.
+struct Collector<'a> {
+    out: &'a mut [usize; MAX_FRAMES],
+    n: usize,
+    last_entry: Option<usize>,
+    past_entry: bool,
+    seen: usize,
+}
+
+impl Collector<'_> {
+    /// Takes one frame, innermost first; false once no more frames are wanted.
+    #[inline(always)]
+    fn push<H: Host>(&mut self, ip: usize, function: impl FnOnce() -> usize) -> bool {
+        // Look for the entry point only until the first program frame after it (the check
+        // can cost a function-table search per frame).
+        if self.seen < ENTRY_SEARCH && !self.past_entry {
+            if H::is_entry_frame(ip, function) {
+                self.last_entry = Some(self.seen);
+            } else if self.last_entry.is_some() {
+                self.past_entry = true;
+            }
+        }
+        self.seen += 1;
+        match self.out.get_mut(self.n) {
+            Some(slot) => {
+                *slot = ip;
+                self.n += 1;
+                // Keep unwinding a little past a full buffer only while the entry frame may
+                // still be ahead.
+                self.n < MAX_FRAMES
+            }
+            None => false,
+        }
+    }
+
+    fn finish(self) -> usize {
+        let mut n = self.n;
+        if let Some(e) = self.last_entry {
+            let drop = e + 1;
+            self.out.copy_within(drop.min(n)..n, 0);
+            n = n.saturating_sub(drop);
+        }
+        n
+    }
+}
+
+/// Captures the calling program's stack into `out` and returns the number of frames: with the
+/// caching unwinder (`unwind`) when it can follow every frame, else with libgcc. Inlined into
+/// its callers: every profiler frame on the stack is one more frame to unwind per sample.
 #[inline(always)]
-pub(crate) fn capture<H: Host>(out: &mut [usize; MAX_FRAMES]) -> usize {
+pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) -> usize {
+    let mut c = Collector { out, n: 0, last_entry: None, past_entry: false, seen: 0 };
+    if ts.stack_top.get() == 0 {
+        ts.stack_top.set(crate::sys::stack_top().unwrap_or(1));
+    }
+    match crate::unwind::trace(ts.stack_top.get(), |f| c.push::<H>(f.ip, || f.function)) {
+        Ok(()) => c.finish(),
+        Err(crate::unwind::Unsupported) => {
+            c.n = 0;
+            c.last_entry = None;
+            c.past_entry = false;
+            c.seen = 0;
+            capture_libgcc::<H>(c)
+        }
+    }
+}
+
+/// The same with libgcc's unwinder.
+#[inline(always)]
+fn capture_libgcc<H: Host>(mut c: Collector<'_>) -> usize {
     let marker = 0u8;
     let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
-    let mut n = 0usize;
-    let mut last_entry: Option<usize> = None;
-    let mut past_entry = false;
-    let mut seen = 0usize;
     // SAFETY: on Linux `trace_unsynchronized` calls libgcc's thread-safe `_Unwind_Backtrace`;
     // the only requirement is that the callback does not re-enter the synchronized tracer,
     // which it does not. The callback neither allocates nor panics (bounded `get_mut`).
     unsafe {
         backtrace::trace_unsynchronized(|frame| {
             let ip = frame.ip() as usize;
-            if ip == 0 || (frame.sp() as usize) <= marker_addr && seen == 0 {
+            if ip == 0 || (frame.sp() as usize) <= marker_addr && c.seen == 0 {
                 return true;
             }
-            // Look for the entry point only until the first program frame after it (the check
-            // can cost a function-table search per frame).
-            if seen < ENTRY_SEARCH && !past_entry {
-                if H::is_entry_frame(frame) {
-                    last_entry = Some(seen);
-                } else if last_entry.is_some() {
-                    past_entry = true;
-                }
-            }
-            seen += 1;
-            match out.get_mut(n) {
-                Some(slot) => {
-                    *slot = ip;
-                    n += 1;
-                    // Keep unwinding a little past a full buffer only while the entry frame
-                    // may still be ahead.
-                    n < MAX_FRAMES
-                }
-                None => false,
-            }
+            c.push::<H>(ip, || frame.symbol_address() as usize)
         });
     }
-    if let Some(e) = last_entry {
-        let drop = e + 1;
-        out.copy_within(drop.min(n)..n, 0);
-        n = n.saturating_sub(drop);
-    }
-    n
+    c.finish()
 }

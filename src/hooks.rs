@@ -25,9 +25,10 @@ pub trait Host: 'static {
     fn thread_state() -> &'static ThreadState;
     /// Arranges for [`thread_exit`] to run with this state when the calling thread ends.
     fn register_thread_exit(ts: &ThreadState);
-    /// Whether `frame` is the front end's own code (its allocation entry points); captured
-    /// stacks drop everything up to the last such frame near the top.
-    fn is_entry_frame(frame: &backtrace::Frame) -> bool;
+    /// Whether the frame at instruction pointer `ip`, in the function starting at `function()`,
+    /// is the front end's own code (its allocation entry points); captured stacks drop
+    /// everything up to the last such frame near the top.
+    fn is_entry_frame(ip: usize, function: impl FnOnce() -> usize) -> bool;
 }
 
 /// Sampling settings read by the slow paths. Atomics so the shim can set them at start-up and
@@ -271,7 +272,7 @@ fn alloc_slow<H: Host>(
 fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, interval: u64) {
     let _g = ts.enter();
     let mut ips = [0usize; MAX_FRAMES];
-    let n = capture::<H>(&mut ips);
+    let n = capture::<H>(ts, &mut ips);
     let w = sampler::weight(size, interval);
     let born_ns = crate::clock::now_ns();
     let spans = crate::spans::current_path();
@@ -456,7 +457,7 @@ fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
     let _e = crate::sys::ErrnoGuard::save();
     let _g = ts.enter();
     let mut ips = [0usize; MAX_FRAMES];
-    let n = capture::<H>(&mut ips);
+    let n = capture::<H>(ts, &mut ips);
     let mut out = format!(
         "ying: refused a single allocation of {size} bytes (limit {limit} bytes, \
          YING_MAX_ALLOC_BYTES); requested at:\n"

@@ -134,6 +134,7 @@ mod symbolize;
 mod sys;
 mod tables;
 mod totals;
+mod unwind;
 
 pub use callstack::{Frame, Measurement, StackStats};
 pub use profiler::YingProfiler;

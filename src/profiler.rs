@@ -60,8 +60,8 @@ impl Host for RustHost {
         let _ = EXIT.try_with(|e| e.0.set(ts as *const ThreadState));
     }
 
-    fn is_entry_frame(frame: &backtrace::Frame) -> bool {
-        let start = frame.symbol_address() as usize;
+    fn is_entry_frame(_ip: usize, function: impl FnOnce() -> usize) -> bool {
+        let start = function();
         type A = unsafe fn(&YingProfiler, Layout) -> *mut u8;
         type R = unsafe fn(&YingProfiler, *mut u8, Layout, usize) -> *mut u8;
         start == <YingProfiler as GlobalAlloc>::alloc as A as usize

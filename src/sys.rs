@@ -84,3 +84,21 @@ pub(crate) fn spawn_profiler_thread(
     }
     Ok(())
 }
+
+/// One past the highest address of the calling thread's stack (glibc's view of the thread's
+/// stack; for the main thread it reads `/proc/self/maps`, so call it as profiler code).
+pub(crate) fn stack_top() -> Option<usize> {
+    // SAFETY: all-zero is a valid initial `pthread_attr_t` for `pthread_getattr_np`, which
+    // initialises it; it is destroyed exactly once, after the bounds are read.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (rc == 0 && !addr.is_null()).then(|| addr as usize + size)
+    }
+}

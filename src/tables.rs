@@ -249,10 +249,12 @@ pub(crate) fn lock_all_for_fork() {
     for s in LIVE.iter() {
         s.lock_for_fork();
     }
+    crate::unwind::lock_for_fork();
 }
 
 /// `fork` parent and child: release what [`lock_all_for_fork`] took.
 pub(crate) fn unlock_all_after_fork() {
+    crate::unwind::unlock_after_fork();
     for s in LIVE.iter().rev() {
         s.force_unlock();
     }

@@ -113,8 +113,7 @@ impl Host for ShimHost {
         }
     }
 
-    fn is_entry_frame(frame: &ying_profiler::__private::backtrace::Frame) -> bool {
-        let ip = frame.ip() as usize;
+    fn is_entry_frame(ip: usize, _function: impl FnOnce() -> usize) -> bool {
         ip >= OWN_START.load(Ordering::Relaxed) && ip < OWN_END.load(Ordering::Relaxed)
     }
 }
