@@ -347,7 +347,7 @@ def main():
     md.append("")
     mem_ok = {}
     mrows = []
-    for workload in ["churn", "python"]:
+    for workload in ["churn", "cc1", "python"]:
         pr = paired_rss(runs, workload, "glibc", "ying")
         if pr is None:
             mrows.append([workload, "", "", "", "", "not measured"])
@@ -465,7 +465,7 @@ def main():
         )
         brows.append(["Rust front end <= 1.05x of System, cheaper than 0.3.0", value, verdict(ok)])
     ratio_row("profile_spans on <= 1.05x of off (Rust cache workload)", "rust-spans", "spans-on", 1.05)
-    for workload in ["churn", "python"]:
+    for workload in ["churn", "cc1", "python"]:
         r = mem_ok.get(workload)
         target = "profiler memory <= 2 %% of peak RSS + 8 MiB (%s)" % workload
         if r is None:

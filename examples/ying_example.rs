@@ -256,7 +256,7 @@ async fn stats_loop(
 
 /// Function names of a stack as reports show them, innermost first.
 fn frame_names(s: &StackStats) -> Vec<String> {
-    s.display_frames(false).iter().map(|f| f.function.clone()).collect()
+    s.display_frames(false).iter().map(|f| f.function.to_string()).collect()
 }
 
 fn print_top(title: &str, stacks: &[StackStats]) {

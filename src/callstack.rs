@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use crate::histogram::MillisHistogram;
 
@@ -77,16 +78,18 @@ impl Measurement {
 pub struct Frame {
     /// The instruction pointer this frame was resolved from (shared by inlined frames).
     pub ip: usize,
-    /// Demangled function name (never shortened), or `module+0xoffset` when unknown.
-    pub function: String,
+    /// Demangled function name (never shortened), or `module+0xoffset` when unknown. Shared
+    /// with every other frame of the same address: a report of thousands of deep stacks holds
+    /// each name once.
+    pub function: Arc<str>,
     /// Source file, when debug info has it.
-    pub file: Option<String>,
+    pub file: Option<Arc<str>>,
     /// Source line, when debug info has it.
     pub line: Option<u32>,
     /// Whether the function was inlined into the next frame of the same `ip`.
     pub inlined: bool,
     /// Path of the module (executable or shared library) holding `ip`.
-    pub module: Option<String>,
+    pub module: Option<Arc<str>>,
 }
 
 impl Frame {
@@ -156,7 +159,7 @@ impl Frame {
         let file = self.file.as_ref()?;
         Some(match self.line {
             Some(l) => format!("{file}:{l}"),
-            None => file.clone(),
+            None => file.to_string(),
         })
     }
 }
@@ -204,8 +207,7 @@ mod tests {
             stack: StdCallstack::from_ips(&[7]),
             spans: Vec::new(),
         };
-        let shown: Vec<&str> =
-            s.display_frames(false).iter().map(|f| f.function.as_str()).collect();
+        let shown: Vec<&str> = s.display_frames(false).iter().map(|f| &*f.function).collect();
         assert_eq!(shown, ["ying_example::leak_loop::{{closure}}"]);
         assert_eq!(s.display_frames(true).len(), 3);
     }

@@ -63,8 +63,8 @@ pub(crate) fn sort_stacks(v: &mut [&StackStats], m: Measurement) {
             .cmp(&a.measure(m))
             .then(b.measure(other).cmp(&a.measure(other)))
             .then_with(|| {
-                let fa = a.frames.iter().map(|f| f.function.as_str());
-                let fb = b.frames.iter().map(|f| f.function.as_str());
+                let fa = a.frames.iter().map(|f| &*f.function);
+                let fb = b.frames.iter().map(|f| &*f.function);
                 fa.cmp(fb)
             })
             .then_with(|| a.stack.ips().cmp(b.stack.ips()))
@@ -109,7 +109,7 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
         if id == 0 {
             frames.push(crate::callstack::Frame {
                 ip: 0,
-                function: "[stack table full: YING_MAX_STACKS]".to_string(),
+                function: "[stack table full: YING_MAX_STACKS]".into(),
                 file: None,
                 line: None,
                 inlined: false,

@@ -38,7 +38,7 @@ pub(crate) fn cache_len() -> usize {
 #[derive(Debug, Clone)]
 pub struct Module {
     /// Path of the module (the executable's real path for the main program).
-    pub name: String,
+    pub name: Arc<str>,
     /// Lowest address of its code.
     pub start: usize,
     /// One past its highest code address.
@@ -76,7 +76,7 @@ pub fn modules() -> Vec<Module> {
             return;
         }
         let build_id = lib.id().map(|id| id.to_string()).unwrap_or_default();
-        out.push(Module { name, start, end, bias, build_id });
+        out.push(Module { name: name.into(), start, end, bias, build_id });
     });
     out.sort_by_key(|m| m.start);
     out
@@ -114,7 +114,7 @@ fn resolve_uncached(ip: usize, mods: &[Module], elf: &mut ElfSymbolCache) -> Arc
         });
         let frame = Frame {
             ip,
-            function,
+            function: function.into(),
             file: None,
             line: None,
             inlined: false,
@@ -133,8 +133,8 @@ fn resolve_uncached(ip: usize, mods: &[Module], elf: &mut ElfSymbolCache) -> Arc
             };
             frames.push(Frame {
                 ip,
-                function,
-                file: sym.filename().map(|f| f.display().to_string()),
+                function: function.into(),
+                file: sym.filename().map(|f| f.display().to_string().into()),
                 line: sym.lineno(),
                 inlined: true,
                 module: None,
@@ -153,12 +153,19 @@ fn resolve_uncached(ip: usize, mods: &[Module], elf: &mut ElfSymbolCache) -> Arc
             }
             None => format!("{ip:#x}"),
         };
-        frames.push(Frame { ip, function, file: None, line: None, inlined: false, module: None });
+        frames.push(Frame {
+            ip,
+            function: function.into(),
+            file: None,
+            line: None,
+            inlined: false,
+            module: None,
+        });
     }
     let mname = module.map(|m| m.name.clone());
     for f in frames.iter_mut() {
         if f.function.is_empty() {
-            f.function = "??".to_string();
+            f.function = "??".into();
         }
         f.module = mname.clone();
     }

@@ -13,8 +13,8 @@ use ying_profiler::{Frame, Measurement, Snapshot, StackStats, Totals};
 fn frame(ip: usize, function: &str, line: u32, inlined: bool) -> Frame {
     Frame {
         ip,
-        function: function.to_string(),
-        file: Some("src/service.rs".to_string()),
+        function: function.into(),
+        file: Some("src/service.rs".into()),
         line: Some(line),
         inlined,
         module: None,

@@ -17,7 +17,7 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
             memory_start: m.start as u64,
             memory_limit: m.end as u64,
             file_offset: m.start.wrapping_sub(m.bias) as u64,
-            filename: m.name.clone(),
+            filename: m.name.to_string(),
             build_id: m.build_id.clone(),
             has_functions: true,
         })
@@ -34,9 +34,9 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
                 continue;
             }
             let line = PprofLine {
-                function: f.function.clone(),
-                system_name: f.function.clone(),
-                file: f.file.clone().unwrap_or_default(),
+                function: f.function.to_string(),
+                system_name: f.function.to_string(),
+                file: f.file.as_deref().unwrap_or_default().to_string(),
                 line: f.line.map(i64::from).unwrap_or(0),
             };
             match locations.last_mut() {
