@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::callstack::Frame;
-use crate::elf_symbols::ElfSymbolCache;
 use crate::spin::SpinMutex;
 use crate::tables::AddrHasher;
 
@@ -18,16 +17,12 @@ use crate::tables::AddrHasher;
 #[derive(Debug)]
 pub(crate) struct SymbolCache {
     map: HashMap<usize, Arc<[Frame]>, std::hash::BuildHasherDefault<AddrHasher>>,
-    /// System libraries' symbol tables, kept for one pass.
-    elf: Option<ElfSymbolCache>,
 }
 
 /// Serialises symbolization (the backtrace crate's DWARF caches are not thread-safe when used
 /// unsynchronized) and guards our cache. Taken before any other profiler lock.
-pub(crate) static SYMBOLS: SpinMutex<SymbolCache> = SpinMutex::new(SymbolCache {
-    map: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
-    elf: None,
-});
+pub(crate) static SYMBOLS: SpinMutex<SymbolCache> =
+    SpinMutex::new(SymbolCache { map: HashMap::with_hasher(std::hash::BuildHasherDefault::new()) });
 
 /// Number of cached addresses.
 pub(crate) fn cache_len() -> usize {
@@ -84,8 +79,13 @@ pub fn modules() -> Vec<Module> {
 
 /// The module containing `ip`.
 pub fn module_of(mods: &[Module], ip: usize) -> Option<&Module> {
-    let i = mods.partition_point(|m| m.start <= ip);
-    mods.get(i.checked_sub(1)?).filter(|m| ip < m.end)
+    mods.get(module_index(mods, ip)?)
+}
+
+/// The index in `mods` (sorted by start) of the module containing `ip`.
+fn module_index(mods: &[Module], ip: usize) -> Option<usize> {
+    let i = mods.partition_point(|m| m.start <= ip).checked_sub(1)?;
+    (ip < mods.get(i)?.end).then_some(i)
 }
 
 /// Whether `path` is a system library (C runtime, loader, compiler runtimes). Their frames are
@@ -97,31 +97,46 @@ fn is_system_library(path: &str) -> bool {
     ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"].iter().any(|p| path.starts_with(p))
 }
 
-/// Names `ip` of module `m` from the module's ELF symbol table, demangled. The address before
-/// `ip` is used so that a return address at a function's end names its caller.
-fn table_symbol(elf: &mut ElfSymbolCache, m: &Module, ip: usize) -> Option<String> {
-    let addr = ip.wrapping_sub(1).wrapping_sub(m.bias) as u64;
-    let name = elf.lookup(&m.name, addr)?;
-    Some(format!("{:#}", backtrace::SymbolName::new(name.as_bytes())))
-}
-
-fn resolve_uncached(ip: usize, mods: &[Module], elf: &mut ElfSymbolCache) -> Arc<[Frame]> {
-    let module = module_of(mods, ip);
-    if let Some(m) = module.filter(|m| is_system_library(&m.name)) {
-        let function = table_symbol(elf, m, ip).unwrap_or_else(|| {
+/// The frame of `ip` in system library `m`, named `name` (from its symbol table) when known.
+fn system_frame(ip: usize, m: &Module, name: Option<&str>) -> Arc<[Frame]> {
+    let function = match name {
+        Some(n) => format!("{:#}", backtrace::SymbolName::new(n.as_bytes())),
+        None => {
             let short = m.name.rsplit('/').next().unwrap_or(&m.name);
             format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
-        });
-        let frame = Frame {
-            ip,
-            function: function.into(),
-            file: None,
-            line: None,
-            inlined: false,
-            module: Some(m.name.clone()),
-        };
-        return Arc::from(vec![frame]);
-    }
+        }
+    };
+    let frame = Frame {
+        ip,
+        function: function.into(),
+        file: None,
+        line: None,
+        inlined: false,
+        module: Some(m.name.clone()),
+    };
+    Arc::from(vec![frame])
+}
+
+/// Names the addresses `ips` of system library `m` in one pass over its symbol tables. The
+/// address before each `ip` is looked up, so that a return address at a function's end names
+/// its caller.
+fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Frame]>)> {
+    let mut by_addr: Vec<(u64, usize)> =
+        ips.iter().map(|&ip| (ip.wrapping_sub(1).wrapping_sub(m.bias) as u64, ip)).collect();
+    by_addr.sort_unstable();
+    let addrs: Vec<u64> = by_addr.iter().map(|a| a.0).collect();
+    let names = crate::elf_symbols::name_functions(&m.name, &addrs);
+    by_addr
+        .iter()
+        .zip(names.iter())
+        .map(|(&(_, ip), name)| (ip, system_frame(ip, m, name.as_deref())))
+        .collect()
+}
+
+/// Resolves `ip` outside system libraries: DWARF (with inlined frames) or the ELF symbol table
+/// of its module, through the backtrace crate.
+fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
+    let module = module_of(mods, ip);
     let mut frames: Vec<Frame> = Vec::new();
     // SAFETY: `resolve_unsynchronized` must not run concurrently with another resolution; the
     // caller holds `SYMBOLS`, which every resolution in this crate takes.
@@ -175,29 +190,37 @@ fn resolve_uncached(ip: usize, mods: &[Module], elf: &mut ElfSymbolCache) -> Arc
 /// Resolves every address in `ips` into the cache (one lock hold, one module scan).
 pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     let mut cache = SYMBOLS.lock();
-    let mut mods: Option<Vec<Module>> = None;
-    let mut out = HashMap::with_capacity(ips.len());
-    for &ip in ips {
-        if out.contains_key(&ip) {
-            continue;
-        }
-        let frames = match cache.map.get(&ip) {
-            Some(f) => Arc::clone(f),
-            None => {
-                let mods = mods.get_or_insert_with(modules);
-                let elf = cache.elf.get_or_insert_with(ElfSymbolCache::default);
-                let f = resolve_uncached(ip, mods, elf);
-                cache.map.insert(ip, Arc::clone(&f));
-                f
+    let mut missing: Vec<usize> =
+        ips.iter().copied().filter(|ip| !cache.map.contains_key(ip)).collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        let mods = modules();
+        // System libraries: all of a module's addresses in one pass over its symbol tables.
+        let mut system: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &ip in &missing {
+            match module_index(&mods, ip).filter(|&i| is_system_library(&mods[i].name)) {
+                Some(i) => system.entry(i).or_default().push(ip),
+                None => {
+                    let f = resolve_uncached(ip, &mods);
+                    cache.map.insert(ip, f);
+                }
             }
-        };
-        out.insert(ip, frames);
-    }
-    if mods.is_some() {
+        }
+        for (i, ips) in system {
+            for (ip, f) in resolve_system(&mods[i], &ips) {
+                cache.map.insert(ip, f);
+            }
+        }
         // Our per-address cache keeps every answer; the parsed debug info behind them (tens of
         // MiB for a large binary) is dropped until the next report needs new addresses.
         backtrace::clear_symbol_cache();
-        cache.elf = None;
+    }
+    let mut out = HashMap::with_capacity(ips.len());
+    for &ip in ips {
+        if let Some(f) = cache.map.get(&ip) {
+            out.insert(ip, Arc::clone(f));
+        }
     }
     out
 }

@@ -26,6 +26,7 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
         let m = module_of(modules, ip)?;
         modules.iter().position(|x| x.start == m.start)
     };
+    let empty: std::sync::Arc<str> = "".into();
     let mut samples = Vec::with_capacity(snap.stacks.len());
     for s in &snap.stacks {
         let mut locations: Vec<PprofLocation> = Vec::new();
@@ -34,9 +35,9 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
                 continue;
             }
             let line = PprofLine {
-                function: f.function.to_string(),
-                system_name: f.function.to_string(),
-                file: f.file.as_deref().unwrap_or_default().to_string(),
+                function: f.function.clone(),
+                system_name: f.function.clone(),
+                file: f.file.clone().unwrap_or_else(|| empty.clone()),
                 line: f.line.map(i64::from).unwrap_or(0),
             };
             match locations.last_mut() {

@@ -38,6 +38,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -61,14 +62,14 @@ const DEFAULT_SAMPLE_TYPE: &str = "inuse_space";
 /// the last one is the real (outermost) function, as profile.proto specifies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PprofLine {
-    /// Human-readable (demangled) function name.
-    pub function: String,
+    /// Human-readable (demangled) function name (shared with the snapshot's frames).
+    pub function: Arc<str>,
     /// Function name as the system knows it (e.g. the mangled symbol). When empty, `function`
     /// is written instead, as Go and pprof's own symbolizer do; pprof shows a differing
     /// system name in parentheses after the name.
-    pub system_name: String,
+    pub system_name: Arc<str>,
     /// Source file; may be empty when unknown.
-    pub file: String,
+    pub file: Arc<str>,
     /// Source line number; 0 when unknown.
     pub line: i64,
 }
@@ -767,12 +768,7 @@ mod tests {
     // ---- Fixtures. ----
 
     fn line(function: &str, file: &str, line: i64) -> PprofLine {
-        PprofLine {
-            function: function.to_string(),
-            system_name: String::new(),
-            file: file.to_string(),
-            line,
-        }
+        PprofLine { function: function.into(), system_name: "".into(), file: file.into(), line }
     }
 
     fn loc(address: u64, lines: Vec<PprofLine>) -> PprofLocation {
