@@ -2,10 +2,14 @@
 //!
 //! Almost every `free` is of an unsampled block. Probing a locked table on each would put a lock
 //! and a hash probe on the hottest path there is, so `free` first reads one bit of a 64 KiB
-//! bitmap: a clear bit means "certainly not sampled". The bit index is the block address itself
-//! (in 16-byte units, modulo 2^19), so blocks that are close in memory share cache lines of the
-//! bitmap; a hashed index was a cache miss on nearly every free (measured: 80 % of the hook's
-//! time on that load).
+//! bitmap: a clear bit means "certainly not sampled". The bit index is the block's address in
+//! 4 KiB pages, modulo 2^19 (a 2 GiB window), so blocks that are close in memory share bits and
+//! cache lines: one bitmap line covers 2 MiB of heap, and the bitmap a program's frees touch is
+//! its heap size / 32768 (a hashed index was a cache miss on nearly every free, 80 % of the
+//! hook's time; 16-byte cells still made the bitmap load the hook's main cost in the Rust cache
+//! benchmark, measured). The price is that a live sample sends the frees of the other blocks of
+//! its page to the table probe: with one live sample per 512 KiB retained, about one page in
+//! 128, whatever the heap's size.
 //!
 //! Each bit has an 8-bit count of the live samples mapped to it, in a separate array that only
 //! the sampled paths touch: a sample increments its count and sets the bit before the pointer is
@@ -21,6 +25,8 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
+/// log2 of the bytes of address space one cell covers (see the module docs).
+const SHIFT: u32 = 12;
 const BITS: u32 = 19;
 const MASK: usize = (1 << BITS) - 1;
 static BITMAP: [AtomicU64; 1 << (BITS - 6)] = {
@@ -33,10 +39,10 @@ static COUNTS: [AtomicU8; 1 << BITS] = {
     c[0] = AtomicU8::new(u8::MAX); // saturated: null's bit is never cleared
     c
 };
-/// The filter cell of `ptr`: blocks are at least 16-byte aligned.
+/// The filter cell of `ptr`.
 #[inline(always)]
 pub(crate) fn cell(ptr: usize) -> usize {
-    (ptr >> 4) & MASK
+    (ptr >> SHIFT) & MASK
 }
 
 /// Whether `ptr` may be a sampled block.
@@ -94,13 +100,13 @@ mod tests {
     #[test]
     fn bits_follow_counts_without_false_negatives() {
         let base = 0x7f12_3400_1000usize; // not in null's cell
-        let ptrs: Vec<usize> = (0..1000).map(|i| base + i * 48).collect();
+        let ptrs: Vec<usize> = (0..1000).map(|i| base + i * 3 * (1 << SHIFT)).collect();
         for &p in &ptrs {
             ins(p);
         }
         assert!(ptrs.iter().all(|&p| may_contain(p)));
         // Two samples in one cell: the bit stays until both are gone.
-        let twin = base + (1 << (BITS + 4)); // same index as `base`
+        let twin = base + (1 << (BITS + SHIFT)); // same index as `base`
         ins(twin);
         rem(base);
         assert!(may_contain(twin));
@@ -110,10 +116,10 @@ mod tests {
         }
         assert!(ptrs.iter().all(|&p| !may_contain(p)), "all bits cleared");
         assert!(may_contain(0), "null always goes to the slow path");
-        ins(1 << (BITS + 4)); // shares null's cell
-        rem(1 << (BITS + 4));
+        ins(1 << (BITS + SHIFT)); // shares null's cell
+        rem(1 << (BITS + SHIFT));
         assert!(may_contain(0), "null's cell stays set");
         // Neighbouring blocks map to neighbouring bits.
-        assert_eq!(cell(base + 16), cell(base) + 1);
+        assert_eq!(cell(base + (1 << SHIFT)), cell(base) + 1);
     }
 }
