@@ -74,9 +74,12 @@ impl Collector<'_> {
 pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) -> usize {
     let mut c = Collector { out, n: 0, last_entry: None, past_entry: false, seen: 0 };
     if ts.stack_top.get() == 0 {
-        ts.stack_top.set(crate::sys::stack_top().unwrap_or(1));
+        let (lo, top) = crate::sys::stack_bounds().unwrap_or((1, 1));
+        ts.stack_lo.set(lo);
+        ts.stack_top.set(top);
     }
-    match crate::unwind::trace(ts.stack_top.get(), |f| c.push::<H>(f.ip, || f.function)) {
+    let stack = ts.stack_lo.get()..ts.stack_top.get();
+    match crate::unwind::trace(stack, |f| c.push::<H>(f.ip, || f.function)) {
         Ok(()) => c.finish(),
         Err(crate::unwind::Unsupported) => {
             c.n = 0;

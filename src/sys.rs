@@ -85,9 +85,9 @@ pub(crate) fn spawn_profiler_thread(
     Ok(())
 }
 
-/// One past the highest address of the calling thread's stack (glibc's view of the thread's
-/// stack; for the main thread it reads `/proc/self/maps`, so call it as profiler code).
-pub(crate) fn stack_top() -> Option<usize> {
+/// The calling thread's stack as (lowest address, one past the highest), glibc's view of it
+/// (for the main thread it reads `/proc/self/maps`, so call it as profiler code).
+pub(crate) fn stack_bounds() -> Option<(usize, usize)> {
     // SAFETY: all-zero is a valid initial `pthread_attr_t` for `pthread_getattr_np`, which
     // initialises it; it is destroyed exactly once, after the bounds are read.
     unsafe {
@@ -99,6 +99,6 @@ pub(crate) fn stack_top() -> Option<usize> {
         let mut size: libc::size_t = 0;
         let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
         libc::pthread_attr_destroy(&mut attr);
-        (rc == 0 && !addr.is_null()).then(|| addr as usize + size)
+        (rc == 0 && !addr.is_null()).then(|| (addr as usize, addr as usize + size))
     }
 }

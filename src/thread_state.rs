@@ -42,8 +42,9 @@ pub struct ThreadState {
     pub(crate) parked_budget: Cell<u64>,
     /// xorshift64* state; 0 until seeded.
     pub(crate) rng: Cell<u64>,
-    /// One past the highest address of the thread's stack, for the unwinder's bounds: 0 until
-    /// the first sample looks it up, 1 when it cannot be known.
+    /// The thread's stack, for the unwinder's bounds: lowest address, and one past the
+    /// highest (0 until the first sample looks them up; an empty range when unknown).
+    pub(crate) stack_lo: Cell<usize>,
     pub(crate) stack_top: Cell<usize>,
 }
 
@@ -60,6 +61,7 @@ impl ThreadState {
             budget: Cell::new(0),
             parked_budget: Cell::new(0),
             rng: Cell::new(0),
+            stack_lo: Cell::new(0),
             stack_top: Cell::new(0),
         }
     }

@@ -18,7 +18,7 @@
 //! to lie above the previous frame and below the top of the thread's stack, so that even a
 //! stale rule (an object unloaded and another loaded at its address) cannot make it read
 //! outside the stack; a thread whose stack bounds are unknown, or that runs on another stack
-//! (a signal stack, a coroutine), is left to libgcc.
+//! (a signal stack, a coroutine's), is left to libgcc.
 
 /// What [`trace`] reports per frame: its instruction pointer (a return address for every frame
 /// but the first) and the start of its function.
@@ -37,7 +37,7 @@ pub(crate) use imp::{lock_for_fork, trace, unlock_after_fork};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) fn trace(
-    _stack_top: usize,
+    _stack: std::ops::Range<usize>,
     _f: impl FnMut(RawFrame) -> bool,
 ) -> Result<(), Unsupported> {
     Err(Unsupported)
@@ -269,11 +269,11 @@ mod imp {
     }
 
     /// Walks the calling thread's stack from the caller of `trace`, calling `f` with each frame
-    /// until it returns false or the stack ends. `stack_top` is one past the highest address of
-    /// the thread's stack. Must run as profiler code (a cache miss allocates).
+    /// until it returns false or the stack ends. `stack` is the calling thread's stack. Must run
+    /// as profiler code (a cache miss allocates).
     #[inline(never)]
     pub(crate) fn trace(
-        stack_top: usize,
+        stack: std::ops::Range<usize>,
         mut f: impl FnMut(RawFrame) -> bool,
     ) -> Result<(), Unsupported> {
         let (mut ip, mut sp, mut bp): (usize, usize, usize);
@@ -290,9 +290,10 @@ mod imp {
                 options(nomem, nostack, preserves_flags),
             );
         }
-        if sp >= stack_top || stack_top - sp > 1 << 32 {
+        if !stack.contains(&sp) {
             return Err(Unsupported); // Unknown bounds, or not on the thread's own stack.
         }
+        let stack_top = stack.end;
         let mut first = true;
         loop {
             // A return address points after the call: look up the call itself.
@@ -380,8 +381,8 @@ mod imp {
         #[inline(never)]
         fn both_unwinders() -> (Vec<usize>, Vec<usize>) {
             let mut fast = Vec::new();
-            let top = crate::sys::stack_top().expect("a test thread knows its stack");
-            trace(top, |f| {
+            let (lo, top) = crate::sys::stack_bounds().expect("a test thread knows its stack");
+            trace(lo..top, |f| {
                 fast.push(f.ip);
                 true
             })
