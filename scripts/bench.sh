@@ -34,14 +34,14 @@ if [ "$QUICK" = 1 ]; then
     PAIRS=3
     CHURN_STEPS=8000000 # per thread; ~0.5 s under glibc
     PY_ROUNDS=1         # rounds of 1.5 M objects
-    RUST_OPS=600000     # per thread; ~0.6 s under System
+    RUST_OPS=1500000     # per thread; ~0.6 s under System
     STACKS_REPS=1
 else
     COMMAND="scripts/bench.sh"
     PAIRS=11
     CHURN_STEPS=36000000 # per thread; ~2-3 s under glibc
     PY_ROUNDS=3
-    RUST_OPS=2600000     # per thread; ~2-3 s under System
+    RUST_OPS=6000000     # per thread; ~2-3 s under System
     STACKS_REPS=3
 fi
 PY_RECORDS=500000 # x 3 objects = 1.5 M objects per round

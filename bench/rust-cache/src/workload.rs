@@ -85,4 +85,4 @@ fn run_impl(ops_per_thread: u64, spanned: bool) -> u64 {
 }
 
 /// Default operations per thread (about 2-3 s with `System` on the reference machine).
-pub const DEFAULT_OPS: u64 = 2_600_000;
+pub const DEFAULT_OPS: u64 = 6_000_000;
