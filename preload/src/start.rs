@@ -70,7 +70,8 @@ fn init_guarded() {
         SETTINGS.set_seed(seed);
     }
     find_own_code();
-    // Warm the unwinder (libgcc initialises state on first use) before any sample needs it.
+    // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
+    // any sample needs it.
     ying_profiler::__private::backtrace::trace(|_| true);
     // SAFETY: the three handlers are plain extern "C" fns that only touch our own locks.
     unsafe {
