@@ -30,7 +30,11 @@ struct Collector<'a> {
     seen: usize,
 }
 
-impl Collector<'_> {
+impl<'a> Collector<'a> {
+    fn new(out: &'a mut [usize; MAX_FRAMES]) -> Self {
+        Self { out, n: 0, last_entry: None, past_entry: false, seen: 0 }
+    }
+
     /// Takes one frame, innermost first; false once no more frames are wanted.
     #[inline(always)]
     fn push<H: Host>(&mut self, ip: usize, function: impl FnOnce() -> usize) -> bool {
@@ -72,7 +76,7 @@ impl Collector<'_> {
 /// its callers: every profiler frame on the stack is one more frame to unwind per sample.
 #[inline(always)]
 pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) -> usize {
-    let mut c = Collector { out, n: 0, last_entry: None, past_entry: false, seen: 0 };
+    let mut c = Collector::new(out);
     if ts.stack_top.get() == 0 {
         let (lo, top) = crate::sys::stack_bounds().unwrap_or((1, 1));
         ts.stack_lo.set(lo);
@@ -81,13 +85,7 @@ pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) 
     let stack = ts.stack_lo.get()..ts.stack_top.get();
     match crate::unwind::trace(stack, |f| c.push::<H>(f.ip, || f.function)) {
         Ok(()) => c.finish(),
-        Err(crate::unwind::Unsupported) => {
-            c.n = 0;
-            c.last_entry = None;
-            c.past_entry = false;
-            c.seen = 0;
-            capture_libgcc::<H>(c)
-        }
+        Err(crate::unwind::Unsupported) => capture_libgcc::<H>(Collector::new(c.out)),
     }
 }
 

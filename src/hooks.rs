@@ -420,21 +420,9 @@ fn realloc_slow<H: Host>(
         }
         return p;
     }
-    let interval = set.sample_interval();
-    // An unsampled block that grew: its growth takes its chance like fresh bytes would.
-    let mut sample_now = false;
-    if rec.is_none() && live {
-        let growth = new_size.saturating_sub(old_counted) as u64;
-        let budget = ts.budget.get();
-        if growth < budget {
-            ts.budget.set(budget - growth);
-        } else {
-            redraw(ts, set);
-            sample_now = set.enabled();
-        }
-    }
     add_free(old_counted);
     add_alloc(counted(p));
+    let interval = set.sample_interval();
     if let Some(mut rec) = rec {
         // One long-lived allocation: same stack and birth time, new address and weight.
         let _g = ts.enter();
@@ -443,9 +431,21 @@ fn realloc_slow<H: Host>(
         rec.weight = w;
         rec.size = new_size as u64;
         tables::insert_live(p as usize, rec);
-    } else if sample_now {
-        let _e = crate::sys::ErrnoGuard::save();
-        record_sample::<H>(ts, p as usize, new_size as u64, interval);
+        return p;
+    }
+    // An unsampled block grew: its growth takes its chance like fresh bytes would.
+    if live {
+        let growth = new_size.saturating_sub(old_counted) as u64;
+        let budget = ts.budget.get();
+        if growth < budget {
+            ts.budget.set(budget - growth);
+        } else {
+            redraw(ts, set);
+            if set.enabled() {
+                let _e = crate::sys::ErrnoGuard::save();
+                record_sample::<H>(ts, p as usize, new_size as u64, interval);
+            }
+        }
     }
     p
 }

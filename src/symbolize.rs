@@ -97,14 +97,18 @@ fn is_system_library(path: &str) -> bool {
     ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"].iter().any(|p| path.starts_with(p))
 }
 
+/// The name of an address no symbol covers: `module+0xoffset`, so that it can still be looked
+/// up offline.
+fn unnamed(m: &Module, ip: usize) -> String {
+    let short = m.name.rsplit('/').next().unwrap_or(&m.name);
+    format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
+}
+
 /// The frame of `ip` in system library `m`, named `name` (from its symbol table) when known.
 fn system_frame(ip: usize, m: &Module, name: Option<&str>) -> Arc<[Frame]> {
     let function = match name {
         Some(n) => format!("{:#}", backtrace::SymbolName::new(n.as_bytes())),
-        None => {
-            let short = m.name.rsplit('/').next().unwrap_or(&m.name);
-            format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
-        }
+        None => unnamed(m, ip),
     };
     let frame = Frame {
         ip,
@@ -162,10 +166,7 @@ fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
     frames.retain(|f| !f.function.is_empty() || f.file.is_some());
     if frames.is_empty() {
         let function = match module {
-            Some(m) => {
-                let short = m.name.rsplit('/').next().unwrap_or(&m.name);
-                format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
-            }
+            Some(m) => unnamed(m, ip),
             None => format!("{ip:#x}"),
         };
         frames.push(Frame {

@@ -56,8 +56,9 @@ __attribute__((noinline)) void marker_churn(void) {
     }
 }
 
-/* Exits when a block's first n bytes are not all `byte`: the profiler moves and places sampled
- * blocks itself, and must keep what the allocator's contract promises. */
+/* Exits when a block's first n bytes are not all `byte`: calloc and realloc go through the
+ * shim's hooks (and sampled reallocations move their records), and must still keep what the
+ * allocator's contract promises. */
 static void expect_bytes(const unsigned char *p, size_t n, unsigned char byte, const char *what) {
     for (size_t j = 0; j < n; j++)
         if (p[j] != byte) {

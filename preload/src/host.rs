@@ -99,8 +99,8 @@ pub(crate) struct ShimHost;
 impl Host for ShimHost {
     #[inline(always)]
     fn thread_state() -> &'static ThreadState {
-        // SAFETY: the C accessor returns this thread's 64-byte, 16-aligned, zero-initialised TLS
-        // block (a valid ThreadState), which lives as long as the thread; it never allocates.
+        // SAFETY: `tls_block` gives this thread's 64-byte, 64-aligned, zero-initialised TLS block
+        // (a valid ThreadState), which lives as long as the thread; reaching it never allocates.
         unsafe { &*(tls_block() as *const ThreadState) }
     }
 
@@ -130,8 +130,8 @@ pub(crate) fn thread_state() -> &'static ThreadState {
 /// `p` must be a live, non-null block from glibc's malloc family.
 #[inline(always)]
 pub(crate) unsafe fn usable_size(p: *mut u8) -> usize {
-    // SAFETY: glibc places the chunk's size word immediately before every block it returns.
-    let word = unsafe { *(p as *const usize).sub(1) };
+    // SAFETY: `p` is a live glibc block (caller contract).
+    let word = unsafe { header(p) };
     let chunk = word & !7;
     if word & 2 != 0 { chunk.saturating_sub(16) } else { chunk.saturating_sub(8) }
 }
