@@ -66,6 +66,7 @@ impl Settings {
         Self { enabled: AtomicBool::new(on), ..self }
     }
     /// Mean sampling interval in bytes.
+    #[inline]
     pub fn sample_interval(&self) -> u64 {
         self.sample_interval.load(Ordering::Relaxed).max(1)
     }
@@ -74,6 +75,7 @@ impl Settings {
         self.sample_interval.store(bytes.max(1), Ordering::Relaxed);
     }
     /// The giant-allocation limit.
+    #[inline]
     pub fn max_alloc_bytes(&self) -> u64 {
         self.max_alloc_bytes.load(Ordering::Relaxed)
     }
@@ -95,6 +97,7 @@ impl Settings {
         self.enabled.store(on, Ordering::Relaxed);
     }
     /// Whether sampling is on.
+    #[inline]
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
     }
@@ -198,9 +201,25 @@ pub fn fork_parent() {
 pub fn on_alloc<H: Host>(
     set: &Settings,
     size: usize,
+    real: impl FnOnce() -> *mut u8 + Copy,
+    counted: impl Fn(*mut u8) -> usize + Copy,
+) -> *mut u8 {
+    match alloc_unsampled::<H>(size, real, counted) {
+        Some(p) => p,
+        None => alloc_slow::<H>(size, set, H::thread_state(), real, counted),
+    }
+}
+
+/// The unsampled allocation path alone: when the thread's budget covers `size`, performs the
+/// allocation with `real`, counts it and returns the block; otherwise returns `None` without
+/// calling `real`, and the caller goes on to [`on_alloc`] (for a front end that keeps its slow
+/// path in a frame of its own).
+#[inline(always)]
+pub fn alloc_unsampled<H: Host>(
+    size: usize,
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
-) -> *mut u8 {
+) -> Option<*mut u8> {
     let ts = H::thread_state();
     let budget = ts.budget.get();
     // A non-zero budget means: set up, unguarded, owning a counter slot.
@@ -210,9 +229,9 @@ pub fn on_alloc<H: Host>(
         if !p.is_null() {
             totals::add_alloc(ts.slot.get(), counted(p));
         }
-        return p;
+        return Some(p);
     }
-    alloc_slow::<H>(size, set, ts, real, counted)
+    None
 }
 
 #[cold]
@@ -287,16 +306,21 @@ fn retire(rec: Record) {
     tables::STACKS.lock().free_sample(rec.stack, rec.weight, lifetime_ms);
 }
 
-/// Free hook: `real` releases `ptr` (which may be null) and runs last, after the record of a
-/// sampled block is gone. `counted` gives the block's counted size (it is only called for a
-/// non-null `ptr`).
+/// Free hook: `real(ptr)` releases `ptr` (which may be null) and runs last, after the record of a
+/// sampled block is gone. `counted(ptr)` gives the block's counted size (it is only called for a
+/// non-null `ptr`). Both receive the pointer rather than capture it, so that their captures
+/// (the layout, in Rust) stay small enough to travel in registers to the slow path.
 #[inline(always)]
-pub fn on_free<H: Host>(ptr: *mut u8, counted: impl FnOnce() -> usize, real: impl FnOnce()) {
+pub fn on_free<H: Host>(
+    ptr: *mut u8,
+    counted: impl FnOnce(*mut u8) -> usize,
+    real: impl FnOnce(*mut u8),
+) {
     if !crate::filter::may_contain(ptr as usize) {
         let slot = H::thread_state().slot.get();
         if slot != 0 {
-            totals::add_free(slot, counted());
-            return real();
+            totals::add_free(slot, counted(ptr));
+            return real(ptr);
         }
     }
     free_slow::<H>(ptr, counted, real)
@@ -304,11 +328,15 @@ pub fn on_free<H: Host>(ptr: *mut u8, counted: impl FnOnce() -> usize, real: imp
 
 #[cold]
 #[inline(never)]
-fn free_slow<H: Host>(ptr: *mut u8, counted: impl FnOnce() -> usize, real: impl FnOnce()) {
+fn free_slow<H: Host>(
+    ptr: *mut u8,
+    counted: impl FnOnce(*mut u8) -> usize,
+    real: impl FnOnce(*mut u8),
+) {
     if !ptr.is_null() {
-        note_free::<H>(ptr, counted());
+        note_free::<H>(ptr, counted(ptr));
     }
-    real()
+    real(ptr)
 }
 
 fn note_free<H: Host>(ptr: *mut u8, counted: usize) {
@@ -342,9 +370,29 @@ pub fn on_realloc<H: Host>(
     old: *mut u8,
     old_counted: usize,
     new_size: usize,
+    real: impl FnOnce() -> *mut u8 + Copy,
+    counted: impl Fn(*mut u8) -> usize + Copy,
+) -> *mut u8 {
+    match realloc_unsampled::<H>(set, old, old_counted, new_size, real, counted) {
+        Some(p) => p,
+        None => {
+            realloc_slow::<H>(set, H::thread_state(), old, old_counted, new_size, real, counted)
+        }
+    }
+}
+
+/// The unsampled reallocation path alone (see [`alloc_unsampled`]): when `old` is certainly not
+/// sampled and the growth fits the budget, performs the reallocation with `real` and counts it;
+/// otherwise returns `None` without calling `real`, and the caller goes on to [`on_realloc`].
+#[inline(always)]
+pub fn realloc_unsampled<H: Host>(
+    set: &Settings,
+    old: *mut u8,
+    old_counted: usize,
+    new_size: usize,
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
-) -> *mut u8 {
+) -> Option<*mut u8> {
     let ts = H::thread_state();
     let growth = new_size.saturating_sub(old_counted) as u64;
     let budget = ts.budget.get();
@@ -361,9 +409,9 @@ pub fn on_realloc<H: Host>(
             totals::add_free(slot, old_counted);
             totals::add_alloc(slot, counted(p));
         }
-        return p;
+        return Some(p);
     }
-    realloc_slow::<H>(set, ts, old, old_counted, new_size, real, counted)
+    None
 }
 
 #[cold]

@@ -64,9 +64,9 @@ impl Host for RustHost {
         let start = function();
         type A = unsafe fn(&YingProfiler, Layout) -> *mut u8;
         type R = unsafe fn(&YingProfiler, *mut u8, Layout, usize) -> *mut u8;
-        start == <YingProfiler as GlobalAlloc>::alloc as A as usize
+        start == YingProfiler::alloc_slow as A as usize
             || start == <YingProfiler as GlobalAlloc>::alloc_zeroed as A as usize
-            || start == <YingProfiler as GlobalAlloc>::realloc as R as usize
+            || start == YingProfiler::realloc_slow as R as usize
     }
 }
 
@@ -195,19 +195,78 @@ impl ProfileSource for YingProfiler {
     }
 }
 
-// SAFETY: every method forwards to `System` with the caller's layout unchanged; the hooks only
-// observe pointers and sizes and never touch the memory, so `System`'s guarantees hold.
-unsafe impl GlobalAlloc for YingProfiler {
+/// The alignment glibc's malloc guarantees (`System`'s `MIN_ALIGN` on the 64-bit targets).
+const MALLOC_ALIGN: usize = 2 * std::mem::size_of::<usize>();
+
+/// Whether `System` serves `layout` with a plain `malloc` (its alignment is at most what malloc
+/// guarantees, and at most the size); other layouts take `System`'s aligned path.
+#[inline(always)]
+fn is_plain(layout: Layout) -> bool {
+    layout.align() <= MALLOC_ALIGN && layout.align() <= layout.size()
+}
+
+impl YingProfiler {
+    /// `alloc` beyond the unsampled path of a plain layout: samples, first calls on a thread,
+    /// giant requests, over-aligned layouts. Never inlined: its address identifies the front
+    /// end's frame in captured stacks (see `RustHost::is_entry_frame`).
+    ///
+    /// # Safety
+    /// As for `GlobalAlloc::alloc`.
+    #[cold]
     #[inline(never)]
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size();
+    unsafe fn alloc_slow(&self, layout: Layout) -> *mut u8 {
         hooks::on_alloc::<RustHost>(
             &self.settings,
-            size,
+            layout.size(),
             // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
             move || unsafe { System.alloc(layout) },
-            move |_| size,
+            move |_| layout.size(),
         )
+    }
+
+    /// `realloc` beyond the unsampled path (see `alloc_slow`).
+    ///
+    /// # Safety
+    /// As for `GlobalAlloc::realloc`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn realloc_slow(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        hooks::on_realloc::<RustHost>(
+            &self.settings,
+            ptr,
+            layout.size(),
+            new_size,
+            // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+            move || unsafe { System.realloc(ptr, layout, new_size) },
+            move |_| new_size,
+        )
+    }
+}
+
+// SAFETY: every method forwards to `System` (or to the `malloc` that `System` itself calls for
+// that layout) with the caller's layout unchanged; the hooks only observe pointers and sizes and
+// never touch the memory, so `System`'s guarantees hold.
+unsafe impl GlobalAlloc for YingProfiler {
+    // Inlined into the allocator shim `__rust_alloc`: the unsampled path of a plain layout is
+    // the whole call. Everything else goes through `alloc_slow`, whose frame marks where a
+    // captured stack's own frames end.
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let size = layout.size();
+        if is_plain(layout) {
+            let fast = hooks::alloc_unsampled::<RustHost>(
+                size,
+                // SAFETY: what `System.alloc` does for a plain layout (see `is_plain`); `size`
+                // is non-zero because the alignment is at least 1 and at most `size`.
+                move || unsafe { libc::malloc(size) }.cast(),
+                move |_| size,
+            );
+            if let Some(p) = fast {
+                return p;
+            }
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
+        unsafe { self.alloc_slow(layout) }
     }
 
     #[inline(never)]
@@ -222,25 +281,37 @@ unsafe impl GlobalAlloc for YingProfiler {
         )
     }
 
+    // Inlined into the allocator shim `__rust_dealloc` (a free is never an entry frame of a
+    // captured stack, unlike the allocating methods, which keep their own addresses).
+    #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         hooks::on_free::<RustHost>(
             ptr,
-            move || layout.size(),
+            move |_| layout.size(),
             // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.
-            move || unsafe { System.dealloc(ptr, layout) },
+            move |p| unsafe { System.dealloc(p, layout) },
         )
     }
 
-    #[inline(never)]
+    // Inlined into `__rust_realloc`, as `alloc` is; `realloc_slow` is the frame of its own.
+    #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        hooks::on_realloc::<RustHost>(
-            &self.settings,
-            ptr,
-            layout.size(),
-            new_size,
-            // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-            move || unsafe { System.realloc(ptr, layout, new_size) },
-            move |_| new_size,
-        )
+        if layout.align() <= MALLOC_ALIGN && layout.align() <= new_size {
+            let fast = hooks::realloc_unsampled::<RustHost>(
+                &self.settings,
+                ptr,
+                layout.size(),
+                new_size,
+                // SAFETY: what `System.realloc` does when the alignment is at most malloc's and
+                // at most the new size; `ptr` is a live block of ours (caller contract).
+                move || unsafe { libc::realloc(ptr.cast(), new_size) }.cast(),
+                move |_| new_size,
+            );
+            if let Some(p) = fast {
+                return p;
+            }
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+        unsafe { self.realloc_slow(ptr, layout, new_size) }
     }
 }

@@ -58,7 +58,7 @@ fn counted(p: *mut u8) -> usize {
 
 /// One allocation through the hooks; `real` is the glibc call.
 #[inline(always)]
-fn alloc_with(size: usize, real: impl FnOnce() -> *mut c_void) -> *mut c_void {
+fn alloc_with(size: usize, real: impl FnOnce() -> *mut c_void + Copy) -> *mut c_void {
     let p = on_alloc::<ShimHost>(&SETTINGS, size, move || real().cast(), counted);
     if p.is_null() {
         set_errno(libc::ENOMEM);
@@ -115,9 +115,9 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
         // header is readable.
-        move || unsafe { counted_size(p.cast()) },
+        |p| unsafe { counted_size(p) },
         // SAFETY: as above; glibc's free preserves errno.
-        move || unsafe { __libc_free(p) },
+        |p| unsafe { __libc_free(p.cast()) },
     )
 }
 
