@@ -4,7 +4,7 @@
 //!
 //! The unsampled paths are `#[inline(always)]` and do only this. An allocation reads the thread's
 //! budget, compares it with the size, subtracts, calls the real allocator and adds to the
-//! thread's own counter slot. A free reads one byte of the address filter and the thread's slot,
+//! thread's own counter slot. A free reads one bit of the address filter and the thread's slot,
 //! and adds to it. No lock, no syscall, no allocation, no panic, `errno` untouched. Everything
 //! else (first call on a thread, re-entrant calls from profiler code, a sample, a giant request,
 //! a free the filter cannot reject, a thread that is exiting) goes to a `#[cold]` slow path.
@@ -129,8 +129,6 @@ fn redraw(ts: &ThreadState, set: &Settings) {
 }
 
 fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
-    // Before the thread can take a fast path: free(NULL) must find its filter cell set.
-    crate::filter::init();
     let ordinal = THREAD_ORDINAL.fetch_add(1, Ordering::Relaxed);
     let seed = if set.seeded.load(Ordering::Relaxed) {
         set.seed.load(Ordering::Relaxed)
