@@ -10,7 +10,7 @@
 //! cache benchmark (dealloc 2.7 % of the run, 1.1 % with 256-byte cells). 4 KiB cells made the
 //! frees of a live sample's page neighbours probe the table: 2.8 % of all frees in the churn
 //! benchmark, against 0.09 % with 256-byte cells.
-
+//!
 //! Each bit has an 8-bit count of the live samples mapped to it, in a separate array that only
 //! the sampled paths touch: a sample increments its count and sets the bit before the pointer is
 //! returned to the program; removing the last sample of a cell clears the bit. A cell's count is

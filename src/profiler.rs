@@ -198,11 +198,12 @@ impl ProfileSource for YingProfiler {
 /// The alignment glibc's malloc guarantees (`System`'s `MIN_ALIGN` on the 64-bit targets).
 const MALLOC_ALIGN: usize = 2 * std::mem::size_of::<usize>();
 
-/// Whether `System` serves `layout` with a plain `malloc` (its alignment is at most what malloc
-/// guarantees, and at most the size); other layouts take `System`'s aligned path.
+/// Whether `System` serves a block of `size` bytes aligned to `align` with plain `malloc` or
+/// `realloc` (the alignment is at most what malloc guarantees, and at most the size); other
+/// layouts take `System`'s aligned path.
 #[inline(always)]
-fn is_plain(layout: Layout) -> bool {
-    layout.align() <= MALLOC_ALIGN && layout.align() <= layout.size()
+fn is_plain(align: usize, size: usize) -> bool {
+    align <= MALLOC_ALIGN && align <= size
 }
 
 impl YingProfiler {
@@ -253,7 +254,7 @@ unsafe impl GlobalAlloc for YingProfiler {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
-        if is_plain(layout) {
+        if is_plain(layout.align(), size) {
             let fast = hooks::alloc_unsampled::<RustHost>(
                 size,
                 // SAFETY: what `System.alloc` does for a plain layout (see `is_plain`); `size`
@@ -296,14 +297,14 @@ unsafe impl GlobalAlloc for YingProfiler {
     // Inlined into `__rust_realloc`, as `alloc` is; `realloc_slow` is the frame of its own.
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if layout.align() <= MALLOC_ALIGN && layout.align() <= new_size {
+        if is_plain(layout.align(), new_size) {
             let fast = hooks::realloc_unsampled::<RustHost>(
                 &self.settings,
                 ptr,
                 layout.size(),
                 new_size,
-                // SAFETY: what `System.realloc` does when the alignment is at most malloc's and
-                // at most the new size; `ptr` is a live block of ours (caller contract).
+                // SAFETY: what `System.realloc` does for a plain alignment and new size (see
+                // `is_plain`); `ptr` is a live block of ours (caller contract).
                 move || unsafe { libc::realloc(ptr.cast(), new_size) }.cast(),
                 move |_| new_size,
             );

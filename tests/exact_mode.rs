@@ -64,6 +64,19 @@ fn exact_per_stack_bytes_and_counts() {
     assert_eq!(live[0].retained_count, 1);
     assert_eq!(live[0].num_allocations, 1);
 
+    // Capture trims the profiler's own frames by address, up to the front end's slow-path entry
+    // points: none of the frames above them survive in the raw stacks (reports would hide them
+    // anyway, so this looks at the frames as captured).
+    for s in &snap.stacks {
+        for f in &s.frames {
+            for own in ["ying_profiler::hooks::", "ying_profiler::capture", "ying_profiler::unwind"]
+            {
+                assert!(!f.function.contains(own), "untrimmed profiler frame {f} in {s:#?}");
+            }
+            assert!(!f.function.contains("alloc_slow"), "untrimmed entry frame {f} in {s:#?}");
+            assert!(!f.function.contains("realloc_slow"), "untrimmed entry frame {f} in {s:#?}");
+        }
+    }
     // Profiler frames never appear in stacks.
     for s in &snap.stacks {
         for f in s.display_frames(true) {
