@@ -1,7 +1,6 @@
 //! The cache workload with `System` as the global allocator (the baseline).
 
-#[path = "../workload.rs"]
-mod workload;
+use ying_bench_rust_cache as workload;
 
 #[global_allocator]
 static ALLOC: std::alloc::System = std::alloc::System;

@@ -1,8 +1,7 @@
 //! The cache workload with this repository's `YingProfiler` as the global allocator: default
 //! settings (512 KiB mean sampling interval), no reporting thread, stats read once at the end.
 
-#[path = "../workload.rs"]
-mod workload;
+use ying_bench_rust_cache as workload;
 
 use ying_profiler::YingProfiler;
 

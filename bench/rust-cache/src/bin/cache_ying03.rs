@@ -2,8 +2,7 @@
 //! default settings (one allocation in 500 sampled), no reporting thread, stats read once at
 //! the end.
 
-#[path = "../workload.rs"]
-mod workload;
+use ying_bench_rust_cache as workload;
 
 use ying_profiler_03::YingProfiler;
 

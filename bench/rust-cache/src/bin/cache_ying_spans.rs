@@ -3,8 +3,7 @@
 //! is installed and every sample records its span path; built without, the same spans are
 //! entered with no Ying layer. `scripts/bench.sh` times one against the other.
 
-#[path = "../workload.rs"]
-mod workload;
+use ying_bench_rust_cache as workload;
 
 use tracing_subscriber::prelude::*;
 use ying_profiler::YingProfiler;
