@@ -16,6 +16,11 @@ fn marker_shared_decoder(n: usize, size: usize) -> Vec<Box<[u8]>> {
 }
 
 #[inline(never)]
+fn marker_batch(size: usize) -> Box<[u8]> {
+    black_box(vec![5u8; size].into_boxed_slice())
+}
+
+#[inline(never)]
 fn marker_async_alloc(size: usize) -> Box<[u8]> {
     black_box(vec![4u8; size].into_boxed_slice())
 }
@@ -53,6 +58,30 @@ fn spans_split_stacks_and_follow_tasks() {
     assert_eq!(blocks(&sa), 30_000, "{sa:#?}");
     assert_eq!(blocks(&sb), 60_000, "{sb:#?}");
     drop((a, b));
+
+    // More live spans than the layer's per-thread id cache holds, entered out of creation
+    // order: evicted entries fall back to the registry, and every sample keeps its own span.
+    let spans: Vec<_> = (0..100)
+        .map(|i| {
+            if i % 3 == 0 {
+                tracing::info_span!("batch_even")
+            } else {
+                tracing::info_span!("batch_odd")
+            }
+        })
+        .collect();
+    let mut kept_batches = Vec::new();
+    for (i, span) in spans.iter().enumerate().rev() {
+        let size = if i % 3 == 0 { 500 } else { 900 };
+        kept_batches.push(span.in_scope(|| marker_batch(size)));
+    }
+    let snap = A.snapshot();
+    let batch = |span: &str| {
+        in_span(&snap.stacks, "marker_batch", span).iter().map(|s| s.retained_bytes).sum::<u64>()
+    };
+    assert_eq!(batch("batch_even"), 34 * 500);
+    assert_eq!(batch("batch_odd"), 66 * 900);
+    drop((kept_batches, spans));
 
     // Tasks on a multi-threaded runtime, each instrumented with its own span, allocating on
     // both sides of `.await` points and moving between worker threads.
