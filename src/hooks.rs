@@ -29,6 +29,24 @@ pub trait Host: 'static {
     /// is the front end's own code (its allocation entry points); captured stacks drop
     /// everything up to the last such frame near the top.
     fn is_entry_frame(ip: usize, function: impl FnOnce() -> usize) -> bool;
+
+    /// The calling thread's `budget`, read by the unsampled paths. The accessors below let a
+    /// front end reach the two hot fields without forming the state's address: the shim reads
+    /// them %fs-relative, one instruction instead of two.
+    #[inline(always)]
+    fn budget() -> u64 {
+        Self::thread_state().budget.get()
+    }
+    /// Stores the calling thread's `budget` (unsampled paths only).
+    #[inline(always)]
+    fn set_budget(bytes: u64) {
+        Self::thread_state().budget.set(bytes)
+    }
+    /// The calling thread's `slot`, read by the unsampled paths.
+    #[inline(always)]
+    fn slot() -> usize {
+        Self::thread_state().slot.get()
+    }
 }
 
 /// Sampling settings read by the slow paths. Atomics so the shim can set them at start-up and
@@ -218,14 +236,13 @@ pub fn alloc_unsampled<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> Option<*mut u8> {
-    let ts = H::thread_state();
-    let budget = ts.budget.get();
+    let budget = H::budget();
     // A non-zero budget means: set up, unguarded, owning a counter slot.
     if (size as u64) < budget {
-        ts.budget.set(budget - size as u64);
+        H::set_budget(budget - size as u64);
         let p = real();
         if !p.is_null() {
-            totals::add_alloc(ts.slot.get(), counted(p));
+            totals::add_alloc(H::slot(), counted(p));
         }
         return Some(p);
     }
@@ -315,7 +332,7 @@ pub fn on_free<H: Host>(
     real: impl FnOnce(*mut u8),
 ) {
     if !crate::filter::may_contain(ptr as usize) {
-        let slot = H::thread_state().slot.get();
+        let slot = H::slot();
         if slot != 0 {
             totals::add_free(slot, counted(ptr));
             return real(ptr);
@@ -391,9 +408,8 @@ pub fn realloc_unsampled<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> Option<*mut u8> {
-    let ts = H::thread_state();
     let growth = new_size.saturating_sub(old_counted) as u64;
-    let budget = ts.budget.get();
+    let budget = H::budget();
     if growth < budget
         && new_size != 0
         && (new_size as u64) < set.max_alloc_bytes()
@@ -402,8 +418,8 @@ pub fn realloc_unsampled<H: Host>(
         let p = real();
         if !p.is_null() {
             // A non-zero budget means the thread owns a slot.
-            let slot = ts.slot.get();
-            ts.budget.set(budget - growth);
+            let slot = H::slot();
+            H::set_budget(budget - growth);
             totals::add_free(slot, old_counted);
             totals::add_alloc(slot, counted(p));
         }

@@ -50,6 +50,11 @@ pub struct ThreadState {
 
 const _: () = assert!(std::mem::size_of::<ThreadState>() <= 64);
 
+/// Byte offset of the hot path's `slot` field, for front ends that address the block directly.
+pub const SLOT_OFFSET: usize = std::mem::offset_of!(ThreadState, slot);
+/// Byte offset of the hot path's `budget` field.
+pub const BUDGET_OFFSET: usize = std::mem::offset_of!(ThreadState, budget);
+
 impl ThreadState {
     /// The all-zero initial state.
     pub const fn new() -> Self {

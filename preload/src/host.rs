@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use ying_profiler::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use ying_profiler::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 use ying_profiler::thread_state::ThreadState;
+#[cfg(target_arch = "x86_64")]
+use ying_profiler::thread_state::{BUDGET_OFFSET, SLOT_OFFSET};
 
 #[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" {
@@ -42,6 +44,63 @@ fn tls_block() -> *mut c_void {
         );
     }
     p as *mut c_void
+}
+
+/// The block's offset from the thread pointer (the GOT entry of `tls_block`), for the
+/// %fs-relative accesses of the hot fields below.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn tls_offset() -> usize {
+    let o: usize;
+    // SAFETY: reads the GOT entry holding the block's TLS offset, written once by the dynamic
+    // linker before any code of ours runs and constant afterwards, hence `pure, nomem`.
+    unsafe {
+        std::arch::asm!(
+            "mov {o}, qword ptr [rip + {blk}@GOTTPOFF]",
+            blk = sym ying_tls_block,
+            o = out(reg) o,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    o
+}
+
+/// Reads the 8-byte field at `FIELD` of the calling thread's block, %fs-relative.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn tls_read<const FIELD: usize>() -> u64 {
+    let v: u64;
+    // SAFETY: `tls_offset() + FIELD` is an 8-byte-aligned field inside this thread's 64-byte
+    // TLS block (FIELD is a ThreadState field offset, and the block holds a ThreadState); only
+    // this thread accesses it. `readonly`: it reads memory, so it is not moved across writes.
+    unsafe {
+        std::arch::asm!(
+            "mov {v}, qword ptr fs:[{o} + {field}]",
+            o = in(reg) tls_offset(),
+            field = const FIELD,
+            v = out(reg) v,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    v
+}
+
+/// Writes the 8-byte field at `FIELD` of the calling thread's block, %fs-relative.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn tls_write<const FIELD: usize>(v: u64) {
+    // SAFETY: as in `tls_read`; the field belongs to this thread alone. Without `nomem` or
+    // `readonly`, the compiler assumes the store may change any memory, so no cached read of
+    // the same field (through `&ThreadState` or `tls_read`) is reused across it.
+    unsafe {
+        std::arch::asm!(
+            "mov qword ptr fs:[{o} + {field}], {v}",
+            o = in(reg) tls_offset(),
+            field = const FIELD,
+            v = in(reg) v,
+            options(nostack, preserves_flags),
+        );
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -115,6 +174,24 @@ impl Host for ShimHost {
 
     fn is_entry_frame(ip: usize, _function: impl FnOnce() -> usize) -> bool {
         ip >= OWN_START.load(Ordering::Relaxed) && ip < OWN_END.load(Ordering::Relaxed)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn budget() -> u64 {
+        tls_read::<BUDGET_OFFSET>()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn set_budget(bytes: u64) {
+        tls_write::<BUDGET_OFFSET>(bytes)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn slot() -> usize {
+        tls_read::<SLOT_OFFSET>() as usize
     }
 }
 
