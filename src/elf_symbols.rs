@@ -26,7 +26,9 @@ const STT_GNU_IFUNC: u8 = 10;
 /// A section header's fields this module needs.
 #[derive(Debug, Clone, Copy)]
 struct Section {
+    name: u32,
     kind: u32,
+    flags: u64,
     offset: u64,
     size: u64,
     link: u32,
@@ -68,7 +70,9 @@ fn sections(file: &File) -> Option<Vec<Section>> {
         let mut sh = [0u8; 64];
         file.read_exact_at(&mut sh, shoff.checked_add(i.checked_mul(shentsize)?)?).ok()?;
         Some(Section {
+            name: u32_at(&sh, 0)?,
             kind: u32_at(&sh, 4)?,
+            flags: u64_at(&sh, 8)?,
             offset: u64_at(&sh, 0x18)?,
             size: u64_at(&sh, 0x20)?,
             link: u32_at(&sh, 0x28)?,
@@ -80,6 +84,44 @@ fn sections(file: &File) -> Option<Vec<Section>> {
         shnum = read(0)?.size;
     }
     (0..shnum.min(1 << 16)).map(read).collect()
+}
+
+/// A section's name and where its bytes are in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct NamedSection {
+    pub name: String,
+    pub offset: u64,
+    pub size: u64,
+    /// `sh_flags` (`SHF_COMPRESSED` = 0x800 marks a compressed section).
+    pub flags: u64,
+}
+
+/// The named sections of a 64-bit little-endian ELF file (`SHT_NOBITS` ones have no bytes in
+/// the file and are left out).
+pub(crate) fn named_sections(file: &File) -> Option<Vec<NamedSection>> {
+    const SHT_NOBITS: u32 = 8;
+    let secs = sections(file)?;
+    let mut eh = [0u8; 64];
+    file.read_exact_at(&mut eh, 0).ok()?;
+    let mut shstrndx = u64::from(u16_at(&eh, 0x3E)?);
+    if shstrndx == 0xFFFF {
+        // Extended numbering: the index is in section 0's link.
+        shstrndx = u64::from(secs.first()?.link);
+    }
+    let names = secs.get(usize::try_from(shstrndx).ok()?)?;
+    Some(
+        secs.iter()
+            .filter(|s| s.kind != SHT_NOBITS)
+            .filter_map(|s| {
+                Some(NamedSection {
+                    name: read_name(file, names, s.name)?,
+                    offset: s.offset,
+                    size: s.size,
+                    flags: s.flags,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Reads the NUL-terminated name at `offset` of string table `strtab`.

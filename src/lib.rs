@@ -126,6 +126,7 @@ pub mod utils;
 
 mod capture;
 mod clock;
+mod dwarf;
 mod elf_symbols;
 mod filter;
 mod profiler;

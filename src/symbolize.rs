@@ -137,6 +137,69 @@ fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Frame]>)> {
         .collect()
 }
 
+/// Resolves the addresses `ips` of module `m` (not a system library) from its debug info, one
+/// compilation unit at a time (`dwarf`). An address the debug info does not name is named from
+/// the module's symbol table, as the backtrace crate does. A module `dwarf` cannot read
+/// (compressed or detached debug info, no debug info) goes to the backtrace crate whole.
+fn resolve_module(m: &Module, ips: &[usize], mods: &[Module]) -> Vec<(usize, Arc<[Frame]>)> {
+    // Return addresses: look up the call instruction before each one.
+    let addrs: Vec<u64> =
+        ips.iter().map(|&ip| ip.wrapping_sub(1).wrapping_sub(m.bias) as u64).collect();
+    let Some(found) = crate::dwarf::resolve(&m.name, &addrs) else {
+        return ips.iter().map(|&ip| (ip, resolve_uncached(ip, mods))).collect();
+    };
+    let unnamed_at: Vec<usize> = (0..ips.len())
+        .filter(|&i| found[i].as_ref().is_none_or(|fr| fr.iter().any(|f| f.name.is_none())))
+        .collect();
+    let mut symtab: HashMap<usize, String> = HashMap::new();
+    if !unnamed_at.is_empty() {
+        let mut want: Vec<(u64, usize)> = unnamed_at.iter().map(|&i| (addrs[i], i)).collect();
+        want.sort_unstable();
+        let sorted: Vec<u64> = want.iter().map(|w| w.0).collect();
+        let names = crate::elf_symbols::name_functions(&m.name, &sorted);
+        for ((_, i), name) in want.into_iter().zip(names) {
+            if let Some(n) = name {
+                symtab.insert(i, n);
+            }
+        }
+    }
+    let demangle = |raw: &[u8]| format!("{:#}", backtrace::SymbolName::new(raw));
+    ips.iter()
+        .zip(found)
+        .enumerate()
+        .map(|(i, (&ip, frames))| {
+            let fallback = symtab.get(&i).map(|n| demangle(n.as_bytes())).unwrap_or_default();
+            let mut out: Vec<Frame> = frames
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| Frame {
+                    ip,
+                    function: match &f.name {
+                        Some(raw) => demangle(raw),
+                        None => fallback.clone(),
+                    }
+                    .into(),
+                    file: f.file.map(Into::into),
+                    line: f.line,
+                    inlined: true,
+                    module: None,
+                })
+                .collect();
+            if out.is_empty() && !fallback.is_empty() {
+                out.push(Frame {
+                    ip,
+                    function: fallback.into(),
+                    file: None,
+                    line: None,
+                    inlined: true,
+                    module: None,
+                });
+            }
+            (ip, finish_frames(out, ip, Some(m)))
+        })
+        .collect()
+}
+
 /// Resolves `ip` outside system libraries: DWARF (with inlined frames) or the ELF symbol table
 /// of its module, through the backtrace crate.
 fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
@@ -160,6 +223,13 @@ fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
             });
         });
     }
+    finish_frames(frames, ip, module)
+}
+
+/// The frames of `ip` (innermost first, all marked inlined) made presentable: the outermost is
+/// not inlined, frames with neither name nor file go, nameless ones become `??`, an address
+/// with no frame at all is named `module+0xoffset`, and every frame names its module.
+fn finish_frames(mut frames: Vec<Frame>, ip: usize, module: Option<&Module>) -> Arc<[Frame]> {
     if let Some(last) = frames.last_mut() {
         last.inlined = false;
     }
@@ -198,10 +268,15 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     if !missing.is_empty() {
         let mods = modules();
         // System libraries: all of a module's addresses in one pass over its symbol tables.
+        // Other modules: all of a module's addresses in one pass over its debug info.
         let mut system: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut other: HashMap<usize, Vec<usize>> = HashMap::new();
         for &ip in &missing {
-            match module_index(&mods, ip).filter(|&i| is_system_library(&mods[i].name)) {
-                Some(i) => system.entry(i).or_default().push(ip),
+            match module_index(&mods, ip) {
+                Some(i) if is_system_library(&mods[i].name) => {
+                    system.entry(i).or_default().push(ip)
+                }
+                Some(i) => other.entry(i).or_default().push(ip),
                 None => {
                     let f = resolve_uncached(ip, &mods);
                     cache.map.insert(ip, f);
@@ -210,6 +285,11 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
         }
         for (i, ips) in system {
             for (ip, f) in resolve_system(&mods[i], &ips) {
+                cache.map.insert(ip, f);
+            }
+        }
+        for (i, ips) in other {
+            for (ip, f) in resolve_module(&mods[i], &ips, &mods) {
                 cache.map.insert(ip, f);
             }
         }
@@ -230,4 +310,55 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
 pub(crate) fn symbolize_stack(ips: &[usize]) -> Vec<Frame> {
     let map = resolve_many(ips);
     ips.iter().filter_map(|ip| map.get(ip)).flat_map(|f| f.iter().cloned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-unit DWARF path names every address as the backtrace crate (addr2line) does:
+    /// return addresses of a real stack, and a sweep through the test binary's own code.
+    #[test]
+    fn unit_at_a_time_lookup_matches_the_backtrace_crate() {
+        let mut ips = Vec::new();
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            true
+        });
+        let mods = modules();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap().display().to_string();
+        let m = mods.iter().find(|m| *m.name == *exe).expect("the test binary is a module");
+        ips.retain(|&ip| m.start <= ip && ip < m.end);
+        assert!(!ips.is_empty());
+        let step = ((m.end - m.start) / 3000).max(1) | 1;
+        ips.extend((m.start + 1..m.end).step_by(step));
+        let _lock = SYMBOLS.lock();
+        let ours = resolve_module(m, &ips, &mods);
+        let mut differ = Vec::new();
+        let (mut inlined, mut compared) = (0, 0);
+        for (ip, frames) in &ours {
+            let theirs = resolve_uncached(*ip, &mods);
+            // Addresses the debug info does not cover are named from the symbol table, which
+            // `elf_symbols` reads with symbol sizes (the sweep's padding between functions
+            // gets `module+0x...` where backtrace names the function before the gap).
+            if theirs.iter().all(|f| f.file.is_none()) {
+                continue;
+            }
+            compared += 1;
+            inlined += frames.iter().filter(|f| f.inlined).count();
+            if **frames != *theirs {
+                differ.push(format!("{ip:#x}:\n  ours   {frames:?}\n  theirs {theirs:?}"));
+            }
+        }
+        backtrace::clear_symbol_cache();
+        assert!(compared > ips.len() / 2, "{compared} of {} compared", ips.len());
+        assert!(inlined > 0, "the sweep should meet inlined frames");
+        assert!(
+            differ.is_empty(),
+            "{} of {} differ:\n{}",
+            differ.len(),
+            ips.len(),
+            differ[..differ.len().min(12)].join("\n")
+        );
+    }
 }
