@@ -5,6 +5,11 @@
 //! address yields several frames, innermost first, all but the last marked `inlined`. Names are
 //! demangled (legacy and v0 Rust, C++) without cutting any path segment. Addresses with no symbol
 //! are shown as `module+0xoffset`, so even stripped binaries give something to look up.
+//!
+//! Where the answers come from: debug info of the program's own modules through `dwarf`, one
+//! compilation unit at a time; the ELF symbol tables of system libraries through
+//! `elf_symbols`; and the backtrace crate for modules whose debug info `dwarf` does not read
+//! (compressed, detached, absent).
 
 use std::collections::HashMap;
 use std::sync::Arc;
