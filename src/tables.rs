@@ -7,7 +7,8 @@
 //! release them all. Lock order: symbols, then stacks, then live shards in index order.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::histogram::MillisHistogram;
@@ -61,6 +62,8 @@ pub(crate) struct StackEntry {
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
     pub(crate) lifetimes: MillisHistogram,
+    /// The next entry whose key has the same hash (0: none; id 0 is never chained).
+    next_same_hash: u32,
 }
 
 impl StackEntry {
@@ -68,6 +71,7 @@ impl StackEntry {
         Self {
             ips,
             spans,
+            next_same_hash: 0,
             alloc_count: 0.0,
             alloc_bytes: 0.0,
             live_count: 0.0,
@@ -83,14 +87,26 @@ impl StackEntry {
 
 /// Interned (stack, span path) pairs. Id 0 is the overflow bucket used once `max_stacks`
 /// distinct pairs exist.
+///
+/// The index maps a key's hash to the first entry with that hash; entries with equal hashes are
+/// chained through `next_same_hash`. A lookup therefore hashes the borrowed frames and compares
+/// them with the entries' own copies: no key is built (a sample costs no allocation unless its
+/// stack is new) and every stack's frames are stored once.
 #[derive(Debug)]
 pub(crate) struct StackTable {
-    index: HashMap<(Box<[usize]>, SpanPath), u32, Build>,
+    index: HashMap<u64, u32, Build>,
     pub(crate) entries: Vec<StackEntry>,
 }
 
 /// Distinct stacks kept before new ones are folded into the overflow bucket.
 pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(100_000);
+
+fn key_hash(ips: &[usize], spans: &SpanPath) -> u64 {
+    let mut h = Build::default().build_hasher();
+    ips.hash(&mut h);
+    spans.hash(&mut h);
+    h.finish()
+}
 
 impl StackTable {
     const fn new() -> Self {
@@ -101,9 +117,15 @@ impl StackTable {
         if self.entries.is_empty() {
             self.entries.push(StackEntry::new(Box::new([]), [0; SPAN_DEPTH]));
         }
-        let key = (Box::<[usize]>::from(ips), spans);
-        if let Some(&id) = self.index.get(&key) {
-            return id;
+        let hash = key_hash(ips, &spans);
+        let first = self.index.get(&hash).copied().unwrap_or(0);
+        let mut id = first;
+        while id != 0 {
+            let Some(e) = self.entries.get(id as usize) else { break };
+            if *e.ips == *ips && e.spans == spans {
+                return id;
+            }
+            id = e.next_same_hash;
         }
         if self.entries.len() as u64 > MAX_STACKS.load(Ordering::Relaxed) {
             // Counted, then folded into the overflow entry: its stack is lost, its bytes are not.
@@ -111,8 +133,10 @@ impl StackTable {
             return 0;
         }
         let id = self.entries.len() as u32;
-        self.entries.push(StackEntry::new(key.0.clone(), spans));
-        self.index.insert(key, id);
+        let mut entry = StackEntry::new(Box::from(ips), spans);
+        entry.next_same_hash = first;
+        self.entries.push(entry);
+        self.index.insert(hash, id);
         id
     }
 
@@ -165,9 +189,24 @@ pub(crate) struct Record {
 
 const SHARDS: usize = 64;
 
-pub(crate) static STACKS: SpinMutex<StackTable> = SpinMutex::new(StackTable::new());
-static LIVE: [SpinMutex<HashMap<usize, Record, Build>>; SHARDS] =
-    [const { SpinMutex::new(HashMap::with_hasher(BuildHasherDefault::new())) }; SHARDS];
+/// A lock on cache lines of its own. Two threads sampling at once touch different shards; when
+/// shards shared lines, each lock and map header write pulled the line from the other core.
+/// 128 bytes because some cores fetch lines in adjacent pairs.
+#[repr(align(128))]
+pub(crate) struct Padded<T>(T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+type LiveShard = SpinMutex<HashMap<usize, Record, Build>>;
+
+pub(crate) static STACKS: Padded<SpinMutex<StackTable>> = Padded(SpinMutex::new(StackTable::new()));
+static LIVE: [Padded<LiveShard>; SHARDS] =
+    [const { Padded(SpinMutex::new(HashMap::with_hasher(BuildHasherDefault::new()))) }; SHARDS];
 
 /// Samples whose address was already in the live table (a free we never saw).
 pub(crate) static ADDRESS_CONFLICTS: AtomicU64 = AtomicU64::new(0);
@@ -178,7 +217,7 @@ pub(crate) static GIANT_REFUSED: AtomicU64 = AtomicU64::new(0);
 
 /// The live-table shard of `ptr`. A function of the address filter's cell, so that the shard
 /// lock also guards the filter's count for every pointer of that cell (see `filter`).
-pub(crate) fn shard(ptr: usize) -> &'static SpinMutex<HashMap<usize, Record, Build>> {
+pub(crate) fn shard(ptr: usize) -> &'static LiveShard {
     let i = (crate::filter::cell(ptr) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
     &LIVE[i as usize % SHARDS]
 }
@@ -260,4 +299,38 @@ pub(crate) fn unlock_all_after_fork() {
     }
     STACKS.force_unlock();
     crate::symbolize::SYMBOLS.force_unlock();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interned_ids_are_stable_distinct_and_survive_hash_collisions() {
+        let mut t = StackTable::new();
+        let a = t.intern(&[1, 2, 3], [0; SPAN_DEPTH]);
+        let b = t.intern(&[1, 2, 3, 4], [0; SPAN_DEPTH]);
+        let mut span = [0; SPAN_DEPTH];
+        span[0] = 77;
+        let c = t.intern(&[1, 2, 3], span);
+        assert!(a != 0 && b != 0 && c != 0, "id 0 is the overflow bucket");
+        assert!(a != b && a != c && b != c, "frames and spans both distinguish keys");
+        assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a);
+        assert_eq!(t.intern(&[1, 2, 3, 4], [0; SPAN_DEPTH]), b);
+        assert_eq!(t.intern(&[1, 2, 3], span), c);
+
+        // Force a collision: the key [9, 9] hashes to the slot whose chain starts at `a`.
+        let h = key_hash(&[9, 9], &[0; SPAN_DEPTH]);
+        t.index.insert(h, a);
+        let d = t.intern(&[9, 9], [0; SPAN_DEPTH]);
+        assert!(d != a && d != 0, "a colliding key gets its own entry");
+        assert_eq!(t.entries[d as usize].next_same_hash, a, "and is chained in front of it");
+        assert_eq!(t.intern(&[9, 9], [0; SPAN_DEPTH]), d);
+        // Make the chain d -> a the one for `a`'s own hash too, as a real collision would:
+        // finding `a` now means walking past `d`.
+        t.index.insert(key_hash(&[1, 2, 3], &[0; SPAN_DEPTH]), d);
+        assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a, "found behind a colliding entry");
+        assert_eq!(&*t.entries[d as usize].ips, &[9, 9]);
+        assert_eq!(t.entries.len(), 5, "overflow bucket + four distinct keys");
+    }
 }
