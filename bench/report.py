@@ -228,12 +228,13 @@ def main():
         "- load average at start / end: %s / %s" % (m("load_start", "?"), m("load_end", "?"))
     )
     md.append(
-        "- method: for each variant, %s pairs of (baseline run, variant run), the order "
-        "alternating between pairs (A B, B A, ...); ratio = variant wall time / baseline wall "
-        "time of the same pair; the table gives the median ratio and its min-max range, and "
-        "medians of wall time, peak RSS (max RSS of the process tree's largest process, %s) "
+        "- method: for each variant, %s pairs of (baseline run, variant run) (%s pairs for the "
+        "rows that decide a budget: `ying`, `ying (this repo)` and `profile_spans on`), the "
+        "order alternating between pairs (A B, B A, ...); ratio = variant wall time / baseline "
+        "wall time of the same pair; the table gives the median ratio and its min-max range, "
+        "and medians of wall time, peak RSS (max RSS of the process tree's largest process, %s) "
         "and profile output bytes. The baseline row is over all its runs."
-        % (m("pairs", "?"), m("rss_tool", "?"))
+        % (m("pairs", "?"), m("budget_pairs", m("pairs", "?")), m("rss_tool", "?"))
     )
     md.append("")
     md.append("Variants (C and Python workloads):")
@@ -513,7 +514,7 @@ def main():
     md.append("## How to reproduce")
     md.append("")
     md.append("```sh")
-    md.append("scripts/bench.sh           # full run: 11 pairs per variant, about 20-25 minutes on 2 cores")
+    md.append("scripts/bench.sh           # full run: 11 pairs per variant (21 for budget rows), about 25-30 minutes on 2 cores")
     md.append("scripts/bench.sh --quick   # 3 pairs per variant, shorter workloads, a few minutes")
     md.append("```")
     md.append("")
