@@ -65,7 +65,7 @@ impl Host for RustHost {
         type A = unsafe fn(&YingProfiler, Layout) -> *mut u8;
         type R = unsafe fn(&YingProfiler, *mut u8, Layout, usize) -> *mut u8;
         start == YingProfiler::alloc_slow as A as usize
-            || start == <YingProfiler as GlobalAlloc>::alloc_zeroed as A as usize
+            || start == YingProfiler::alloc_zeroed_slow as A as usize
             || start == YingProfiler::realloc_slow as R as usize
     }
 }
@@ -225,6 +225,22 @@ impl YingProfiler {
         )
     }
 
+    /// `alloc_zeroed` beyond the unsampled path of a plain layout (see `alloc_slow`).
+    ///
+    /// # Safety
+    /// As for `GlobalAlloc::alloc_zeroed`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn alloc_zeroed_slow(&self, layout: Layout) -> *mut u8 {
+        hooks::on_alloc::<RustHost>(
+            &self.settings,
+            layout.size(),
+            // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
+            move || unsafe { System.alloc_zeroed(layout) },
+            move |_| layout.size(),
+        )
+    }
+
     /// `realloc` beyond the unsampled path (see `alloc_slow`).
     ///
     /// # Safety
@@ -270,16 +286,24 @@ unsafe impl GlobalAlloc for YingProfiler {
         unsafe { self.alloc_slow(layout) }
     }
 
-    #[inline(never)]
+    // Inlined into `__rust_alloc_zeroed`, as `alloc` is; `alloc_zeroed_slow` is the frame of
+    // its own.
+    #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
-        hooks::on_alloc::<RustHost>(
-            &self.settings,
-            size,
-            // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
-            move || unsafe { System.alloc_zeroed(layout) },
-            move |_| size,
-        )
+        if is_plain(layout.align(), size) {
+            let fast = hooks::alloc_unsampled::<RustHost>(
+                size,
+                // SAFETY: what `System.alloc_zeroed` does for a plain layout (see `is_plain`).
+                move || unsafe { libc::calloc(size, 1) }.cast(),
+                move |_| size,
+            );
+            if let Some(p) = fast {
+                return p;
+            }
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
+        unsafe { self.alloc_zeroed_slow(layout) }
     }
 
     // Inlined into the allocator shim `__rust_dealloc` (a free is never an entry frame of a

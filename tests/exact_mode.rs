@@ -19,6 +19,12 @@ fn marker_churn_3000(n: usize) {
     }
 }
 
+/// `vec![0; n]` allocates through `alloc_zeroed`.
+#[inline(never)]
+fn marker_zeroed_2000(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|_| black_box(vec![0u8; 2000])).collect()
+}
+
 #[inline(never)]
 fn marker_grow(n: usize) -> Vec<u8> {
     let mut v: Vec<u8> = Vec::with_capacity(16);
@@ -37,6 +43,7 @@ fn exact_per_stack_bytes_and_counts() {
     let kept = marker_keep_1000(100);
     marker_churn_3000(50);
     let grown = marker_grow(100_000);
+    let zeroed = marker_zeroed_2000(30);
     let snap = A.snapshot();
 
     let keep = find(&snap.stacks, "marker_keep_1000");
@@ -55,6 +62,12 @@ fn exact_per_stack_bytes_and_counts() {
     assert_eq!(total_alloc, 150_000);
     assert_eq!(total_ret, 0);
     assert_eq!(frees, 50);
+
+    let zero = find(&snap.stacks, "marker_zeroed_2000");
+    let blocks: Vec<_> = zero.iter().filter(|s| s.num_allocations == 30).collect();
+    assert_eq!(blocks.len(), 1, "stacks: {zero:#?}");
+    assert_eq!(blocks[0].retained_bytes, 60_000);
+    assert!(zeroed.iter().all(|v| v.iter().all(|&b| b == 0)));
 
     // A realloc chain is one long-lived allocation at its first stack.
     let grow = find(&snap.stacks, "marker_grow");
@@ -75,6 +88,7 @@ fn exact_per_stack_bytes_and_counts() {
             }
             assert!(!f.function.contains("alloc_slow"), "untrimmed entry frame {f} in {s:#?}");
             assert!(!f.function.contains("realloc_slow"), "untrimmed entry frame {f} in {s:#?}");
+            assert!(!f.function.contains("zeroed_slow"), "untrimmed entry frame {f} in {s:#?}");
         }
     }
     // Profiler frames never appear in stacks.
@@ -85,4 +99,5 @@ fn exact_per_stack_bytes_and_counts() {
     }
     drop(kept);
     drop(grown);
+    drop(zeroed);
 }
