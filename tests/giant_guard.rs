@@ -25,7 +25,11 @@ fn giant_request_is_refused_counted_and_reported() {
     let p = marker_giant_request();
     assert!(p.is_null());
     let after = YingProfiler::totals();
-    assert_eq!(after.allocated_bytes, before.allocated_bytes, "nothing was allocated");
+    // The totals are process-wide and the test harness's main thread may allocate meanwhile (it
+    // registers to wait for this test's result), so allow a little; an 8 GiB request that was
+    // counted, or allocated, would be far over.
+    let grew = after.allocated_bytes - before.allocated_bytes;
+    assert!(grew < 64 * 1024, "nothing of the refused request was counted: grew by {grew}");
     assert_eq!(A.snapshot().giant_refused, 1);
     // Realloc to a giant size keeps the old block and refuses too.
     let layout = Layout::from_size_align(64, 8).unwrap();
