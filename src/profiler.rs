@@ -62,10 +62,9 @@ impl Host for RustHost {
 
     fn is_entry_frame(_ip: usize, function: impl FnOnce() -> usize) -> bool {
         let start = function();
-        type A = unsafe fn(&YingProfiler, Layout) -> *mut u8;
+        type A = unsafe fn(&YingProfiler, Layout, bool) -> *mut u8;
         type R = unsafe fn(&YingProfiler, *mut u8, Layout, usize) -> *mut u8;
         start == YingProfiler::alloc_slow as A as usize
-            || start == YingProfiler::alloc_zeroed_slow as A as usize
             || start == YingProfiler::realloc_slow as R as usize
     }
 }
@@ -207,36 +206,22 @@ fn is_plain(align: usize, size: usize) -> bool {
 }
 
 impl YingProfiler {
-    /// `alloc` beyond the unsampled path of a plain layout: samples, first calls on a thread,
-    /// giant requests, over-aligned layouts. Never inlined: its address identifies the front
-    /// end's frame in captured stacks (see `RustHost::is_entry_frame`).
+    /// `alloc` and `alloc_zeroed` beyond the unsampled path of a plain layout: samples, first
+    /// calls on a thread, giant requests, over-aligned layouts. Never inlined: its address
+    /// identifies the front end's frame in captured stacks (see `RustHost::is_entry_frame`).
     ///
     /// # Safety
-    /// As for `GlobalAlloc::alloc`.
+    /// As for `GlobalAlloc::alloc` (and `alloc_zeroed` when `zeroed`).
     #[cold]
     #[inline(never)]
-    unsafe fn alloc_slow(&self, layout: Layout) -> *mut u8 {
+    unsafe fn alloc_slow(&self, layout: Layout, zeroed: bool) -> *mut u8 {
         hooks::on_alloc::<RustHost>(
             &self.settings,
             layout.size(),
             // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-            move || unsafe { System.alloc(layout) },
-            move |_| layout.size(),
-        )
-    }
-
-    /// `alloc_zeroed` beyond the unsampled path of a plain layout (see `alloc_slow`).
-    ///
-    /// # Safety
-    /// As for `GlobalAlloc::alloc_zeroed`.
-    #[cold]
-    #[inline(never)]
-    unsafe fn alloc_zeroed_slow(&self, layout: Layout) -> *mut u8 {
-        hooks::on_alloc::<RustHost>(
-            &self.settings,
-            layout.size(),
-            // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
-            move || unsafe { System.alloc_zeroed(layout) },
+            move || unsafe {
+                if zeroed { System.alloc_zeroed(layout) } else { System.alloc(layout) }
+            },
             move |_| layout.size(),
         )
     }
@@ -283,11 +268,10 @@ unsafe impl GlobalAlloc for YingProfiler {
             }
         }
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-        unsafe { self.alloc_slow(layout) }
+        unsafe { self.alloc_slow(layout, false) }
     }
 
-    // Inlined into `__rust_alloc_zeroed`, as `alloc` is; `alloc_zeroed_slow` is the frame of
-    // its own.
+    // Inlined into `__rust_alloc_zeroed`, as `alloc` is; the rest shares `alloc_slow`.
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
@@ -303,7 +287,7 @@ unsafe impl GlobalAlloc for YingProfiler {
             }
         }
         // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
-        unsafe { self.alloc_zeroed_slow(layout) }
+        unsafe { self.alloc_slow(layout, true) }
     }
 
     // Inlined into the allocator shim `__rust_dealloc` (a free is never an entry frame of a

@@ -88,7 +88,6 @@ fn exact_per_stack_bytes_and_counts() {
             }
             assert!(!f.function.contains("alloc_slow"), "untrimmed entry frame {f} in {s:#?}");
             assert!(!f.function.contains("realloc_slow"), "untrimmed entry frame {f} in {s:#?}");
-            assert!(!f.function.contains("zeroed_slow"), "untrimmed entry frame {f} in {s:#?}");
         }
     }
     // Profiler frames never appear in stacks.
