@@ -2,12 +2,14 @@
 //! `LD_PRELOAD` shim). A front end supplies a [`Host`] (where its per-thread state lives, how it
 //! learns about thread exit, which frames are its own) and the real allocator calls as closures.
 //!
-//! The unsampled paths are `#[inline(always)]` and do only this. An allocation reads the thread's
-//! budget, compares it with the size, subtracts, calls the real allocator and adds to the
-//! thread's own counter slot. A free reads one bit of the address filter and the thread's slot,
-//! and adds to it. No lock, no syscall, no allocation, no panic, `errno` untouched. Everything
-//! else (first call on a thread, re-entrant calls from profiler code, a sample, a giant request,
-//! a free the filter cannot reject, a thread that is exiting) goes to a `#[cold]` slow path.
+//! The unsampled paths are `#[inline(always)]` and do only this. An allocation compares its size
+//! with the thread's budget, calls the real allocator and charges the block's counted bytes to
+//! the budget, which both counts them and advances the sampler; the one allocation in a while
+//! that uses up the budget is sampled. A free reads one bit of the address filter its thread
+//! points to and adds to the thread's freed bytes. No lock, no syscall, no allocation, no panic,
+//! `errno` untouched. Everything else (first call on a thread, re-entrant calls from profiler
+//! code, a sample, a giant request, a free the filter cannot reject, a thread that is exiting)
+//! goes to a `#[cold]` slow path.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -23,29 +25,36 @@ pub trait Host: 'static {
     /// and lives as long as the thread, so it is always reachable; the reference is used only on
     /// the calling thread and never kept past the current call.
     fn thread_state() -> &'static ThreadState;
-    /// Arranges for [`thread_exit`] to run with this state when the calling thread ends.
-    fn register_thread_exit(ts: &ThreadState);
+    /// Arranges for [`thread_exit`] to run with this state when the calling thread ends;
+    /// false when it cannot (the thread then never registers its counters, see `totals`).
+    fn register_thread_exit(ts: &ThreadState) -> bool;
     /// Whether the frame at instruction pointer `ip`, in the function starting at `function()`,
     /// is the front end's own code (its allocation entry points); captured stacks drop
     /// everything up to the last such frame near the top.
     fn is_entry_frame(ip: usize, function: impl FnOnce() -> usize) -> bool;
 
     /// The calling thread's `budget`, read by the unsampled paths. The accessors below let a
-    /// front end reach the two hot fields without forming the state's address: the shim reads
+    /// front end reach the hot fields without forming the state's address: the shim reads
     /// them %fs-relative, one instruction instead of two.
     #[inline(always)]
     fn budget() -> u64 {
-        Self::thread_state().budget.get()
+        Self::thread_state().budget.load(Ordering::Relaxed)
     }
-    /// Stores the calling thread's `budget` (unsampled paths only).
+    /// Charges an allocation of `bytes` counted bytes to the calling thread's budget; false
+    /// when the budget did not cover it (the block is sampled). See `ThreadState::charge`.
     #[inline(always)]
-    fn set_budget(bytes: u64) {
-        Self::thread_state().budget.set(bytes)
+    fn charge(bytes: u64) -> bool {
+        Self::thread_state().charge(bytes)
     }
-    /// The calling thread's `slot`, read by the unsampled paths.
+    /// Counts a free of `bytes` counted bytes on the calling thread.
     #[inline(always)]
-    fn slot() -> usize {
-        Self::thread_state().slot.get()
+    fn add_freed(bytes: u64) {
+        Self::thread_state().add_freed(bytes)
+    }
+    /// The address filter the calling thread's frees consult.
+    #[inline(always)]
+    fn filter() -> *const std::sync::atomic::AtomicU8 {
+        Self::thread_state().filter.get()
     }
 }
 
@@ -125,11 +134,10 @@ impl Settings {
 static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
 
 /// Draws the next countdown and stores it as the thread's budget. Capped at the giant limit so
-/// that a giant request always reaches the slow path; a thread without a counter slot keeps a
-/// zero budget (every allocation takes the slow path).
+/// that a giant request always reaches the slow path; a thread without counters of its own
+/// keeps a zero budget (every allocation takes the slow path).
 fn redraw(ts: &ThreadState, set: &Settings) {
-    let has_slot = if ts.guarded() { ts.parked_slot.get() } else { ts.slot.get() } != 0;
-    if !has_slot || ts.status.get() != STATUS_LIVE {
+    if !ts.sampling() {
         ts.set_budget(0);
         return;
     }
@@ -155,13 +163,18 @@ fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
     };
     ts.rng.set(sampler::seed_for(seed, ordinal));
     ts.status.set(STATUS_LIVE);
-    {
+    let registered = {
         // Registering the exit callback may allocate (TLS destructor lists, pthread keys).
         let _g = ts.enter();
-        H::register_thread_exit(ts);
+        // The totals read the thread's counters until its exit handler says goodbye, so a
+        // thread whose exit cannot be seen must never register.
+        H::register_thread_exit(ts) && totals::register(ts)
+    };
+    // Unregistered, the thread keeps taking the slow paths and counts in the shared counters.
+    ts.registered.set(registered as u32);
+    if !ts.guarded() {
+        ts.filter.set(ts.own_filter());
     }
-    // Without a slot, the thread keeps taking the slow path and counts in the shared slot.
-    ts.slot.set(totals::claim());
     redraw(ts, set);
 }
 
@@ -180,34 +193,38 @@ pub fn restart_sampling(ts: &ThreadState, set: &Settings) {
     redraw(ts, set);
 }
 
-/// Called by the front end when a thread ends: its slot returns to the pool and later calls on
-/// this thread (other destructors, libc's own frees) use the shared counters without sampling.
+/// Called by the front end when a thread ends: its counters join the retired totals and later
+/// calls on this thread (other destructors, libc's own frees) take the slow paths, which count
+/// in the shared counters without sampling.
 pub fn thread_exit(ts: &ThreadState) {
-    let slot = if ts.guarded() { ts.parked_slot.get() } else { ts.slot.get() };
     ts.status.set(STATUS_DEAD);
-    ts.slot.set(0);
-    ts.parked_slot.set(0);
-    ts.budget.set(0);
     ts.parked_budget.set(0);
-    totals::release(slot);
+    if ts.registered.get() != 0 {
+        totals::unregister(ts);
+        ts.registered.set(0);
+    }
+    ts.set_budget(0);
+    if !ts.guarded() {
+        ts.filter.set(ts.own_filter());
+    }
 }
 
-/// `fork` child: only the calling thread survives; every other slot is free again and the
-/// tables' locks (taken by [`fork_prepare`]) are released.
+/// `fork` child: only the calling thread survives; the others' counters join the retired
+/// totals and the locks taken by [`fork_prepare`] are released.
 pub fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
-    let slot =
-        ts.map(|t| if t.guarded() { t.parked_slot.get() } else { t.slot.get() }).unwrap_or(0);
-    totals::release_all_but(slot);
+    totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
 }
 
 /// `fork` prepare: takes every profiler lock.
 pub fn fork_prepare() {
     tables::lock_all_for_fork();
+    totals::lock_for_fork();
 }
 
 /// `fork` parent: releases every profiler lock.
 pub fn fork_parent() {
+    totals::unlock_after_fork();
     tables::unlock_all_after_fork();
 }
 
@@ -220,33 +237,83 @@ pub fn on_alloc<H: Host>(
     real: impl FnOnce() -> *mut u8 + Copy,
     counted: impl Fn(*mut u8) -> usize + Copy,
 ) -> *mut u8 {
-    match alloc_unsampled::<H>(size, real, counted) {
+    match alloc_unsampled::<H>(set, size, real, counted) {
         Some(p) => p,
         None => alloc_slow::<H>(size, set, H::thread_state(), real, counted),
     }
 }
 
-/// The unsampled allocation path alone: when the thread's budget covers `size`, performs the
-/// allocation with `real`, counts it and returns the block; otherwise returns `None` without
-/// calling `real`, and the caller goes on to [`on_alloc`] (for a front end that keeps its slow
-/// path in a frame of its own).
+/// The unsampled allocation path alone: when the thread's budget is above `size`, performs the
+/// allocation with `real` and charges the block's counted bytes to the budget (the allocation
+/// that uses it up is sampled, in [`sampled_after`]); otherwise returns `None` without calling
+/// `real`, and the caller goes on to [`on_alloc`] (for a front end that keeps its slow path in a
+/// frame of its own).
 #[inline(always)]
 pub fn alloc_unsampled<H: Host>(
+    set: &Settings,
     size: usize,
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> Option<*mut u8> {
-    let budget = H::budget();
-    // A non-zero budget means: set up, unguarded, owning a counter slot.
-    if (size as u64) < budget {
-        H::set_budget(budget - size as u64);
+    // A non-zero budget means: set up, unguarded, counting on its own counters.
+    if (size as u64) < H::budget() {
         let p = real();
         if !p.is_null() {
-            totals::add_alloc(H::slot(), counted(p));
+            let charged = counted(p) as u64;
+            if !H::charge(charged) {
+                return Some(sampled_after::<H>(set, p, size, charged));
+            }
         }
         return Some(p);
     }
     None
+}
+
+/// The block `p` of `size` requested bytes used up its thread's budget when `charged` bytes
+/// were charged for it: draw the next countdown and record the sample. Returns `p`. (Public
+/// for a front end whose unsampled path is written out in its own code, the shim's.)
+#[cold]
+#[inline(never)]
+pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, size: usize, charged: u64) -> *mut u8 {
+    let ts = H::thread_state();
+    redraw(ts, set);
+    if set.enabled() {
+        let _e = crate::sys::ErrnoGuard::save();
+        let w = sampler::weight_charged(size as u64, charged, set.sample_interval());
+        record_sample::<H>(ts, p as usize, size as u64, w);
+    }
+    p
+}
+
+/// The shim's `malloc` charged `charged` bytes for block `p` (`size` requested) and the budget
+/// did not cover them: either the block is a sample, or the budget was zero because the thread
+/// is not sampling (not set up yet, inside profiler code, exiting, without counters of its
+/// own), in which case the charge is taken back and the block counted where it belongs.
+/// Returns `p`.
+#[cold]
+#[inline(never)]
+pub fn charge_missed<H: Host>(set: &Settings, p: *mut u8, size: usize, charged: u64) -> *mut u8 {
+    let ts = H::thread_state();
+    if ts.guarded() || !ts.sampling() {
+        // The budget was zero and wrapped: back to zero (the thread's counters are not read,
+        // or, under the guard, the wrapped budget was counted for this moment only).
+        ts.budget.store(ts.budget.load(Ordering::Relaxed).wrapping_add(charged), Ordering::Relaxed);
+        if ts.guarded() {
+            totals::add_internal(charged as usize);
+            return p;
+        }
+        if ts.status.get() == STATUS_NEW {
+            init_thread::<H>(ts, set);
+        }
+        if !ts.sampling() {
+            totals::add_alloc_shared(charged as usize);
+            return p;
+        }
+        if ts.charge(charged) {
+            return p;
+        }
+    }
+    sampled_after::<H>(set, p, size, charged)
 }
 
 #[cold]
@@ -272,44 +339,33 @@ fn alloc_slow<H: Host>(
         refuse_giant::<H>(ts, size, set.max_alloc_bytes());
         return std::ptr::null_mut();
     }
-    let slot = ts.slot.get();
-    if ts.status.get() != STATUS_LIVE || slot == 0 {
-        // Exiting thread, or no slot: exact totals only.
+    if !ts.sampling() {
+        // Exiting thread, or no counters of its own: exact totals only.
         let p = real();
         if !p.is_null() {
             totals::add_alloc_shared(counted(p));
         }
         return p;
     }
-    let budget = ts.budget.get();
-    if (size as u64) < budget {
-        ts.budget.set(budget - size as u64);
-        let p = real();
-        if !p.is_null() {
-            totals::add_alloc(slot, counted(p));
-        }
-        return p;
-    }
-    redraw(ts, set);
+    // The budget may cover the request now (the thread was just set up); either way the
+    // block is charged, and sampled when that uses the budget up.
     let p = real();
     if p.is_null() {
         return p;
     }
-    totals::add_alloc(slot, counted(p));
-    if set.enabled() {
-        let _e = crate::sys::ErrnoGuard::save();
-        record_sample::<H>(ts, p as usize, size as u64, set.sample_interval());
+    let charged = counted(p) as u64;
+    if ts.charge(charged) {
+        return p;
     }
-    p
+    sampled_after::<H>(set, p, size, charged)
 }
 
 /// Captures the stack and records a sampled block (the caller holds no profiler lock).
 #[inline(always)]
-fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, interval: u64) {
+fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, w: sampler::Weight) {
     let _g = ts.enter();
     let mut ips = [0usize; MAX_FRAMES];
     let n = capture::<H>(ts, &mut ips);
-    let w = sampler::weight(size, interval);
     let born_ns = crate::clock::now_ns();
     let spans = crate::spans::current_path();
     let stack = tables::STACKS.lock().add_sample(ips.get(..n).unwrap_or(&[]), spans, w);
@@ -327,42 +383,47 @@ fn retire(rec: Record) {
 /// (the layout, in Rust) stay small enough to travel in registers to the slow path.
 #[inline(always)]
 pub fn on_free<H: Host>(
+    set: &Settings,
     ptr: *mut u8,
     counted: impl FnOnce(*mut u8) -> usize,
     real: impl FnOnce(*mut u8),
 ) {
-    if !crate::filter::may_contain(ptr as usize) {
-        let slot = H::slot();
-        if slot != 0 {
-            totals::add_free(slot, counted(ptr));
-            return real(ptr);
-        }
+    // The thread's filter rejects nothing unless it is set up and counts on its own counters.
+    if !crate::filter::may_contain_in(H::filter(), ptr as usize) {
+        H::add_freed(counted(ptr) as u64);
+        return real(ptr);
     }
-    free_slow::<H>(ptr, counted, real)
+    free_slow::<H>(set, ptr, counted, real)
 }
 
+/// [`on_free`] beyond the unsampled path: everything but the free itself, for a front end whose
+/// free path is written out in its own code (the shim's).
 #[cold]
 #[inline(never)]
-fn free_slow<H: Host>(
+pub fn free_slow<H: Host>(
+    set: &Settings,
     ptr: *mut u8,
     counted: impl FnOnce(*mut u8) -> usize,
     real: impl FnOnce(*mut u8),
 ) {
     if !ptr.is_null() {
-        note_free::<H>(ptr, counted(ptr));
+        note_free::<H>(set, ptr, counted(ptr));
     }
     real(ptr)
 }
 
-fn note_free<H: Host>(ptr: *mut u8, counted: usize) {
+fn note_free<H: Host>(set: &Settings, ptr: *mut u8, counted: usize) {
     let ts = H::thread_state();
     if ts.guarded() {
         totals::sub_internal(counted);
         return;
     }
-    let slot = ts.slot.get();
-    if slot != 0 {
-        totals::add_free(slot, counted);
+    if ts.status.get() == STATUS_NEW {
+        // A thread whose first call is a free: set it up, so that its next frees are fast.
+        init_thread::<H>(ts, set);
+    }
+    if ts.sampling() {
+        ts.add_freed(counted as u64);
     } else {
         totals::add_free_shared(counted);
     }
@@ -413,15 +474,17 @@ pub fn realloc_unsampled<H: Host>(
     if growth < budget
         && new_size != 0
         && (new_size as u64) < set.max_alloc_bytes()
-        && !crate::filter::may_contain(old as usize)
+        && !crate::filter::may_contain_in(H::filter(), old as usize)
     {
         let p = real();
         if !p.is_null() {
-            // A non-zero budget means the thread owns a slot.
-            let slot = H::slot();
-            H::set_budget(budget - growth);
-            totals::add_free(slot, old_counted);
-            totals::add_alloc(slot, counted(p));
+            // A non-zero budget means the thread counts on its own counters. The growth takes
+            // its sampling chance (it is below the budget, so it never uses it up); the counts
+            // are the whole new block and the whole old one.
+            let ts = H::thread_state();
+            ts.set_budget(budget - growth);
+            ts.add_freed(old_counted as u64);
+            ts.add_allocated(counted(p) as u64);
         }
         return Some(p);
     }
@@ -456,10 +519,13 @@ fn realloc_slow<H: Host>(
         refuse_giant::<H>(ts, new_size, set.max_alloc_bytes());
         return std::ptr::null_mut();
     }
-    let slot = ts.slot.get();
-    let live = ts.status.get() == STATUS_LIVE && slot != 0;
-    let add_free = |b| if live { totals::add_free(slot, b) } else { totals::add_free_shared(b) };
-    let add_alloc = |b| if live { totals::add_alloc(slot, b) } else { totals::add_alloc_shared(b) };
+    let live = ts.sampling();
+    let add_free = |b: usize| {
+        if live { ts.add_freed(b as u64) } else { totals::add_free_shared(b) }
+    };
+    let add_alloc = |b: usize| {
+        if live { ts.add_allocated(b as u64) } else { totals::add_alloc_shared(b) }
+    };
 
     // The record leaves the table before the real call: once the allocator frees or moves the
     // block, another thread may be handed the same address.
@@ -500,14 +566,15 @@ fn realloc_slow<H: Host>(
     // An unsampled block grew: its growth takes its chance like fresh bytes would.
     if live {
         let growth = new_size.saturating_sub(old_counted) as u64;
-        let budget = ts.budget.get();
+        let budget = ts.budget.load(Ordering::Relaxed);
         if growth < budget {
-            ts.budget.set(budget - growth);
+            ts.set_budget(budget - growth);
         } else {
             redraw(ts, set);
             if set.enabled() {
                 let _e = crate::sys::ErrnoGuard::save();
-                record_sample::<H>(ts, p as usize, new_size as u64, interval);
+                let w = sampler::weight(new_size as u64, interval);
+                record_sample::<H>(ts, p as usize, new_size as u64, w);
             }
         }
     }
@@ -555,13 +622,6 @@ pub fn leave_guard(ts: &ThreadState) {
 /// Marks the thread owning `ts` as profiler code for the rest of its life (report threads).
 pub fn enter_forever(ts: &ThreadState) {
     ts.enter_forever();
-}
-
-/// Declares that every size the front end's `counted` closures return includes `bytes` of
-/// allocator overhead per block (the shim counts glibc chunk sizes, one header word more than
-/// the usable size); the exact totals subtract it per allocation and per free.
-pub fn set_block_overhead(bytes: u64) {
-    totals::set_block_overhead(bytes);
 }
 
 /// Counts memory the profiler's own allocator handed out (the shim's internal allocator).

@@ -115,6 +115,7 @@
 pub mod callstack;
 
 pub mod config;
+pub mod filter;
 pub mod histogram;
 pub mod hooks;
 pub mod report;
@@ -128,7 +129,6 @@ mod capture;
 mod clock;
 mod dwarf;
 mod elf_symbols;
-mod filter;
 mod profiler;
 mod spin;
 mod symbolize;

@@ -56,8 +56,8 @@ impl Host for RustHost {
         unsafe { &*p }
     }
 
-    fn register_thread_exit(ts: &ThreadState) {
-        let _ = EXIT.try_with(|e| e.0.set(ts as *const ThreadState));
+    fn register_thread_exit(ts: &ThreadState) -> bool {
+        EXIT.try_with(|e| e.0.set(ts as *const ThreadState)).is_ok()
     }
 
     fn is_entry_frame(_ip: usize, function: impl FnOnce() -> usize) -> bool {
@@ -178,7 +178,7 @@ impl YingProfiler {
 
     /// Makes the calling thread's next allocation a sample. For tests.
     pub fn testing_only_guarantee_next_sample(&self) {
-        RustHost::thread_state().budget.set(0);
+        RustHost::thread_state().set_budget(0);
     }
 }
 
@@ -257,6 +257,7 @@ unsafe impl GlobalAlloc for YingProfiler {
         let size = layout.size();
         if is_plain(layout.align(), size) {
             let fast = hooks::alloc_unsampled::<RustHost>(
+                &self.settings,
                 size,
                 // SAFETY: what `System.alloc` does for a plain layout (see `is_plain`); `size`
                 // is non-zero because the alignment is at least 1 and at most `size`.
@@ -277,6 +278,7 @@ unsafe impl GlobalAlloc for YingProfiler {
         let size = layout.size();
         if is_plain(layout.align(), size) {
             let fast = hooks::alloc_unsampled::<RustHost>(
+                &self.settings,
                 size,
                 // SAFETY: what `System.alloc_zeroed` does for a plain layout (see `is_plain`).
                 move || unsafe { libc::calloc(size, 1) }.cast(),
@@ -295,6 +297,7 @@ unsafe impl GlobalAlloc for YingProfiler {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         hooks::on_free::<RustHost>(
+            &self.settings,
             ptr,
             move |_| layout.size(),
             // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.

@@ -93,7 +93,14 @@ pub struct Weight {
 
 /// Horvitz-Thompson weights for a sampled allocation of `size` bytes.
 pub fn weight(size: u64, interval: u64) -> Weight {
-    let p = sample_probability(size, interval);
+    weight_charged(size, size, interval)
+}
+
+/// Horvitz-Thompson weights for a sampled allocation of `size` requested bytes that took its
+/// chance with `charged` bytes (the shim charges glibc's chunk size, a little more than the
+/// request): it was sampled with probability `p(charged)` and stands for `size / p` bytes.
+pub fn weight_charged(size: u64, charged: u64, interval: u64) -> Weight {
+    let p = sample_probability(charged, interval);
     if p >= 1.0 || p <= 0.0 {
         return Weight { count: 1.0, bytes: size as f64 };
     }

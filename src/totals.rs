@@ -1,88 +1,96 @@
 //! Exact totals of the program's allocated and freed bytes, without a shared atomic written by
 //! every thread on every call.
 //!
-//! Each live thread owns one cache-line-sized slot of a static array and is its only writer, so
-//! the hot path updates it with a plain load and store (no `lock` prefix, no contended line).
-//! Readers sum all slots. When a thread exits its slot goes back to the pool *with its values*;
-//! the next owner keeps adding to them, so the sums stay exact. Threads without a slot (the pool
-//! is exhausted, or their exit handler already ran) use the shared slot with atomic adds.
+//! Each thread counts in its own [`ThreadState`] and is its only writer, so the hot paths update
+//! it with plain loads and stores (no `lock` prefix, no contended line). A thread is registered
+//! here once it is set up, which only happens once its exit handler is in place: readers sum
+//! every registered thread under [`REGISTRY`]'s lock, and the exit handler folds the thread's
+//! counters into [`RETIRED`] and leaves the registry under the same lock, before its storage can
+//! go away. Threads that are not registered (the registry is full, no exit handler could be set,
+//! or their exit handler already ran) take the slow paths, which count in [`SHARED`] with atomic
+//! adds.
 //!
-//! Bytes are counted as the front end sees them: `Layout::size()` in the Rust front end, the
-//! usable size of the block in the shim (where `free` carries no size). The shim reads glibc's
-//! chunk size, which is the usable size plus one header word; rather than subtract the word on
-//! every call it declares it once ([`set_block_overhead`]) and readers subtract it per block.
+//! Bytes are counted as the front end sees them: `Layout::size()` in the Rust front end, glibc's
+//! chunk size in the shim (where `free` carries no size): the usable size plus glibc's 8-byte
+//! header word, 16 bytes for mmapped blocks. That is what the heap spends on the block, and the
+//! shim reads it from the chunk header with one load and a mask at both ends.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-/// Number of slots (threads at once with their own slot).
-pub(crate) const SLOTS: usize = 1024;
-const _: () = assert!(SLOTS.is_power_of_two());
+use crate::spin::SpinMutex;
+use crate::thread_state::ThreadState;
 
-#[repr(align(64))]
+/// Threads at once with counters of their own.
+pub(crate) const MAX_THREADS: usize = 4096;
+
+/// Registered threads' states (null = free entry). Entries change under [`REGISTRY`].
+static THREADS: [AtomicPtr<ThreadState>; MAX_THREADS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_THREADS];
+/// Serialises registering, leaving and reading; the value is the number of entries in use,
+/// so a reader stops at the last one.
+static REGISTRY: SpinMutex<usize> = SpinMutex::new(0);
+
+/// A pair of counters updated with atomic adds.
 #[derive(Debug)]
-pub(crate) struct Slot {
+struct Shared {
     allocated: AtomicU64,
     freed: AtomicU64,
-    allocs: AtomicU64,
-    frees: AtomicU64,
-    owned: AtomicBool,
 }
 
-impl Slot {
+impl Shared {
     const fn new() -> Self {
-        Self {
-            allocated: AtomicU64::new(0),
-            freed: AtomicU64::new(0),
-            allocs: AtomicU64::new(0),
-            frees: AtomicU64::new(0),
-            owned: AtomicBool::new(false),
-        }
+        Self { allocated: AtomicU64::new(0), freed: AtomicU64::new(0) }
     }
 }
 
-static TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
-static SHARED: Slot = Slot::new();
+/// Counters of threads that left the registry.
+static RETIRED: Shared = Shared::new();
+/// Counters of calls on threads without counters of their own.
+static SHARED: Shared = Shared::new();
 /// Bytes the profiler holds for itself (symbol caches, tables), reported separately.
 static INTERNAL: AtomicU64 = AtomicU64::new(0);
 static INTERNAL_FREED: AtomicU64 = AtomicU64::new(0);
 
-/// A thread's slot handle is the address of its `Slot` (0 = none), so the hot paths reach it
-/// without index arithmetic.
-#[inline(always)]
-fn owned(slot: usize) -> &'static Slot {
-    debug_assert!(TABLE.iter().any(|s| std::ptr::eq(s, slot as *const Slot)));
-    // SAFETY: every non-zero handle a thread holds was returned by `claim`, i.e. is the address
-    // of an element of the static TABLE.
-    unsafe { &*(slot as *const Slot) }
+/// Registers the calling thread's state; false when the registry is full.
+pub(crate) fn register(ts: &ThreadState) -> bool {
+    let mut used = REGISTRY.lock();
+    let me = ts as *const ThreadState as *mut ThreadState;
+    for (i, e) in THREADS.iter().enumerate() {
+        if e.load(Ordering::Relaxed).is_null() {
+            e.store(me, Ordering::Relaxed);
+            *used = (*used).max(i + 1);
+            return true;
+        }
+    }
+    false
 }
 
-/// Adds an allocation to the slot owned by the calling thread.
-#[inline(always)]
-pub(crate) fn add_alloc(slot: usize, bytes: usize) {
-    let s = owned(slot);
-    // Single writer: a relaxed load + store is exact and compiles to plain moves.
-    s.allocated.store(s.allocated.load(Ordering::Relaxed) + bytes as u64, Ordering::Relaxed);
-    s.allocs.store(s.allocs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+/// Folds a registered thread's counters into the retired totals and removes it (thread exit).
+pub(crate) fn unregister(ts: &ThreadState) {
+    let _used = REGISTRY.lock();
+    retire(ts);
 }
 
-/// Adds a free to the slot owned by the calling thread.
-#[inline(always)]
-pub(crate) fn add_free(slot: usize, bytes: usize) {
-    let s = owned(slot);
-    s.freed.store(s.freed.load(Ordering::Relaxed) + bytes as u64, Ordering::Relaxed);
-    s.frees.store(s.frees.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+/// Moves `ts`'s counters to [`RETIRED`] and frees its entry; the caller holds [`REGISTRY`].
+fn retire(ts: &ThreadState) {
+    let me = ts as *const ThreadState as *mut ThreadState;
+    if let Some(e) = THREADS.iter().find(|e| e.load(Ordering::Relaxed) == me) {
+        let (a, f) = ts.counters();
+        RETIRED.allocated.fetch_add(a, Ordering::Relaxed);
+        RETIRED.freed.fetch_add(f, Ordering::Relaxed);
+        ts.clear_counters();
+        e.store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
 }
 
-/// Adds an allocation from a thread without a slot.
+/// Adds an allocation from a thread without counters of its own.
 pub(crate) fn add_alloc_shared(bytes: usize) {
     SHARED.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
-    SHARED.allocs.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Adds a free from a thread without a slot.
+/// Adds a free from a thread without counters of its own.
 pub(crate) fn add_free_shared(bytes: usize) {
     SHARED.freed.fetch_add(bytes as u64, Ordering::Relaxed);
-    SHARED.frees.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Counts memory the profiler allocated for itself.
@@ -95,39 +103,31 @@ pub(crate) fn sub_internal(bytes: usize) {
     INTERNAL_FREED.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
-/// Claims a free slot for the calling thread (its handle), or 0 when the pool is exhausted.
-pub(crate) fn claim() -> usize {
-    for s in TABLE.iter() {
-        if !s.owned.load(Ordering::Relaxed)
-            && s.owned.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
-        {
-            return s as *const Slot as usize;
+/// `fork` prepare: no thread may be registering, leaving or reading while the process forks.
+pub(crate) fn lock_for_fork() {
+    REGISTRY.lock_for_fork();
+}
+
+/// `fork` parent: releases what [`lock_for_fork`] took.
+pub(crate) fn unlock_after_fork() {
+    REGISTRY.force_unlock();
+}
+
+/// `fork` child: only the calling thread (`keep`, when registered) survives. The others'
+/// counters are taken over as they stood (their blocks live on in the child's heap) and their
+/// entries freed; then the lock [`lock_for_fork`] took is released.
+pub(crate) fn after_fork_child(keep: Option<&ThreadState>) {
+    let keep = keep.map_or(std::ptr::null(), |k| k as *const ThreadState);
+    for e in THREADS.iter() {
+        let p = e.load(Ordering::Relaxed);
+        if !p.is_null() && !std::ptr::eq(p, keep) {
+            // SAFETY: a registered entry points to a thread's state, which the child's copy of
+            // the address space still holds (the thread is gone, its memory is not reused
+            // before this handler returns).
+            retire(unsafe { &*p });
         }
     }
-    0
-}
-
-/// Returns a slot to the pool (its values stay and keep counting for the next owner).
-pub(crate) fn release(slot: usize) {
-    if let Some(s) = TABLE.iter().find(|s| std::ptr::eq(*s, slot as *const Slot)) {
-        s.owned.store(false, Ordering::Release);
-    }
-}
-
-/// After `fork` only the forking thread exists: every other slot is free again.
-pub(crate) fn release_all_but(slot: usize) {
-    for s in TABLE.iter().filter(|s| !std::ptr::eq(*s, slot as *const Slot)) {
-        s.owned.store(false, Ordering::Release);
-    }
-}
-
-/// Bytes every counted block carries beyond what the totals report (see the module docs).
-static BLOCK_OVERHEAD: AtomicU64 = AtomicU64::new(0);
-
-/// Declares that each counted block's bytes include `bytes` of allocator overhead, which
-/// [`read`] subtracts per allocation and per free.
-pub(crate) fn set_block_overhead(bytes: u64) {
-    BLOCK_OVERHEAD.store(bytes, Ordering::Relaxed);
+    REGISTRY.force_unlock();
 }
 
 /// A snapshot of the exact totals.
@@ -137,10 +137,6 @@ pub struct Totals {
     pub allocated_bytes: u64,
     /// Bytes freed by the program since start.
     pub freed_bytes: u64,
-    /// Number of allocations since start.
-    pub allocations: u64,
-    /// Number of frees since start.
-    pub frees: u64,
     /// Bytes the profiler itself currently holds (not part of the program's totals).
     pub profiler_bytes: u64,
 }
@@ -152,19 +148,31 @@ impl Totals {
     }
 }
 
-/// Sums every slot.
+/// Sums every registered thread and the retired and shared counters.
 pub(crate) fn read() -> Totals {
-    let mut t = Totals::default();
-    for s in TABLE.iter().chain(std::iter::once(&SHARED)) {
-        t.allocated_bytes += s.allocated.load(Ordering::Relaxed);
-        t.freed_bytes += s.freed.load(Ordering::Relaxed);
-        t.allocations += s.allocs.load(Ordering::Relaxed);
-        t.frees += s.frees.load(Ordering::Relaxed);
+    let (mut a, mut f) = (0u64, 0u64);
+    {
+        let used = REGISTRY.lock();
+        for e in THREADS.iter().take(*used) {
+            let p = e.load(Ordering::Relaxed);
+            // SAFETY: a registered entry points to a live thread's state: the thread leaves the
+            // registry under this lock before its storage goes away.
+            if let Some(ts) = unsafe { p.as_ref() } {
+                let (ta, tf) = ts.counters();
+                a = a.wrapping_add(ta);
+                f = f.wrapping_add(tf);
+            }
+        }
     }
-    let overhead = BLOCK_OVERHEAD.load(Ordering::Relaxed);
-    t.allocated_bytes = t.allocated_bytes.saturating_sub(overhead.wrapping_mul(t.allocations));
-    t.freed_bytes = t.freed_bytes.saturating_sub(overhead.wrapping_mul(t.frees));
-    t.profiler_bytes =
-        INTERNAL.load(Ordering::Relaxed).saturating_sub(INTERNAL_FREED.load(Ordering::Relaxed));
-    t
+    for s in [&RETIRED, &SHARED] {
+        a = a.wrapping_add(s.allocated.load(Ordering::Relaxed));
+        f = f.wrapping_add(s.freed.load(Ordering::Relaxed));
+    }
+    Totals {
+        allocated_bytes: a,
+        freed_bytes: f,
+        profiler_bytes: INTERNAL
+            .load(Ordering::Relaxed)
+            .saturating_sub(INTERNAL_FREED.load(Ordering::Relaxed)),
+    }
 }

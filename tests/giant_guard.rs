@@ -10,8 +10,9 @@ static A: YingProfiler = YingProfiler::new(512 * 1024, 1 << 30);
 #[inline(never)]
 fn marker_giant_request() -> *mut u8 {
     let layout = Layout::from_size_align(8 << 30, 8).unwrap();
-    // SAFETY: a non-zero layout; the result is checked for null.
-    unsafe { A.alloc(layout) }
+    // SAFETY: a non-zero layout; the result is checked for null. `black_box` keeps this frame
+    // on the stack (no tail call into the allocator).
+    std::hint::black_box(unsafe { A.alloc(layout) })
 }
 
 #[test]

@@ -72,8 +72,6 @@ fn fixture() -> (Snapshot, ReportContext) {
         totals: Totals {
             allocated_bytes: 80 << 20,
             freed_bytes: 70 << 20,
-            allocations: 90_000,
-            frees: 80_000,
             profiler_bytes: 3 << 20,
         },
         sample_interval: 524_288,

@@ -15,6 +15,9 @@ macro_rules! marker {
     ($name:ident) => {
         #[inline(never)]
         fn $name(out: &mut Vec<Box<[u8]>>, n: usize, size: usize) {
+            // Its own name keeps the four bodies distinct, so that the compiler cannot merge
+            // them into one function (which would give all four stacks one name).
+            black_box(stringify!($name));
             for _ in 0..n {
                 out.push(black_box(vec![0u8; size].into_boxed_slice()));
             }

@@ -1,27 +1,34 @@
 //! How the shim plugs into the engine: where per-thread state lives (the C initial-exec TLS
-//! block), how thread exit is noticed (a pthread key destructor), which frames are ours
-//! (anything inside `libying.so`), and the sampling settings.
+//! block) and the few instructions that reach it on the hot paths, how thread exit is noticed
+//! (a pthread key destructor), which frames are ours (anything inside `libying.so`), and the
+//! sampling settings.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ying_profiler::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use ying_profiler::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 use ying_profiler::thread_state::ThreadState;
 #[cfg(target_arch = "x86_64")]
-use ying_profiler::thread_state::{BUDGET_OFFSET, SLOT_OFFSET};
+use ying_profiler::thread_state::{BUDGET_OFFSET, FREED_OFFSET};
+use ying_profiler::thread_state::{FILTER_OFFSET, REJECT_OFFSET};
+
+// The C block's layout (src/tls.c) names these offsets.
+const _: () =
+    assert!(BUDGET_OFFSET == 0 && FREED_OFFSET == 16 && FILTER_OFFSET == 24 && REJECT_OFFSET == 32);
+const _: () = assert!(std::mem::size_of::<ThreadState>() <= 128);
 
 #[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" {
-    /// Address of the calling thread's 64-byte initial-exec TLS block (src/tls.c).
+    /// Address of the calling thread's 128-byte initial-exec TLS block (src/tls.c).
     fn ying_tls_state() -> *mut c_void;
 }
 
 #[cfg(target_arch = "x86_64")]
 unsafe extern "C" {
-    /// The calling thread's 64-byte initial-exec TLS block (src/tls.c); only its address is
-    /// used, computed in `tls_block`.
-    static ying_tls_block: [u8; 64];
+    /// The calling thread's 128-byte initial-exec TLS block (src/tls.c); only its address is
+    /// used, computed in `tls_block` and by `malloc`.
+    pub(crate) static ying_tls_block: [u8; 128];
 }
 
 /// Address of the calling thread's TLS block: the thread pointer plus the block's offset,
@@ -50,7 +57,7 @@ fn tls_block() -> *mut c_void {
 /// %fs-relative accesses of the hot fields below.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn tls_offset() -> usize {
+pub(crate) fn tls_offset() -> usize {
     let o: usize;
     // SAFETY: reads the GOT entry holding the block's TLS offset, written once by the dynamic
     // linker before any code of ours runs and constant afterwards, hence `pure, nomem`.
@@ -65,18 +72,19 @@ fn tls_offset() -> usize {
     o
 }
 
-/// Reads the 8-byte field at `FIELD` of the calling thread's block, %fs-relative.
+/// Reads the 8-byte field at `FIELD` of the calling thread's block (at TLS offset `o`, from
+/// [`tls_offset`]), %fs-relative.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn tls_read<const FIELD: usize>() -> u64 {
+pub(crate) fn tls_read<const FIELD: usize>(o: usize) -> u64 {
     let v: u64;
-    // SAFETY: `tls_offset() + FIELD` is an 8-byte-aligned field inside this thread's 64-byte
-    // TLS block (FIELD is a ThreadState field offset, and the block holds a ThreadState); only
-    // this thread accesses it. `readonly`: it reads memory, so it is not moved across writes.
+    // SAFETY: `o + FIELD` is an 8-byte-aligned field inside this thread's 128-byte TLS block
+    // (FIELD is a ThreadState field offset, and the block holds a ThreadState); only this
+    // thread writes it. `readonly`: it reads memory, so it is not moved across writes.
     unsafe {
         std::arch::asm!(
             "mov {v}, qword ptr fs:[{o} + {field}]",
-            o = in(reg) tls_offset(),
+            o = in(reg) o,
             field = const FIELD,
             v = out(reg) v,
             options(pure, readonly, nostack, preserves_flags),
@@ -85,20 +93,41 @@ fn tls_read<const FIELD: usize>() -> u64 {
     v
 }
 
-/// Writes the 8-byte field at `FIELD` of the calling thread's block, %fs-relative.
+/// Whether byte `cell` of the filter map at `map` is non-zero (the block may be sampled): one
+/// compare with memory. (Written out because an atomic byte load in Rust becomes a load and a
+/// test; the asm read, like the engine's atomic loads, is a single byte access.)
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn tls_write<const FIELD: usize>(v: u64) {
-    // SAFETY: as in `tls_read`; the field belongs to this thread alone. Without `nomem` or
-    // `readonly`, the compiler assumes the store may change any memory, so no cached read of
-    // the same field (through `&ThreadState` or `tls_read`) is reused across it.
+pub(crate) fn filter_marked(map: usize, cell: usize) -> bool {
+    // SAFETY: `map` is a thread's filter, a map of 2^CELL_BITS bytes (the engine's, or an
+    // all-ones one), and the caller masks `cell` to that size; the asm only reads the byte.
     unsafe {
         std::arch::asm!(
-            "mov qword ptr fs:[{o} + {field}], {v}",
-            o = in(reg) tls_offset(),
-            field = const FIELD,
-            v = in(reg) v,
-            options(nostack, preserves_flags),
+            "cmp byte ptr [{map} + {cell}], 0",
+            "jne {marked}",
+            map = in(reg) map,
+            cell = in(reg) cell,
+            marked = label { return true; },
+            options(nostack, readonly),
+        );
+    }
+    false
+}
+
+/// Adds `bytes` to the calling thread's freed bytes (TLS offset `o`): one addition in memory.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn add_freed(o: usize, bytes: usize) {
+    // SAFETY: as in `tls_read`, for the thread's `freed` field, which only this thread writes
+    // (other threads read it as a whole word). Without `nomem`, the compiler assumes the asm
+    // may change any memory and keeps no cached copy of the field across it.
+    unsafe {
+        std::arch::asm!(
+            "add qword ptr fs:[{o} + {field}], {b}",
+            o = in(reg) o,
+            field = const FREED_OFFSET,
+            b = in(reg) bytes,
+            options(nostack),
         );
     }
 }
@@ -108,6 +137,15 @@ fn tls_write<const FIELD: usize>(v: u64) {
 fn tls_block() -> *mut c_void {
     // SAFETY: the accessor only computes an address; it never allocates.
     unsafe { ying_tls_state() }
+}
+
+/// The giant limit as `malloc` reads it (`SETTINGS`' limit, kept equal by [`set_giant_limit`]).
+pub(crate) static GIANT_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_ALLOC_BYTES);
+
+/// Sets the giant limit for `malloc` and for the hooks.
+pub(crate) fn set_giant_limit(bytes: u64) {
+    SETTINGS.set_max_alloc_bytes(bytes);
+    GIANT_LIMIT.store(SETTINGS.max_alloc_bytes(), Ordering::Relaxed);
 }
 
 /// Sampling is off until the constructor has read the configuration.
@@ -158,18 +196,16 @@ pub(crate) struct ShimHost;
 impl Host for ShimHost {
     #[inline(always)]
     fn thread_state() -> &'static ThreadState {
-        // SAFETY: `tls_block` gives this thread's 64-byte, 64-aligned, zero-initialised TLS block
-        // (a valid ThreadState), which lives as long as the thread; reaching it never allocates.
+        // SAFETY: `tls_block` gives this thread's 128-byte, 64-aligned TLS block, initialised
+        // as ThreadState::new() (a valid ThreadState), which lives as long as the thread;
+        // reaching it never allocates.
         unsafe { &*(tls_block() as *const ThreadState) }
     }
 
-    fn register_thread_exit(ts: &ThreadState) {
-        if let Some(key) = exit_key() {
-            // SAFETY: `key` is a created key; the value is only read back by our destructor.
-            unsafe {
-                libc::pthread_setspecific(key, ts as *const ThreadState as *const c_void);
-            }
-        }
+    fn register_thread_exit(ts: &ThreadState) -> bool {
+        let Some(key) = exit_key() else { return false };
+        // SAFETY: `key` is a created key; the value is only read back by our destructor.
+        unsafe { libc::pthread_setspecific(key, ts as *const ThreadState as *const c_void) == 0 }
     }
 
     fn is_entry_frame(ip: usize, _function: impl FnOnce() -> usize) -> bool {
@@ -179,19 +215,7 @@ impl Host for ShimHost {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn budget() -> u64 {
-        tls_read::<BUDGET_OFFSET>()
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn set_budget(bytes: u64) {
-        tls_write::<BUDGET_OFFSET>(bytes)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn slot() -> usize {
-        tls_read::<SLOT_OFFSET>() as usize
+        tls_read::<BUDGET_OFFSET>(tls_offset())
     }
 }
 
@@ -223,13 +247,9 @@ unsafe fn header(p: *mut u8) -> usize {
     unsafe { *(p as *const usize).sub(1) }
 }
 
-/// Allocator overhead included in [`counted_size`]: one header word, which the totals subtract
-/// per block when they are read (see `hooks::set_block_overhead`).
-pub(crate) const COUNTED_OVERHEAD: u64 = 8;
-
-/// The bytes the exact totals count for a block: its chunk size (the usable size plus
-/// [`COUNTED_OVERHEAD`], or 8 bytes more for mmapped chunks). The same value is computed at
-/// allocation and at free, so totals stay exact; it costs a load and a mask.
+/// The bytes the exact totals count for a block: its chunk size (the usable size plus glibc's
+/// 8-byte header, 16 bytes for mmapped chunks). The same value is computed at allocation and at
+/// free, so totals stay exact; it costs a load and a mask.
 ///
 /// # Safety
 /// As for [`usable_size`].

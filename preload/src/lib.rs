@@ -12,9 +12,15 @@ mod start;
 
 use std::ffi::c_void;
 
-use ying_profiler::hooks::{on_alloc, on_free, on_realloc};
+use ying_profiler::hooks::{self, on_alloc, on_realloc};
 
 use host::{SETTINGS, ShimHost, counted_size, usable_size};
+#[cfg(target_arch = "x86_64")]
+use host::{add_freed, filter_marked, tls_offset, tls_read};
+#[cfg(target_arch = "x86_64")]
+use ying_profiler::filter::{CELL_BITS, CELL_SHIFT};
+#[cfg(target_arch = "x86_64")]
+use ying_profiler::thread_state::{BUDGET_OFFSET, FILTER_OFFSET};
 
 #[global_allocator]
 static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
@@ -79,10 +85,76 @@ static CONSTRUCTOR: extern "C" fn() = {
 // library; the dynamic linker resolves the program's calls to them because the library is
 // preloaded, which is the purpose of the library.
 
-/// C `malloc`.
+/// C `malloc`, written out in assembly because every instruction of it counts (see
+/// bench/README.md). A request below the giant limit goes to glibc; the block's chunk size is
+/// then subtracted from the thread's budget, one instruction that counts the block and decides
+/// whether it is sampled (see `ThreadState`). The request waits on the stack, in the slot that
+/// keeps the stack aligned for the call, for the two paths that need it after the call: a
+/// sample (or a thread that is not sampling, whose budget is zero) and a failed allocation.
+/// Giant requests take the hooks' path before any allocation, which refuses them.
 ///
 /// # Safety
 /// As for glibc's `malloc`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    std::arch::naked_asm!(
+        "cmp rdi, qword ptr [rip + {limit}]",
+        "jae {slow}",
+        "push rdi",
+        "call qword ptr [rip + {real}@GOTPCREL]",
+        "test rax, rax",
+        "je 3f",
+        "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
+        "mov rdx, qword ptr [rax - 8]",
+        "and rdx, -8",
+        "sub qword ptr fs:[rcx + {budget}], rdx",
+        "jbe 4f",
+        "pop rcx",
+        "ret",
+        "3:",
+        "pop rdi",
+        "jmp {failed}",
+        "4:",
+        "pop rsi",
+        "mov rdi, rax",
+        "jmp {missed}",
+        limit = sym host::GIANT_LIMIT,
+        slow = sym malloc_slow,
+        real = sym __libc_malloc,
+        tls = sym host::ying_tls_block,
+        budget = const BUDGET_OFFSET,
+        failed = sym malloc_failed,
+        missed = sym malloc_charge_missed,
+    )
+}
+
+/// `malloc` of a request at or above the giant limit: the hooks refuse it.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn malloc_slow(size: usize) -> *mut c_void {
+    // SAFETY: forwards to glibc with the caller's argument.
+    alloc_with(size, move || unsafe { __libc_malloc(size) })
+}
+
+/// `malloc`'s block `p` used up the budget with `charged` bytes (see `hooks::charge_missed`).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn malloc_charge_missed(p: *mut c_void, size: usize, charged: usize) -> *mut c_void {
+    hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), size, charged as u64).cast()
+}
+
+/// glibc's malloc failed for a request of `_size` bytes (and set `errno`).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn malloc_failed(_size: usize) -> *mut c_void {
+    set_errno(libc::ENOMEM);
+    std::ptr::null_mut()
+}
+
+/// C `malloc` (targets without the %fs-relative fast path).
+///
+/// # Safety
+/// As for glibc's `malloc`.
+#[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc with the caller's argument.
@@ -103,15 +175,36 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     alloc_with(total, move || unsafe { __libc_calloc(n, size) })
 }
 
-/// C `free`: the record of a sampled block is removed before the block is released.
+/// C `free`: the record of a sampled block is removed before the block is released. The
+/// unsampled path is written out here: the calling thread's filter map says the block is
+/// certainly not sampled, its chunk size is added to the thread's freed bytes and glibc frees
+/// it. Anything else takes the hooks' slow path (null among them: its cell is always marked).
 ///
 /// # Safety
 /// `p` is null or a live block from this allocator family.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
-    // Null goes to the hooks' slow path (the address filter always answers "maybe" for it),
-    // which ignores it, and on to glibc, which does too.
-    on_free::<ShimHost>(
+    let o = tls_offset();
+    let map = tls_read::<FILTER_OFFSET>(o) as usize;
+    if !filter_marked(map, (p as usize >> CELL_SHIFT) & ((1 << CELL_BITS) - 1)) {
+        add_freed(o, counted(p.cast()));
+        // SAFETY: `p` is a live glibc block (the caller's contract); glibc's free preserves
+        // errno.
+        return unsafe { __libc_free(p) };
+    }
+    free_slow(p)
+}
+
+/// C `free` (targets without the %fs-relative fast path).
+///
+/// # Safety
+/// `p` is null or a live block from this allocator family.
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    ying_profiler::hooks::on_free::<ShimHost>(
+        &SETTINGS,
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
         // header is readable.
@@ -121,14 +214,27 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     )
 }
 
-/// Old alias of `free`.
+/// Everything but the unsampled path of `free` (and all of `cfree`).
+#[inline(never)]
+fn free_slow(p: *mut c_void) {
+    hooks::free_slow::<ShimHost>(
+        &SETTINGS,
+        p.cast(),
+        // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
+        // header is readable.
+        |p| unsafe { counted_size(p) },
+        // SAFETY: as above; glibc's free preserves errno.
+        |p| unsafe { __libc_free(p.cast()) },
+    )
+}
+
+/// Old alias of `free` (rare: it always takes the hooks' path).
 ///
 /// # Safety
 /// As for `free`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cfree(p: *mut c_void) {
-    // SAFETY: same contract as `free`.
-    unsafe { free(p) }
+    free_slow(p)
 }
 
 /// C `realloc`: `realloc(NULL, n)` is `malloc(n)`; `realloc(p, 0)` frees `p` and returns NULL

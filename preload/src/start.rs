@@ -48,7 +48,6 @@ fn exe_path() -> String {
 }
 
 fn init_guarded() {
-    hooks::set_block_overhead(crate::host::COUNTED_OVERHEAD);
     let (cfg, warnings) = Config::from_env();
     for w in &warnings {
         ying_profiler::__private::write_stderr(format!("{w}\n").as_bytes());
@@ -64,7 +63,7 @@ fn init_guarded() {
         }
     }
     SETTINGS.set_sample_interval(cfg.sample_interval_bytes);
-    SETTINGS.set_max_alloc_bytes(cfg.max_alloc_bytes);
+    crate::host::set_giant_limit(cfg.max_alloc_bytes);
     SETTINGS.set_max_stacks(cfg.max_stacks);
     if let Some(seed) = cfg.seed {
         SETTINGS.set_seed(seed);

@@ -101,11 +101,10 @@ pub fn render(
     );
     let _ = writeln!(
         o,
-        "allocated (exact):  {} ({} bytes) in {} allocations, {} frees",
+        "allocated (exact):  {} ({} bytes), freed {} bytes",
         human_bytes(t.allocated_bytes),
         t.allocated_bytes,
-        t.allocations,
-        t.frees
+        t.freed_bytes
     );
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
