@@ -1,36 +1,42 @@
 //! Quick-reject filter in front of the sampled-pointer table.
 //!
 //! Almost every `free` is of an unsampled block. Probing a locked table on each would put a lock
-//! and a hash probe on the hottest path there is, so `free` first reads one byte of a 512 KiB
-//! map: zero means "certainly not sampled". The byte is the number of live samples in the
-//! block's cell: its address in 256-byte units, modulo 2^19 (a 128 MiB window), so blocks that
-//! are close in memory share cache lines of the map (the part a program's frees touch is its
-//! heap size / 256).
+//! and a hash probe on the hottest path there is, so `free` first looks its address up in a
+//! map: "certainly not sampled", or "look in the table". The map has one cell per 256 bytes of
+//! address space, modulo 2^19 cells (a 128 MiB window), so blocks that are close in memory
+//! share cache lines of the map.
 //!
 //! The cell size is a measured compromise. A hashed index was a cache miss on nearly every free
 //! (80 % of the hook's time). 16-byte cells still left the map load the hook's main cost in the
 //! Rust cache benchmark (dealloc 2.7 % of the run, 1.1 % with 256-byte cells). 4 KiB cells made
 //! the frees of a live sample's page neighbours probe the table: 2.8 % of all frees in the churn
-//! benchmark, against 0.09 % with 256-byte cells. A byte per cell rather than a bit: the test
-//! is a shift, a mask and a compare with the byte (a bit needs a second shift for the word and a
-//! bit test), three instructions fewer on every free, for a map that is 8 times larger (a bitmap
-//! with the same cells was tried first; see bench/README.md).
+//! benchmark, against 0.09 % with 256-byte cells.
+//!
+//! The map comes in two forms, kept in step, for the two front ends' different costs:
+//!
+//! - [`COUNTS`], a byte per cell (512 KiB): the number of live samples in the cell. The shim's
+//!   `free` tests it with a shift, a mask and a compare with memory, three instructions fewer
+//!   than a bit needs, which its instruction budget counts (see bench/README.md).
+//! - [`BITS`], a bit per cell (64 KiB): set while the cell's count is non-zero. The Rust front
+//!   end tests it: its frees touch heap/2048 bytes of it rather than heap/256, which kept the
+//!   Rust cache benchmark 3 % faster than the byte map.
 //!
 //! A cell's count is guarded by the live-table shard that every pointer of the cell maps to
-//! (`tables::shard` is a function of [`cell`]), so updating the filter costs no lock of its own.
-//! A sample increments its count before the pointer is returned to the program; a count only
-//! means "look in the table" (false positives cost a probe, false negatives cannot happen). A
-//! count that reaches 255 stays saturated.
+//! (`tables::shard` is a function of [`cell`]), so updating the filter costs no lock of its own;
+//! the bits are set and cleared atomically because one bitmap word spans cells of several
+//! shards. A sample is marked before the pointer is returned to the program; a mark only means
+//! "look in the table" (false positives cost a probe, false negatives cannot happen). A count
+//! that reaches 255 stays saturated, and its bit set.
 //!
-//! The null pointer's cell starts saturated, so `may_contain(0)` is always true: the hooks
-//! send null to the slow path without a test of their own.
+//! The null pointer's cell starts saturated, so null is always "maybe": the hooks send it to
+//! the slow path without a test of their own.
 //!
 //! Each thread's frees read the map through a pointer in its own state (`ThreadState::filter`).
 //! Until the thread is set up, and while it runs profiler code or after its exit handler ran,
-//! that pointer names a map of all ones ([`REJECT_NONE`] in the Rust front end, one of its own
-//! in the shim): every free takes the slow path, with no test of its own on the hot path.
+//! that pointer names a map of all ones ([`REJECT_NONE_BITS`] in the Rust front end, one of its
+//! own in the shim): every free takes the slow path, with no test of its own on the hot path.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// log2 of the bytes of address space one cell covers (see the module docs).
 pub const CELL_SHIFT: u32 = 8;
@@ -38,25 +44,37 @@ pub const CELL_SHIFT: u32 = 8;
 pub const CELL_BITS: u32 = 19;
 const MASK: usize = (1 << CELL_BITS) - 1;
 
-/// Live samples per cell (saturating at 255): the map the hot path reads.
+/// Live samples per cell (saturating at 255): the byte map.
 static COUNTS: [AtomicU8; 1 << CELL_BITS] = {
     let mut c = [const { AtomicU8::new(0) }; 1 << CELL_BITS];
     c[0] = AtomicU8::new(u8::MAX); // saturated: null's cell is never cleared
     c
 };
 
-/// A map with every byte non-zero: a thread whose frees read it sends every free to the slow
-/// path (read-only memory).
-pub(crate) static REJECT_NONE: [u8; 1 << CELL_BITS] = [u8::MAX; 1 << CELL_BITS];
+/// A bit per cell, set while its count is non-zero: the bitmap.
+static BITS: [AtomicU64; 1 << (CELL_BITS - 6)] = {
+    let mut b = [const { AtomicU64::new(0) }; 1 << (CELL_BITS - 6)];
+    b[0] = AtomicU64::new(1); // null's cell
+    b
+};
 
-/// [`REJECT_NONE`] as a `ThreadState::filter` value.
-pub(crate) const fn reject_none() -> *const AtomicU8 {
-    REJECT_NONE.as_ptr().cast()
+/// A bitmap with every bit set: a thread whose frees read it sends every free to the slow path
+/// (read-only memory).
+pub(crate) static REJECT_NONE_BITS: [u64; 1 << (CELL_BITS - 6)] = [u64::MAX; 1 << (CELL_BITS - 6)];
+
+/// The byte map, as a `ThreadState::filter` value.
+pub fn byte_map() -> *const u8 {
+    COUNTS.as_ptr().cast()
 }
 
-/// The real map, for `ThreadState::filter`.
-pub(crate) fn real_map() -> *const AtomicU8 {
-    COUNTS.as_ptr()
+/// The bitmap, as a `ThreadState::filter` value.
+pub(crate) const fn bitmap() -> *const u8 {
+    BITS.as_ptr().cast()
+}
+
+/// [`REJECT_NONE_BITS`] as a `ThreadState::filter` value.
+pub(crate) const fn reject_none_bits() -> *const u8 {
+    REJECT_NONE_BITS.as_ptr().cast()
 }
 
 /// The filter cell of `ptr`.
@@ -68,33 +86,53 @@ pub(crate) fn cell(ptr: usize) -> usize {
 /// Whether `ptr` may be a sampled block.
 #[inline(always)]
 pub(crate) fn may_contain(ptr: usize) -> bool {
-    may_contain_in(COUNTS.as_ptr(), ptr)
+    may_contain_in_bytes(byte_map(), ptr)
 }
 
-/// Whether `ptr` may be a sampled block, according to the map at `map` (the real one or a map
-/// of all ones, as a thread's `filter` names).
+/// Whether `ptr` may be a sampled block, according to the byte map at `map` ([`COUNTS`] or a
+/// byte map of all ones, as a thread's `filter` names).
 #[inline(always)]
-pub(crate) fn may_contain_in(map: *const AtomicU8, ptr: usize) -> bool {
+pub fn may_contain_in_bytes(map: *const u8, ptr: usize) -> bool {
     // SAFETY: `map` is COUNTS or a map of all ones, both 2^CELL_BITS bytes, and the cell is
     // masked to CELL_BITS bits. A map of all ones is read-only memory, which atomic loads may
     // read.
-    unsafe { &*map.add(cell(ptr)) }.load(Ordering::Acquire) != 0
+    unsafe { &*map.cast::<AtomicU8>().add(cell(ptr)) }.load(Ordering::Acquire) != 0
+}
+
+/// Whether `ptr` may be a sampled block, according to the bitmap at `map` ([`BITS`] or
+/// [`REJECT_NONE_BITS`], as a thread's `filter` names).
+#[inline(always)]
+pub(crate) fn may_contain_in_bits(map: *const u8, ptr: usize) -> bool {
+    let i = cell(ptr);
+    // SAFETY: `map` is BITS or REJECT_NONE_BITS, both 2^(CELL_BITS-6) words, and `i >> 6` is
+    // below that. REJECT_NONE_BITS is read-only memory, which atomic loads may read.
+    let word = unsafe { &*map.cast::<AtomicU64>().add(i >> 6) }.load(Ordering::Acquire);
+    word & (1 << (i & 63)) != 0
 }
 
 /// Marks `ptr` as (possibly) sampled. The caller holds `ptr`'s live-table shard lock.
 pub(crate) fn insert(ptr: usize) {
-    let c = &COUNTS[cell(ptr)];
+    let i = cell(ptr);
+    let c = &COUNTS[i];
     let v = c.load(Ordering::Relaxed);
     if v < u8::MAX {
         c.store(v + 1, Ordering::Release);
+    }
+    if v == 0 {
+        BITS[i >> 6].fetch_or(1 << (i & 63), Ordering::Release);
     }
 }
 
 /// Undoes one [`insert`] of `ptr`. The caller holds `ptr`'s live-table shard lock.
 pub(crate) fn remove(ptr: usize) {
-    let c = &COUNTS[cell(ptr)];
+    let i = cell(ptr);
+    let c = &COUNTS[i];
     match c.load(Ordering::Relaxed) {
         0 | u8::MAX => {}
+        1 => {
+            c.store(0, Ordering::Release);
+            BITS[i >> 6].fetch_and(!(1 << (i & 63)), Ordering::Release);
+        }
         v => c.store(v - 1, Ordering::Release),
     }
 }
@@ -142,7 +180,21 @@ mod tests {
     #[test]
     fn reject_none_rejects_nothing() {
         for p in [0usize, 16, 0x7f12_3400_1010, usize::MAX - 15] {
-            assert!(may_contain_in(reject_none(), p));
+            assert!(may_contain_in_bits(reject_none_bits(), p));
         }
+    }
+
+    #[test]
+    fn bits_follow_counts() {
+        let a = 0x7f22_0000_0100usize;
+        let twin = a + (1 << (CELL_BITS + CELL_SHIFT)); // same cell
+        assert!(!may_contain_in_bits(bitmap(), a) && !may_contain_in_bytes(byte_map(), a));
+        ins(a);
+        ins(twin);
+        rem(a);
+        assert!(may_contain_in_bits(bitmap(), a) && may_contain_in_bytes(byte_map(), a));
+        rem(twin);
+        assert!(!may_contain_in_bits(bitmap(), a) && !may_contain_in_bytes(byte_map(), a));
+        assert!(may_contain_in_bits(bitmap(), 0), "null's bit stays set");
     }
 }

@@ -5,7 +5,7 @@
 //! The unsampled paths are `#[inline(always)]` and do only this. An allocation compares its size
 //! with the thread's budget, calls the real allocator and charges the block's counted bytes to
 //! the budget, which both counts them and advances the sampler; the one allocation in a while
-//! that uses up the budget is sampled. A free reads one bit of the address filter its thread
+//! that uses up the budget is sampled. A free reads one byte of the address filter its thread
 //! points to and adds to the thread's freed bytes. No lock, no syscall, no allocation, no panic,
 //! `errno` untouched. Everything else (first call on a thread, re-entrant calls from profiler
 //! code, a sample, a giant request, a free the filter cannot reject, a thread that is exiting)
@@ -53,8 +53,18 @@ pub trait Host: 'static {
     }
     /// The address filter the calling thread's frees consult.
     #[inline(always)]
-    fn filter() -> *const std::sync::atomic::AtomicU8 {
+    fn filter() -> *const u8 {
         Self::thread_state().filter.get()
+    }
+    /// The front end's filter map once a thread is set up: the bitmap (the default), or the
+    /// byte map (see `filter`). A thread's `reject` map must be of the same kind.
+    fn real_filter() -> *const u8 {
+        crate::filter::bitmap()
+    }
+    /// Whether `ptr` may be sampled according to `map`, a filter of this front end's kind.
+    #[inline(always)]
+    fn may_be_sampled(map: *const u8, ptr: usize) -> bool {
+        crate::filter::may_contain_in_bits(map, ptr)
     }
 }
 
@@ -162,6 +172,7 @@ fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
         crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
     };
     ts.rng.set(sampler::seed_for(seed, ordinal));
+    ts.real.set(H::real_filter());
     ts.status.set(STATUS_LIVE);
     let registered = {
         // Registering the exit callback may allocate (TLS destructor lists, pthread keys).
@@ -267,6 +278,35 @@ pub fn alloc_unsampled<H: Host>(
         return Some(p);
     }
     None
+}
+
+/// [`alloc_unsampled`] for a front end that counts the requested size (`Layout::size()` in
+/// Rust): the charge happens before the call, which cannot use the budget up (the size is below
+/// it), and is taken back if the allocation fails; nothing is left to do after the call.
+#[inline(always)]
+pub fn alloc_unsampled_sized<H: Host>(
+    size: usize,
+    real: impl FnOnce() -> *mut u8,
+) -> Option<*mut u8> {
+    let budget = H::budget();
+    // A non-zero budget means: set up, unguarded, counting on its own counters.
+    if (size as u64) < budget {
+        H::thread_state().budget.store(budget - size as u64, Ordering::Relaxed);
+        let p = real();
+        if p.is_null() {
+            uncharge::<H>(size);
+        }
+        return Some(p);
+    }
+    None
+}
+
+/// Takes back the charge of a failed allocation.
+#[cold]
+#[inline(never)]
+fn uncharge<H: Host>(size: usize) {
+    let b = &H::thread_state().budget;
+    b.store(b.load(Ordering::Relaxed).wrapping_add(size as u64), Ordering::Relaxed);
 }
 
 /// The block `p` of `size` requested bytes used up its thread's budget when `charged` bytes
@@ -389,7 +429,7 @@ pub fn on_free<H: Host>(
     real: impl FnOnce(*mut u8),
 ) {
     // The thread's filter rejects nothing unless it is set up and counts on its own counters.
-    if !crate::filter::may_contain_in(H::filter(), ptr as usize) {
+    if !H::may_be_sampled(H::filter(), ptr as usize) {
         H::add_freed(counted(ptr) as u64);
         return real(ptr);
     }
@@ -474,7 +514,7 @@ pub fn realloc_unsampled<H: Host>(
     if growth < budget
         && new_size != 0
         && (new_size as u64) < set.max_alloc_bytes()
-        && !crate::filter::may_contain_in(H::filter(), old as usize)
+        && !H::may_be_sampled(H::filter(), old as usize)
     {
         let p = real();
         if !p.is_null() {

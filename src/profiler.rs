@@ -256,13 +256,11 @@ unsafe impl GlobalAlloc for YingProfiler {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
         if is_plain(layout.align(), size) {
-            let fast = hooks::alloc_unsampled::<RustHost>(
-                &self.settings,
+            let fast = hooks::alloc_unsampled_sized::<RustHost>(
                 size,
                 // SAFETY: what `System.alloc` does for a plain layout (see `is_plain`); `size`
                 // is non-zero because the alignment is at least 1 and at most `size`.
                 move || unsafe { libc::malloc(size) }.cast(),
-                move |_| size,
             );
             if let Some(p) = fast {
                 return p;
@@ -277,12 +275,10 @@ unsafe impl GlobalAlloc for YingProfiler {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
         if is_plain(layout.align(), size) {
-            let fast = hooks::alloc_unsampled::<RustHost>(
-                &self.settings,
+            let fast = hooks::alloc_unsampled_sized::<RustHost>(
                 size,
                 // SAFETY: what `System.alloc_zeroed` does for a plain layout (see `is_plain`).
                 move || unsafe { libc::calloc(size, 1) }.cast(),
-                move |_| size,
             );
             if let Some(p) = fast {
                 return p;

@@ -7,9 +7,9 @@
 //! `#[global_allocator]` front end keeps it in an ordinary const `thread_local!`.
 //!
 //! Each hot path tests one field. An allocation compares its size with `budget`; a free looks
-//! up its address in the map `filter` points to (see `filter`). The budget is zero and `filter`
-//! points to `reject`, a map of all ones, sending every call to the slow path, when the thread
-//! has not been set up yet, is inside the profiler (the guard parks the real budget in
+//! up its address in the map `filter` points to (see `filter`: the front end decides whether it
+//! is the byte map or the bitmap). The budget is zero and `filter` points to `reject`, a map of
+//! all ones, sending every call to the slow path, when the thread has not been set up yet, is inside the profiler (the guard parks the real budget in
 //! `parked_budget`), is not registered with the totals, or its thread-exit handler has run.
 //! Folding all these conditions into the test the path needs anyway keeps it short.
 //!
@@ -21,7 +21,7 @@
 //! one without the other.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering, compiler_fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, compiler_fence};
 
 /// Lifecycle of a thread as seen by the hooks.
 pub(crate) const STATUS_NEW: u32 = 0;
@@ -42,11 +42,13 @@ pub struct ThreadState {
     pub(crate) drawn: AtomicU64,
     /// Bytes freed by this thread.
     pub(crate) freed: AtomicU64,
-    /// The address filter this thread's frees consult: the real one, or `reject`.
-    pub(crate) filter: Cell<*const AtomicU8>,
+    /// The address filter this thread's frees consult: `real`, or `reject`.
+    pub(crate) filter: Cell<*const u8>,
     /// A filter map that rejects nothing (every free takes the slow path): the initial value of
     /// `filter`, which each front end's initial block sets (the shim's is its own C array).
-    pub(crate) reject: Cell<*const AtomicU8>,
+    pub(crate) reject: Cell<*const u8>,
+    /// The front end's real filter map (set when the thread is set up, see `Host::real_filter`).
+    pub(crate) real: Cell<*const u8>,
     /// Odd while a slow path moves `budget` and `drawn` together.
     pub(crate) seq: AtomicU32,
     /// Re-entrancy depth: non-zero while the thread runs profiler code.
@@ -77,14 +79,16 @@ pub const FILTER_OFFSET: usize = std::mem::offset_of!(ThreadState, filter);
 pub const REJECT_OFFSET: usize = std::mem::offset_of!(ThreadState, reject);
 
 impl ThreadState {
-    /// The initial state: not set up, every call on the slow path.
+    /// The initial state: not set up, every call on the slow path (with the bitmap filter of
+    /// the Rust front end; the shim's C block starts the same, with its own byte map).
     pub const fn new() -> Self {
         Self {
             budget: AtomicU64::new(0),
             drawn: AtomicU64::new(0),
             freed: AtomicU64::new(0),
-            filter: Cell::new(crate::filter::reject_none()),
-            reject: Cell::new(crate::filter::reject_none()),
+            filter: Cell::new(crate::filter::reject_none_bits()),
+            reject: Cell::new(crate::filter::reject_none_bits()),
+            real: Cell::new(crate::filter::bitmap()),
             seq: AtomicU32::new(0),
             guard_depth: Cell::new(0),
             status: Cell::new(STATUS_NEW),
@@ -121,8 +125,8 @@ impl ThreadState {
     }
 
     /// The filter for an unguarded thread in its current state.
-    pub(crate) fn own_filter(&self) -> *const AtomicU8 {
-        if self.sampling() { crate::filter::real_map() } else { self.reject.get() }
+    pub(crate) fn own_filter(&self) -> *const u8 {
+        if self.sampling() { self.real.get() } else { self.reject.get() }
     }
 
     /// Whether the thread is set up and counts on its own counters.
@@ -243,7 +247,7 @@ mod tests {
     #[test]
     fn guard_parks_and_restores_budget_and_filter_with_nesting() {
         let ts = live();
-        let real = crate::filter::real_map();
+        let real = ts.real.get();
         assert_eq!(ts.filter.get(), real);
         {
             let _g = ts.enter();

@@ -217,6 +217,15 @@ impl Host for ShimHost {
     fn budget() -> u64 {
         tls_read::<BUDGET_OFFSET>(tls_offset())
     }
+
+    fn real_filter() -> *const u8 {
+        ying_profiler::filter::byte_map()
+    }
+
+    #[inline(always)]
+    fn may_be_sampled(map: *const u8, ptr: usize) -> bool {
+        ying_profiler::filter::may_contain_in_bytes(map, ptr)
+    }
 }
 
 /// The calling thread's state.
