@@ -372,10 +372,10 @@ impl Config {
         let mut warnings = Vec::new();
         let mut vars = Vec::new();
         for (name, value) in std::env::vars_os() {
-            let name = name.to_string_lossy().into_owned();
-            if !name.starts_with(PREFIX) {
+            if !name.as_encoded_bytes().starts_with(PREFIX.as_bytes()) {
                 continue;
             }
+            let name = name.to_string_lossy().into_owned();
             match value.into_string() {
                 Ok(value) => vars.push((name, value)),
                 Err(value) => match FIELDS.iter().find(|f| f.doc.name == name) {

@@ -145,7 +145,7 @@ pub use totals::Totals;
 #[doc(hidden)]
 pub mod __private {
     //! Items the preload shim needs; not a public API.
-    pub use crate::symbolize::{Module, module_of, modules};
+    pub use crate::symbolize::{Module, code_range_of, module_of, modules};
     pub use crate::sys::{warn, write_stderr};
     pub use backtrace;
 }

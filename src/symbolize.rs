@@ -82,6 +82,25 @@ pub fn modules() -> Vec<Module> {
     out
 }
 
+/// The code range `[start, end)` of the loaded object whose code contains `addr` (start-up of
+/// the shim: cheaper than [`modules`], which names every module and formats its build id).
+pub fn code_range_of(addr: usize) -> Option<(usize, usize)> {
+    use findshlibs::{Segment, SharedLibrary, TargetSharedLibrary};
+    let mut found = None;
+    TargetSharedLibrary::each(|lib| {
+        let (mut start, mut end) = (usize::MAX, 0usize);
+        for seg in lib.segments().filter(|seg| seg.is_code()) {
+            let s = seg.actual_virtual_memory_address(lib).0;
+            start = start.min(s);
+            end = end.max(s + seg.len());
+        }
+        if start <= addr && addr < end {
+            found = Some((start, end));
+        }
+    });
+    found
+}
+
 /// The module containing `ip`.
 pub fn module_of(mods: &[Module], ip: usize) -> Option<&Module> {
     mods.get(module_index(mods, ip)?)

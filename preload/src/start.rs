@@ -84,11 +84,9 @@ fn init_guarded() {
 
 fn find_own_code() {
     let here = find_own_code as *const () as usize;
-    for m in ying_profiler::__private::modules() {
-        if here >= m.start && here < m.end {
-            OWN_START.store(m.start, Ordering::Relaxed);
-            OWN_END.store(m.end, Ordering::Relaxed);
-        }
+    if let Some((start, end)) = ying_profiler::__private::code_range_of(here) {
+        OWN_START.store(start, Ordering::Relaxed);
+        OWN_END.store(end, Ordering::Relaxed);
     }
 }
 
