@@ -21,12 +21,12 @@
 //!   end tests it: its frees touch heap/2048 bytes of it rather than heap/256, which kept the
 //!   Rust cache benchmark 3 % faster than the byte map.
 //!
-//! A cell's count is guarded by the live-table shard that every pointer of the cell maps to
-//! (`tables::shard` is a function of [`cell`]), so updating the filter costs no lock of its own;
-//! the bits are set and cleared atomically because one bitmap word spans cells of several
-//! shards. A sample is marked before the pointer is returned to the program; a mark only means
-//! "look in the table" (false positives cost a probe, false negatives cannot happen). A count
-//! that reaches 255 stays saturated, and its bit set.
+//! The count byte is also the cell's lock: its top bit is set while a sample is being added or
+//! removed, so that the count and the cell's bit change together (a cell's pointers, 128 MiB
+//! apart, may belong to different live-table shards). A locked byte is non-zero, which the
+//! shim's `free` reads as "look in the table". A sample is marked before the pointer is returned
+//! to the program; a mark only means "look in the table" (false positives cost a probe, false
+//! negatives cannot happen). A count that reaches 127 stays saturated, and its bit set.
 //!
 //! The null pointer's cell starts saturated, so null is always "maybe": the hooks send it to
 //! the slow path without a test of their own.
@@ -44,12 +44,16 @@ pub const CELL_SHIFT: u32 = 8;
 pub const CELL_BITS: u32 = 19;
 const MASK: usize = (1 << CELL_BITS) - 1;
 
-/// Live samples per cell (saturating at 255): the byte map.
+/// Live samples per cell (saturating at [`SATURATED`]), top bit [`LOCKED`]: the byte map.
 static COUNTS: [AtomicU8; 1 << CELL_BITS] = {
     let mut c = [const { AtomicU8::new(0) }; 1 << CELL_BITS];
-    c[0] = AtomicU8::new(u8::MAX); // saturated: null's cell is never cleared
+    c[0] = AtomicU8::new(SATURATED); // null's cell is never cleared
     c
 };
+/// The count's lock bit.
+const LOCKED: u8 = 0x80;
+/// A count that no longer changes.
+const SATURATED: u8 = 0x7f;
 
 /// A bit per cell, set while its count is non-zero: the bitmap.
 static BITS: [AtomicU64; 1 << (CELL_BITS - 6)] = {
@@ -110,38 +114,51 @@ pub(crate) fn may_contain_in_bits(map: *const u8, ptr: usize) -> bool {
     word & (1 << (i & 63)) != 0
 }
 
-/// Marks `ptr` as (possibly) sampled. The caller holds `ptr`'s live-table shard lock.
-pub(crate) fn insert(ptr: usize) {
-    let i = cell(ptr);
+/// Takes cell `i`'s lock bit and returns its count.
+fn lock_cell(i: usize) -> u8 {
     let c = &COUNTS[i];
-    let v = c.load(Ordering::Relaxed);
-    if v < u8::MAX {
-        c.store(v + 1, Ordering::Release);
-    }
-    if v == 0 {
-        BITS[i >> 6].fetch_or(1 << (i & 63), Ordering::Release);
+    loop {
+        let v = c.load(Ordering::Relaxed);
+        if v & LOCKED == 0
+            && c.compare_exchange_weak(v, v | LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            return v;
+        }
+        std::hint::spin_loop();
     }
 }
 
-/// Undoes one [`insert`] of `ptr`. The caller holds `ptr`'s live-table shard lock.
+/// Marks `ptr` as (possibly) sampled. Called with `ptr`'s live-table shard lock held (which
+/// keeps `fork` from copying a cell lock mid-update: the prepare handler takes every shard).
+pub(crate) fn insert(ptr: usize) {
+    let i = cell(ptr);
+    let v = lock_cell(i);
+    if v == 0 {
+        BITS[i >> 6].fetch_or(1 << (i & 63), Ordering::Release);
+    }
+    COUNTS[i].store((v + 1).min(SATURATED), Ordering::Release);
+}
+
+/// Undoes one [`insert`] of `ptr`. Called with `ptr`'s live-table shard lock held.
 pub(crate) fn remove(ptr: usize) {
     let i = cell(ptr);
-    let c = &COUNTS[i];
-    match c.load(Ordering::Relaxed) {
-        0 | u8::MAX => {}
+    let v = lock_cell(i);
+    let after = match v {
+        0 | SATURATED => v,
         1 => {
-            c.store(0, Ordering::Release);
             BITS[i >> 6].fetch_and(!(1 << (i & 63)), Ordering::Release);
+            0
         }
-        v => c.store(v - 1, Ordering::Release),
-    }
+        v => v - 1,
+    };
+    COUNTS[i].store(after, Ordering::Release);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // The filter's contract: the caller holds the pointer's live-table shard lock.
+    // The filter's callers hold the pointer's live-table shard lock.
     fn ins(p: usize) {
         let _g = crate::tables::shard(p).lock();
         insert(p);
@@ -182,6 +199,31 @@ mod tests {
         for p in [0usize, 16, 0x7f12_3400_1010, usize::MAX - 15] {
             assert!(may_contain_in_bits(reject_none_bits(), p));
         }
+    }
+
+    #[test]
+    fn aliased_cells_in_different_shards_never_lose_a_mark() {
+        // Two pointers 128 MiB apart share a cell but not a shard: their updates race on the
+        // cell, which its own lock serialises. Each thread's own sample must stay visible in
+        // both maps for as long as it is live.
+        let a = 0x7f40_0000_0300usize;
+        let b = a + (1 << (CELL_BITS + CELL_SHIFT));
+        assert_eq!(cell(a), cell(b));
+        assert!(!std::ptr::eq(crate::tables::shard(a), crate::tables::shard(b)));
+        let run = |p: usize| {
+            move || {
+                for _ in 0..200_000 {
+                    ins(p);
+                    assert!(may_contain_in_bits(bitmap(), p), "bit lost while live");
+                    assert!(may_contain_in_bytes(byte_map(), p), "count lost while live");
+                    rem(p);
+                }
+            }
+        };
+        let t = std::thread::spawn(run(a));
+        run(b)();
+        t.join().unwrap();
+        assert!(!may_contain_in_bits(bitmap(), a) && !may_contain_in_bytes(byte_map(), a));
     }
 
     #[test]

@@ -99,6 +99,12 @@ static CONSTRUCTOR: extern "C" fn() = {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // SAFETY: a System V function body: it reads its argument from rdi and returns in rax,
+    // clobbers only caller-saved registers (rax, rcx, rdx, rsi, rdi), calls glibc with the stack
+    // 16-byte aligned (the push), leaves the stack as it found it on every path, and its tail
+    // jumps reach extern "C" functions with the stack as at entry, so they return to our
+    // caller. It reads GIANT_LIMIT (an 8-byte static) and the thread's own TLS block at its
+    // initial-exec offset, and writes only the thread's budget, which no other thread writes.
     std::arch::naked_asm!(
         "cmp rdi, qword ptr [rip + {limit}]",
         "jae {slow}",
