@@ -172,6 +172,7 @@ fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
         crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
     };
     ts.rng.set(sampler::seed_for(seed, ordinal));
+    ts.ordinal.set(ordinal);
     ts.real.set(H::real_filter());
     ts.status.set(STATUS_LIVE);
     let registered = {
@@ -408,13 +409,13 @@ fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, w: sampler::W
     let n = capture::<H>(ts, &mut ips);
     let born_ns = crate::clock::now_ns();
     let spans = crate::spans::current_path();
-    let stack = tables::STACKS.lock().add_sample(ips.get(..n).unwrap_or(&[]), spans, w);
+    let stack = tables::add_sample(ts.ordinal.get(), ips.get(..n).unwrap_or(&[]), spans, w);
     tables::insert_live(ptr, Record { stack, size, weight: w, born_ns });
 }
 
 fn retire(rec: Record) {
     let lifetime_ms = crate::clock::now_ns().saturating_sub(rec.born_ns) as f64 / 1e6;
-    tables::STACKS.lock().free_sample(rec.stack, rec.weight, lifetime_ms);
+    tables::free_sample(rec.stack, rec.weight, lifetime_ms);
 }
 
 /// Free hook: `real(ptr)` releases `ptr` (which may be null) and runs last, after the record of a
@@ -597,7 +598,7 @@ fn realloc_slow<H: Host>(
         // One long-lived allocation: same stack and birth time, new address and weight.
         let _g = ts.enter();
         let w = sampler::weight(new_size as u64, interval);
-        tables::STACKS.lock().resize_sample(rec.stack, rec.weight, w);
+        tables::resize_sample(rec.stack, rec.weight, w);
         rec.weight = w;
         rec.size = new_size as u64;
         tables::insert_live(p as usize, rec);

@@ -132,8 +132,7 @@ impl YingProfiler {
 
     fn estimates() -> (f64, f64) {
         let _g = RustHost::thread_state().enter();
-        let st = crate::tables::STACKS.lock();
-        st.entries.iter().fold((0.0, 0.0), |(a, r), e| (a + e.alloc_bytes, r + e.live_bytes))
+        crate::tables::estimated_bytes()
     }
 
     /// Addresses in the symbol cache.
@@ -148,7 +147,7 @@ impl YingProfiler {
 
     /// Distinct stacks seen.
     pub fn num_stack_traces(&self) -> usize {
-        self.guarded(|| crate::tables::STACKS.lock().entries.len().saturating_sub(1))
+        self.guarded(crate::tables::distinct_stacks)
     }
 
     fn guarded<T>(&self, f: impl FnOnce() -> T) -> T {

@@ -4,7 +4,15 @@
 //! Both are touched only on sampled paths (and on frees the filter could not reject), always with
 //! the thread's re-entrancy guard held, so any allocation they make is the profiler's own. Their
 //! locks are [`SpinMutex`]es: they never allocate while held and the `fork` handlers can take and
-//! release them all. Lock order: symbols, then stacks, then live shards in index order.
+//! release them all. Lock order: symbols, then stack stripes, then live shards, each in index
+//! order.
+//!
+//! Both are split so that threads that sample at the same time mostly take different locks and
+//! write different cache lines: the stack table into [`STACK_STRIPES`] stripes, one per thread
+//! (by the thread's ordinal), the live table into shards by address region (see [`shard`]). A
+//! stack sampled by several threads has an entry in each of their stripes; a snapshot merges
+//! them. A stack id names its stripe (top bits) and its entry there, so a free on any thread
+//! updates the entry its sample was counted in.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
@@ -67,7 +75,7 @@ pub(crate) struct StackEntry {
 }
 
 impl StackEntry {
-    fn new(ips: Box<[usize]>, spans: SpanPath) -> Self {
+    pub(crate) fn new(ips: Box<[usize]>, spans: SpanPath) -> Self {
         Self {
             ips,
             spans,
@@ -82,6 +90,21 @@ impl StackEntry {
             live_samples: 0,
             lifetimes: MillisHistogram::new(),
         }
+    }
+}
+
+impl StackEntry {
+    /// Adds `other`'s figures (the same stack's entry in another stripe).
+    pub(crate) fn absorb(&mut self, other: &StackEntry) {
+        self.alloc_count += other.alloc_count;
+        self.alloc_bytes += other.alloc_bytes;
+        self.live_count += other.live_count;
+        self.live_bytes += other.live_bytes;
+        self.freed_count += other.freed_count;
+        self.freed_bytes += other.freed_bytes;
+        self.samples += other.samples;
+        self.live_samples += other.live_samples;
+        self.lifetimes.merge(&other.lifetimes);
     }
 }
 
@@ -100,6 +123,8 @@ pub(crate) struct StackTable {
 
 /// Distinct stacks kept before new ones are folded into the overflow bucket.
 pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(100_000);
+/// Stack entries in all stripes (each stripe's overflow entry not counted).
+static STACK_ENTRIES: AtomicU64 = AtomicU64::new(0);
 
 fn key_hash(ips: &[usize], spans: &SpanPath) -> u64 {
     let mut h = Build::default().build_hasher();
@@ -127,11 +152,12 @@ impl StackTable {
             }
             id = e.next_same_hash;
         }
-        if self.entries.len() as u64 > MAX_STACKS.load(Ordering::Relaxed) {
+        if STACK_ENTRIES.load(Ordering::Relaxed) >= MAX_STACKS.load(Ordering::Relaxed) {
             // Counted, then folded into the overflow entry: its stack is lost, its bytes are not.
             DROPPED_SAMPLES.fetch_add(1, Ordering::Relaxed);
             return 0;
         }
+        STACK_ENTRIES.fetch_add(1, Ordering::Relaxed);
         let id = self.entries.len() as u32;
         let mut entry = StackEntry::new(Box::from(ips), spans);
         entry.next_same_hash = first;
@@ -204,7 +230,75 @@ impl<T> Deref for Padded<T> {
 
 type LiveShard = SpinMutex<HashMap<usize, Record, Build>>;
 
-pub(crate) static STACKS: Padded<SpinMutex<StackTable>> = Padded(SpinMutex::new(StackTable::new()));
+/// Stripes of the stack table.
+pub(crate) const STACK_STRIPES: usize = 8;
+/// A stack id is its stripe in the top bits and its index in the stripe below.
+const STRIPE_SHIFT: u32 = 28;
+pub(crate) static STACKS: [Padded<SpinMutex<StackTable>>; STACK_STRIPES] =
+    [const { Padded(SpinMutex::new(StackTable::new())) }; STACK_STRIPES];
+
+/// Records a new sample of weight `w` at `ips` under `spans` in the stripe of the thread with
+/// ordinal `ordinal`; returns the stack id.
+pub(crate) fn add_sample(ordinal: u64, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
+    let stripe = (ordinal % STACK_STRIPES as u64) as u32;
+    let index = STACKS[stripe as usize].lock().add_sample(ips, spans, w);
+    (stripe << STRIPE_SHIFT) | index
+}
+
+/// Whether `id` is a stripe's overflow entry.
+pub(crate) fn is_overflow(id: u32) -> bool {
+    id & ((1 << STRIPE_SHIFT) - 1) == 0
+}
+
+/// The stripe and the index in it of stack id `id`.
+fn split(id: u32) -> (&'static SpinMutex<StackTable>, u32) {
+    let stripe = (id >> STRIPE_SHIFT) as usize % STACK_STRIPES;
+    (&STACKS[stripe], id & ((1 << STRIPE_SHIFT) - 1))
+}
+
+/// Records the free of the sample counted at `id` after `lifetime_ms`.
+pub(crate) fn free_sample(id: u32, w: Weight, lifetime_ms: f64) {
+    let (stripe, index) = split(id);
+    stripe.lock().free_sample(index, w, lifetime_ms);
+}
+
+/// A sampled block counted at `id` was resized: see [`StackTable::resize_sample`].
+pub(crate) fn resize_sample(id: u32, old: Weight, new: Weight) {
+    let (stripe, index) = split(id);
+    stripe.lock().resize_sample(index, old, new);
+}
+
+/// Every stripe's entries with their stack ids (snapshots).
+pub(crate) fn stack_entries() -> Vec<(u32, StackEntry)> {
+    let mut out = Vec::new();
+    for (stripe, t) in STACKS.iter().enumerate() {
+        let t = t.lock();
+        out.reserve(t.entries.len());
+        for (i, e) in t.entries.iter().enumerate() {
+            out.push((((stripe as u32) << STRIPE_SHIFT) | i as u32, e.clone()));
+        }
+    }
+    out
+}
+
+/// Estimated allocated and retained bytes summed over every stack.
+pub(crate) fn estimated_bytes() -> (f64, f64) {
+    STACKS.iter().fold((0.0, 0.0), |(a, r), t| {
+        t.lock().entries.iter().fold((a, r), |(a, r), e| (a + e.alloc_bytes, r + e.live_bytes))
+    })
+}
+
+/// Distinct stacks kept in all stripes (the overflow entries not counted).
+pub(crate) fn distinct_stacks() -> usize {
+    let mut seen = std::collections::HashSet::new();
+    for t in STACKS.iter() {
+        let t = t.lock();
+        for e in t.entries.iter().skip(1) {
+            seen.insert((e.ips.clone(), e.spans));
+        }
+    }
+    seen.len()
+}
 static LIVE: [Padded<LiveShard>; SHARDS] =
     [const { Padded(SpinMutex::new(HashMap::with_hasher(BuildHasherDefault::new()))) }; SHARDS];
 
@@ -241,7 +335,7 @@ pub(crate) fn insert_live(ptr: usize, rec: Record) {
         // The block at this address was freed behind our back (a free we could not see):
         // retire its record so it does not count as retained forever.
         ADDRESS_CONFLICTS.fetch_add(1, Ordering::Relaxed);
-        STACKS.lock().free_sample(old.stack, old.weight, 0.0);
+        free_sample(old.stack, old.weight, 0.0);
     }
 }
 
@@ -273,7 +367,7 @@ pub(crate) fn live_len() -> usize {
 
 /// Drops every stack and live record (tests and `reset`). Live blocks become untracked.
 pub(crate) fn clear() {
-    let mut st = STACKS.lock();
+    let mut stripes: Vec<_> = STACKS.iter().map(|t| t.lock()).collect();
     for s in LIVE.iter() {
         let mut g = s.lock();
         for (&p, _) in g.iter() {
@@ -281,14 +375,19 @@ pub(crate) fn clear() {
         }
         g.clear();
     }
-    st.entries.clear();
-    st.index.clear();
+    for st in stripes.iter_mut() {
+        st.entries.clear();
+        st.index.clear();
+    }
+    STACK_ENTRIES.store(0, Ordering::Relaxed);
 }
 
 /// `fork` prepare: take every lock so the child inherits consistent, unlocked tables.
 pub(crate) fn lock_all_for_fork() {
     crate::symbolize::SYMBOLS.lock_for_fork();
-    STACKS.lock_for_fork();
+    for t in STACKS.iter() {
+        t.lock_for_fork();
+    }
     for s in LIVE.iter() {
         s.lock_for_fork();
     }
@@ -301,7 +400,9 @@ pub(crate) fn unlock_all_after_fork() {
     for s in LIVE.iter().rev() {
         s.force_unlock();
     }
-    STACKS.force_unlock();
+    for t in STACKS.iter().rev() {
+        t.force_unlock();
+    }
     crate::symbolize::SYMBOLS.force_unlock();
 }
 

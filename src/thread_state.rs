@@ -61,6 +61,8 @@ pub struct ThreadState {
     pub(crate) parked_budget: Cell<u64>,
     /// xorshift64* state; 0 until seeded.
     pub(crate) rng: Cell<u64>,
+    /// The thread's number in set-up order (picks its stripe of the stack table).
+    pub(crate) ordinal: Cell<u64>,
     /// The thread's stack, for the unwinder's bounds: lowest address, and one past the
     /// highest (0 until the first sample looks them up; an empty range when unknown).
     pub(crate) stack_lo: Cell<usize>,
@@ -95,6 +97,7 @@ impl ThreadState {
             registered: Cell::new(0),
             parked_budget: Cell::new(0),
             rng: Cell::new(0),
+            ordinal: Cell::new(0),
             stack_lo: Cell::new(0),
             stack_top: Cell::new(0),
         }
