@@ -84,6 +84,10 @@ pub struct Settings {
     pub(crate) enabled: AtomicBool,
 }
 
+/// Byte offset of the giant limit in [`Settings`] (an 8-byte atomic), for a front end that
+/// compares a request with it in its own code (the shim's `malloc`).
+pub const MAX_ALLOC_BYTES_OFFSET: usize = std::mem::offset_of!(Settings, max_alloc_bytes);
+
 /// Default refusal limit for a single request: 64 GiB.
 pub const DEFAULT_MAX_ALLOC_BYTES: u64 = 64 * 1024 * 1024 * 1024;
 

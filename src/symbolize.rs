@@ -51,7 +51,7 @@ pub struct Module {
 
 /// The modules currently loaded (re-read on every report; `dlopen` adds modules).
 pub fn modules() -> Vec<Module> {
-    use findshlibs::{Segment, SharedLibrary, TargetSharedLibrary};
+    use findshlibs::{SharedLibrary, TargetSharedLibrary};
     let mut out = Vec::new();
     let exe = std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).ok();
     TargetSharedLibrary::each(|lib| {
@@ -63,18 +63,7 @@ pub fn modules() -> Vec<Module> {
             return;
         }
         let bias = lib.virtual_memory_bias().0;
-        let (mut start, mut end) = (usize::MAX, 0usize);
-        for seg in lib.segments() {
-            if !seg.is_code() {
-                continue;
-            }
-            let s = seg.actual_virtual_memory_address(lib).0;
-            start = start.min(s);
-            end = end.max(s + seg.len());
-        }
-        if start >= end {
-            return;
-        }
+        let Some((start, end)) = code_range(lib) else { return };
         let build_id = lib.id().map(|id| id.to_string()).unwrap_or_default();
         out.push(Module { name: name.into(), start, end, bias, build_id });
     });
@@ -85,20 +74,26 @@ pub fn modules() -> Vec<Module> {
 /// The code range `[start, end)` of the loaded object whose code contains `addr` (start-up of
 /// the shim: cheaper than [`modules`], which names every module and formats its build id).
 pub fn code_range_of(addr: usize) -> Option<(usize, usize)> {
-    use findshlibs::{Segment, SharedLibrary, TargetSharedLibrary};
+    use findshlibs::{SharedLibrary, TargetSharedLibrary};
     let mut found = None;
     TargetSharedLibrary::each(|lib| {
-        let (mut start, mut end) = (usize::MAX, 0usize);
-        for seg in lib.segments().filter(|seg| seg.is_code()) {
-            let s = seg.actual_virtual_memory_address(lib).0;
-            start = start.min(s);
-            end = end.max(s + seg.len());
-        }
-        if start <= addr && addr < end {
+        if let Some((start, end)) = code_range(lib).filter(|&(s, e)| s <= addr && addr < e) {
             found = Some((start, end));
         }
     });
     found
+}
+
+/// The `[start, end)` range of a loaded object's code segments (None if it has none).
+fn code_range(lib: &findshlibs::TargetSharedLibrary<'_>) -> Option<(usize, usize)> {
+    use findshlibs::{Segment, SharedLibrary};
+    let (mut start, mut end) = (usize::MAX, 0usize);
+    for seg in lib.segments().filter(|seg| seg.is_code()) {
+        let s = seg.actual_virtual_memory_address(lib).0;
+        start = start.min(s);
+        end = end.max(s + seg.len());
+    }
+    (start < end).then_some((start, end))
 }
 
 /// The module containing `ip`.

@@ -4,18 +4,17 @@
 //! sampling settings.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use ying_profiler::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use ying_profiler::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 use ying_profiler::thread_state::ThreadState;
-#[cfg(target_arch = "x86_64")]
-use ying_profiler::thread_state::{BUDGET_OFFSET, FREED_OFFSET};
-use ying_profiler::thread_state::{FILTER_OFFSET, REJECT_OFFSET};
+use ying_profiler::thread_state::{BUDGET_OFFSET, FILTER_OFFSET, FREED_OFFSET, REJECT_OFFSET};
 
-// The C block's layout (src/tls.c) names these offsets.
+// The C block's layout (src/tls.c) names these offsets, and its all-ones map is 2^19 bytes.
 const _: () =
     assert!(BUDGET_OFFSET == 0 && FREED_OFFSET == 16 && FILTER_OFFSET == 24 && REJECT_OFFSET == 32);
+const _: () = assert!(ying_profiler::filter::CELL_BITS == 19);
 const _: () = assert!(std::mem::size_of::<ThreadState>() <= 128);
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -137,15 +136,6 @@ pub(crate) fn add_freed(o: usize, bytes: usize) {
 fn tls_block() -> *mut c_void {
     // SAFETY: the accessor only computes an address; it never allocates.
     unsafe { ying_tls_state() }
-}
-
-/// The giant limit as `malloc` reads it (`SETTINGS`' limit, kept equal by [`set_giant_limit`]).
-pub(crate) static GIANT_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_ALLOC_BYTES);
-
-/// Sets the giant limit for `malloc` and for the hooks.
-pub(crate) fn set_giant_limit(bytes: u64) {
-    SETTINGS.set_max_alloc_bytes(bytes);
-    GIANT_LIMIT.store(SETTINGS.max_alloc_bytes(), Ordering::Relaxed);
 }
 
 /// Sampling is off until the constructor has read the configuration.

@@ -89,9 +89,10 @@ static CONSTRUCTOR: extern "C" fn() = {
 /// bench/README.md). A request below the giant limit goes to glibc; the block's chunk size is
 /// then subtracted from the thread's budget, one instruction that counts the block and decides
 /// whether it is sampled (see `ThreadState`). The request waits on the stack, in the slot that
-/// keeps the stack aligned for the call, for the two paths that need it after the call: a
-/// sample (or a thread that is not sampling, whose budget is zero) and a failed allocation.
-/// Giant requests take the hooks' path before any allocation, which refuses them.
+/// keeps the stack aligned for the call, for the path that needs it after the call: a sample
+/// (or a thread that is not sampling, whose budget is zero). A failed allocation returns glibc's
+/// NULL and `errno`. Giant requests (compared with `SETTINGS`' limit) take the hooks' path
+/// before any allocation, which refuses them.
 ///
 /// # Safety
 /// As for glibc's `malloc`.
@@ -103,10 +104,11 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // clobbers only caller-saved registers (rax, rcx, rdx, rsi, rdi), calls glibc with the stack
     // 16-byte aligned (the push), leaves the stack as it found it on every path, and its tail
     // jumps reach extern "C" functions with the stack as at entry, so they return to our
-    // caller. It reads GIANT_LIMIT (an 8-byte static) and the thread's own TLS block at its
-    // initial-exec offset, and writes only the thread's budget, which no other thread writes.
+    // caller. It reads SETTINGS' giant limit (an 8-byte atomic at a constant offset of a
+    // static) and the thread's own TLS block at its initial-exec offset, and writes only the
+    // thread's budget, which no other thread writes.
     std::arch::naked_asm!(
-        "cmp rdi, qword ptr [rip + {limit}]",
+        "cmp rdi, qword ptr [rip + {settings} + {limit}]",
         "jae {slow}",
         "push rdi",
         "call qword ptr [rip + {real}@GOTPCREL]",
@@ -117,21 +119,19 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         "and rdx, -8",
         "sub qword ptr fs:[rcx + {budget}], rdx",
         "jbe 4f",
+        "3:",
         "pop rcx",
         "ret",
-        "3:",
-        "pop rdi",
-        "jmp {failed}",
         "4:",
         "pop rsi",
         "mov rdi, rax",
         "jmp {missed}",
-        limit = sym host::GIANT_LIMIT,
+        settings = sym SETTINGS,
+        limit = const hooks::MAX_ALLOC_BYTES_OFFSET,
         slow = sym malloc_slow,
         real = sym __libc_malloc,
         tls = sym host::ying_tls_block,
         budget = const BUDGET_OFFSET,
-        failed = sym malloc_failed,
         missed = sym malloc_charge_missed,
     )
 }
@@ -147,13 +147,6 @@ extern "C" fn malloc_slow(size: usize) -> *mut c_void {
 #[cfg(target_arch = "x86_64")]
 extern "C" fn malloc_charge_missed(p: *mut c_void, size: usize, charged: usize) -> *mut c_void {
     hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), size, charged as u64).cast()
-}
-
-/// glibc's malloc failed for a request of `_size` bytes (and set `errno`).
-#[cfg(target_arch = "x86_64")]
-extern "C" fn malloc_failed(_size: usize) -> *mut c_void {
-    set_errno(libc::ENOMEM);
-    std::ptr::null_mut()
 }
 
 /// C `malloc` (targets without the %fs-relative fast path).

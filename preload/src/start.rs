@@ -63,7 +63,7 @@ fn init_guarded() {
         }
     }
     SETTINGS.set_sample_interval(cfg.sample_interval_bytes);
-    crate::host::set_giant_limit(cfg.max_alloc_bytes);
+    SETTINGS.set_max_alloc_bytes(cfg.max_alloc_bytes);
     SETTINGS.set_max_stacks(cfg.max_stacks);
     if let Some(seed) = cfg.seed {
         SETTINGS.set_seed(seed);
