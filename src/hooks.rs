@@ -33,23 +33,12 @@ pub trait Host: 'static {
     /// everything up to the last such frame near the top.
     fn is_entry_frame(ip: usize, function: impl FnOnce() -> usize) -> bool;
 
-    /// The calling thread's `budget`, read by the unsampled paths. The accessors below let a
-    /// front end reach the hot fields without forming the state's address: the shim reads
-    /// them %fs-relative, one instruction instead of two.
+    /// The calling thread's `budget`, read by the unsampled paths. A front end may reach it
+    /// without forming the state's address: the shim reads it %fs-relative, one instruction
+    /// instead of two.
     #[inline(always)]
     fn budget() -> u64 {
         Self::thread_state().budget.load(Ordering::Relaxed)
-    }
-    /// Charges an allocation of `bytes` counted bytes to the calling thread's budget; false
-    /// when the budget did not cover it (the block is sampled). See `ThreadState::charge`.
-    #[inline(always)]
-    fn charge(bytes: u64) -> bool {
-        Self::thread_state().charge(bytes)
-    }
-    /// Counts a free of `bytes` counted bytes on the calling thread.
-    #[inline(always)]
-    fn add_freed(bytes: u64) {
-        Self::thread_state().add_freed(bytes)
     }
     /// The address filter the calling thread's frees consult.
     #[inline(always)]
@@ -129,7 +118,8 @@ impl Settings {
         self.seed.store(seed, Ordering::Relaxed);
         self.seeded.store(true, Ordering::Relaxed);
     }
-    /// Distinct stacks kept before new ones are folded into one overflow entry (process-wide).
+    /// Stack entries kept (all stripes together) before new stacks are folded into one overflow
+    /// entry (process-wide).
     pub fn set_max_stacks(&self, n: usize) {
         tables::MAX_STACKS.store(n.max(16) as u64, Ordering::Relaxed);
     }
@@ -276,7 +266,7 @@ pub fn alloc_unsampled<H: Host>(
         let p = real();
         if !p.is_null() {
             let charged = counted(p) as u64;
-            if !H::charge(charged) {
+            if !H::thread_state().charge(charged) {
                 return Some(sampled_after::<H>(set, p, size, charged));
             }
         }
@@ -343,22 +333,49 @@ pub fn charge_missed<H: Host>(set: &Settings, p: *mut u8, size: usize, charged: 
         // The budget was zero and wrapped: back to zero (the thread's counters are not read,
         // or, under the guard, the wrapped budget was counted for this moment only).
         ts.budget.store(ts.budget.load(Ordering::Relaxed).wrapping_add(charged), Ordering::Relaxed);
-        if ts.guarded() {
-            totals::add_internal(charged as usize);
-            return p;
-        }
-        if ts.status.get() == STATUS_NEW {
-            init_thread::<H>(ts, set);
-        }
-        if !ts.sampling() {
-            totals::add_alloc_shared(charged as usize);
-            return p;
-        }
-        if ts.charge(charged) {
-            return p;
-        }
+        return count_new_block::<H>(ts, set, p, size, charged);
     }
     sampled_after::<H>(set, p, size, charged)
+}
+
+/// Counts the new block `p` (`size` requested, `charged` counted bytes) wherever the calling
+/// thread's state says (the profiler's own memory, the shared counters, or the thread's own
+/// budget, setting the thread up first if need be), and samples it if it uses the budget up.
+/// Returns `p`.
+fn count_new_block<H: Host>(
+    ts: &ThreadState,
+    set: &Settings,
+    p: *mut u8,
+    size: usize,
+    charged: u64,
+) -> *mut u8 {
+    if ts.guarded() {
+        totals::add_internal(charged as usize);
+        return p;
+    }
+    if ts.status.get() == STATUS_NEW {
+        init_thread::<H>(ts, set);
+    }
+    if !ts.sampling() {
+        // Exiting thread, or no counters of its own: exact totals only.
+        totals::add_alloc_shared(charged as usize);
+        return p;
+    }
+    if ts.charge(charged) {
+        return p;
+    }
+    sampled_after::<H>(set, p, size, charged)
+}
+
+/// Counts `bytes` allocated outside the budget: on the thread's own counters, or the shared
+/// ones when it has none.
+fn count_allocated(ts: &ThreadState, bytes: usize) {
+    if ts.sampling() { ts.add_allocated(bytes as u64) } else { totals::add_alloc_shared(bytes) }
+}
+
+/// Counts `bytes` freed: on the thread's own counters, or the shared ones when it has none.
+fn count_freed(ts: &ThreadState, bytes: usize) {
+    if ts.sampling() { ts.add_freed(bytes as u64) } else { totals::add_free_shared(bytes) }
 }
 
 #[cold]
@@ -370,39 +387,20 @@ fn alloc_slow<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> *mut u8 {
-    if ts.guarded() {
-        let p = real();
-        if !p.is_null() {
-            totals::add_internal(counted(p));
+    if !ts.guarded() {
+        if ts.status.get() == STATUS_NEW {
+            init_thread::<H>(ts, set);
         }
-        return p;
-    }
-    if ts.status.get() == STATUS_NEW {
-        init_thread::<H>(ts, set);
-    }
-    if size as u64 >= set.max_alloc_bytes() {
-        refuse_giant::<H>(ts, size, set.max_alloc_bytes());
-        return std::ptr::null_mut();
-    }
-    if !ts.sampling() {
-        // Exiting thread, or no counters of its own: exact totals only.
-        let p = real();
-        if !p.is_null() {
-            totals::add_alloc_shared(counted(p));
+        if size as u64 >= set.max_alloc_bytes() {
+            refuse_giant::<H>(ts, size, set.max_alloc_bytes());
+            return std::ptr::null_mut();
         }
-        return p;
     }
-    // The budget may cover the request now (the thread was just set up); either way the
-    // block is charged, and sampled when that uses the budget up.
     let p = real();
     if p.is_null() {
         return p;
     }
-    let charged = counted(p) as u64;
-    if ts.charge(charged) {
-        return p;
-    }
-    sampled_after::<H>(set, p, size, charged)
+    count_new_block::<H>(ts, set, p, size, counted(p) as u64)
 }
 
 /// Captures the stack and records a sampled block (the caller holds no profiler lock).
@@ -435,7 +433,7 @@ pub fn on_free<H: Host>(
 ) {
     // The thread's filter rejects nothing unless it is set up and counts on its own counters.
     if !H::may_be_sampled(H::filter(), ptr as usize) {
-        H::add_freed(counted(ptr) as u64);
+        H::thread_state().add_freed(counted(ptr) as u64);
         return real(ptr);
     }
     free_slow::<H>(set, ptr, counted, real)
@@ -467,11 +465,7 @@ fn note_free<H: Host>(set: &Settings, ptr: *mut u8, counted: usize) {
         // A thread whose first call is a free: set it up, so that its next frees are fast.
         init_thread::<H>(ts, set);
     }
-    if ts.sampling() {
-        ts.add_freed(counted as u64);
-    } else {
-        totals::add_free_shared(counted);
-    }
+    count_freed(ts, counted);
     if crate::filter::may_contain(ptr as usize) {
         let _e = crate::sys::ErrnoGuard::save();
         let _g = ts.enter();
@@ -564,14 +558,6 @@ fn realloc_slow<H: Host>(
         refuse_giant::<H>(ts, new_size, set.max_alloc_bytes());
         return std::ptr::null_mut();
     }
-    let live = ts.sampling();
-    let add_free = |b: usize| {
-        if live { ts.add_freed(b as u64) } else { totals::add_free_shared(b) }
-    };
-    let add_alloc = |b: usize| {
-        if live { ts.add_allocated(b as u64) } else { totals::add_alloc_shared(b) }
-    };
-
     // The record leaves the table before the real call: once the allocator frees or moves the
     // block, another thread may be handed the same address.
     let rec = if crate::filter::may_contain(old as usize) {
@@ -591,12 +577,12 @@ fn realloc_slow<H: Host>(
             None => {}
         }
         if new_size == 0 {
-            add_free(old_counted);
+            count_freed(ts, old_counted);
         }
         return p;
     }
-    add_free(old_counted);
-    add_alloc(counted(p));
+    count_freed(ts, old_counted);
+    count_allocated(ts, counted(p));
     let interval = set.sample_interval();
     if let Some(mut rec) = rec {
         // One long-lived allocation: same stack and birth time, new address and weight.
@@ -609,7 +595,7 @@ fn realloc_slow<H: Host>(
         return p;
     }
     // An unsampled block grew: its growth takes its chance like fresh bytes would.
-    if live {
+    if ts.sampling() {
         let growth = new_size.saturating_sub(old_counted) as u64;
         let budget = ts.budget.load(Ordering::Relaxed);
         if growth < budget {
