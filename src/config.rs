@@ -81,7 +81,7 @@ pub struct Config {
     /// `YING_MAX_ALLOC_BYTES`: single requests of at least this many bytes are refused,
     /// `1..=u64::MAX`.
     pub max_alloc_bytes: u64,
-    /// `YING_MAX_STACKS`: distinct stacks kept before new ones are folded into one
+    /// `YING_MAX_STACKS`: stack entries kept before new stacks are folded into one
     /// `[stack table full]` entry, `16..=10_000_000`.
     pub max_stacks: usize,
 }
@@ -315,8 +315,10 @@ const FIELDS: [Field; 14] = [
         doc: VarDoc {
             name: "YING_MAX_STACKS",
             default: "100000",
-            meaning: "Distinct stacks kept, from 16 to 10000000, before samples at new stacks \
-                      are folded into one `[stack table full]` entry, bounding Ying's own memory.",
+            meaning: "Stack entries kept, from 16 to 10000000, before samples at new stacks \
+                      are folded into one `[stack table full]` entry, bounding Ying's own memory \
+                      (each thread counts its samples in one of 8 stripes, so a stack sampled on \
+                      several threads can take up to 8 entries).",
         },
         raw: |r| r.max_stacks.as_ref(),
         set: |c, v| {

@@ -76,41 +76,11 @@ fn round(x: f64) -> u64 {
     if x.is_finite() && x > 0.0 { x.round() as u64 } else { 0 }
 }
 
-/// One stack's entries from every stripe of the stack table, summed.
-struct Merged {
-    /// The overflow entry (stacks not kept once the table was full).
-    overflow: bool,
-    /// The stack ids that make it (one per stripe that sampled it), for the ages of live blocks.
-    ids: Vec<u32>,
-    entry: tables::StackEntry,
-}
-
-/// Sums the entries of the same stack (and span path) from different stripes.
-fn merge_stripes(entries: Vec<(u32, tables::StackEntry)>) -> Vec<Merged> {
-    let mut out: Vec<Merged> = Vec::with_capacity(entries.len());
-    let mut index = HashMap::new();
-    for (id, e) in entries {
-        let overflow = tables::is_overflow(id);
-        match index.get(&(overflow, e.ips.clone(), e.spans)) {
-            Some(&i) => {
-                let m: &mut Merged = &mut out[i];
-                m.ids.push(id);
-                m.entry.absorb(&e);
-            }
-            None => {
-                index.insert((overflow, e.ips.clone(), e.spans), out.len());
-                out.push(Merged { overflow, ids: vec![id], entry: e });
-            }
-        }
-    }
-    out
-}
-
 /// Takes a snapshot for the front end `H` (see the module docs for the phases).
 pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let ts = H::thread_state();
     let guard = ts.enter();
-    let entries = merge_stripes(tables::stack_entries());
+    let entries = tables::merged_stacks();
     let live = tables::live_records();
     let mut ips: Vec<usize> = entries.iter().flat_map(|m| m.entry.ips.iter().copied()).collect();
     ips.sort_unstable();
@@ -185,39 +155,4 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     drop(symbols);
     drop(ages);
     snap
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::spans::SPAN_DEPTH;
-
-    fn entry(ips: &[usize], samples: u64, bytes: f64) -> tables::StackEntry {
-        let mut e = tables::StackEntry::new(Box::from(ips), [0; SPAN_DEPTH]);
-        e.samples = samples;
-        e.alloc_bytes = bytes;
-        e.lifetimes.add_weighted(5.0, samples as f64);
-        e
-    }
-
-    #[test]
-    fn one_stack_from_two_stripes_is_one_entry() {
-        let stripe = |s: u32, i: u32| (s << 28) | i;
-        let merged = merge_stripes(vec![
-            (stripe(0, 0), entry(&[], 1, 10.0)),
-            (stripe(0, 1), entry(&[1, 2], 2, 100.0)),
-            (stripe(1, 0), entry(&[], 3, 30.0)),
-            (stripe(1, 1), entry(&[1, 2], 5, 50.0)),
-            (stripe(1, 2), entry(&[], 7, 70.0)),
-        ]);
-        assert_eq!(merged.len(), 3, "[1, 2], the overflow entries, and the empty stack");
-        let m = merged.iter().find(|m| *m.entry.ips == [1, 2]).unwrap();
-        assert_eq!((m.entry.samples, m.entry.alloc_bytes), (7, 150.0));
-        assert_eq!(m.entry.lifetimes.total(), 7.0);
-        assert_eq!(m.ids, [stripe(0, 1), stripe(1, 1)]);
-        let o = merged.iter().find(|m| m.overflow).unwrap();
-        assert_eq!((o.entry.samples, o.ids.len()), (4, 2));
-        let empty = merged.iter().find(|m| !m.overflow && m.entry.ips.is_empty()).unwrap();
-        assert_eq!(empty.entry.samples, 7, "a real empty stack is not the overflow entry");
-    }
 }

@@ -75,7 +75,7 @@ pub(crate) struct StackEntry {
 }
 
 impl StackEntry {
-    pub(crate) fn new(ips: Box<[usize]>, spans: SpanPath) -> Self {
+    fn new(ips: Box<[usize]>, spans: SpanPath) -> Self {
         Self {
             ips,
             spans,
@@ -121,7 +121,7 @@ pub(crate) struct StackTable {
     pub(crate) entries: Vec<StackEntry>,
 }
 
-/// Distinct stacks kept before new ones are folded into the overflow bucket.
+/// Stack entries kept (all stripes together) before new stacks go to the overflow entries.
 pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(100_000);
 /// Stack entries in all stripes (each stripe's overflow entry not counted).
 static STACK_ENTRIES: AtomicU64 = AtomicU64::new(0);
@@ -240,13 +240,17 @@ pub(crate) static STACKS: [Padded<SpinMutex<StackTable>>; STACK_STRIPES] =
 /// Records a new sample of weight `w` at `ips` under `spans` in the stripe of the thread with
 /// ordinal `ordinal`; returns the stack id.
 pub(crate) fn add_sample(ordinal: u64, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
-    let stripe = (ordinal % STACK_STRIPES as u64) as u32;
-    let index = STACKS[stripe as usize].lock().add_sample(ips, spans, w);
-    (stripe << STRIPE_SHIFT) | index
+    let stripe = (ordinal % STACK_STRIPES as u64) as usize;
+    stack_id(stripe, STACKS[stripe].lock().add_sample(ips, spans, w))
+}
+
+/// The id of entry `index` of stripe `stripe`.
+fn stack_id(stripe: usize, index: u32) -> u32 {
+    ((stripe as u32) << STRIPE_SHIFT) | index
 }
 
 /// Whether `id` is a stripe's overflow entry.
-pub(crate) fn is_overflow(id: u32) -> bool {
+fn is_overflow(id: u32) -> bool {
     id & ((1 << STRIPE_SHIFT) - 1) == 0
 }
 
@@ -268,14 +272,46 @@ pub(crate) fn resize_sample(id: u32, old: Weight, new: Weight) {
     stripe.lock().resize_sample(index, old, new);
 }
 
-/// Every stripe's entries with their stack ids (snapshots).
-pub(crate) fn stack_entries() -> Vec<(u32, StackEntry)> {
-    let mut out = Vec::new();
+/// One stack's entries from every stripe of the stack table, summed.
+#[derive(Debug)]
+pub(crate) struct MergedStack {
+    /// The overflow entry (stacks not kept once the table was full).
+    pub(crate) overflow: bool,
+    /// The stack ids that make it (one per stripe that sampled it), for the ages of live blocks.
+    pub(crate) ids: Vec<u32>,
+    pub(crate) entry: StackEntry,
+}
+
+/// Every stack in the table, its stripes' entries summed (snapshots).
+pub(crate) fn merged_stacks() -> Vec<MergedStack> {
+    let mut entries = Vec::new();
     for (stripe, t) in STACKS.iter().enumerate() {
         let t = t.lock();
-        out.reserve(t.entries.len());
+        entries.reserve(t.entries.len());
         for (i, e) in t.entries.iter().enumerate() {
-            out.push((((stripe as u32) << STRIPE_SHIFT) | i as u32, e.clone()));
+            entries.push((stack_id(stripe, i as u32), e.clone()));
+        }
+    }
+    merge(entries)
+}
+
+/// Sums the entries of the same stack (and span path) from different stripes; each stripe's
+/// overflow entry joins the others, not a real stack that happens to be empty.
+fn merge(entries: Vec<(u32, StackEntry)>) -> Vec<MergedStack> {
+    let mut out: Vec<MergedStack> = Vec::with_capacity(entries.len());
+    let mut index = HashMap::new();
+    for (id, e) in entries {
+        let overflow = is_overflow(id);
+        match index.entry((overflow, e.ips.clone(), e.spans)) {
+            std::collections::hash_map::Entry::Occupied(i) => {
+                let m: &mut MergedStack = &mut out[*i.get()];
+                m.ids.push(id);
+                m.entry.absorb(&e);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(out.len());
+                out.push(MergedStack { overflow, ids: vec![id], entry: e });
+            }
         }
     }
     out
@@ -290,14 +326,7 @@ pub(crate) fn estimated_bytes() -> (f64, f64) {
 
 /// Distinct stacks kept in all stripes (the overflow entries not counted).
 pub(crate) fn distinct_stacks() -> usize {
-    let mut seen = std::collections::HashSet::new();
-    for t in STACKS.iter() {
-        let t = t.lock();
-        for e in t.entries.iter().skip(1) {
-            seen.insert((e.ips.clone(), e.spans));
-        }
-    }
-    seen.len()
+    merged_stacks().iter().filter(|m| !m.overflow).count()
 }
 static LIVE: [Padded<LiveShard>; SHARDS] =
     [const { Padded(SpinMutex::new(HashMap::with_hasher(BuildHasherDefault::new()))) }; SHARDS];
@@ -437,5 +466,34 @@ mod tests {
         assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a, "found behind a colliding entry");
         assert_eq!(&*t.entries[d as usize].ips, &[9, 9]);
         assert_eq!(t.entries.len(), 5, "overflow bucket + four distinct keys");
+    }
+
+    fn entry(ips: &[usize], samples: u64, bytes: f64) -> StackEntry {
+        let mut e = StackEntry::new(Box::from(ips), [0; SPAN_DEPTH]);
+        e.samples = samples;
+        e.alloc_bytes = bytes;
+        e.lifetimes.add_weighted(5.0, samples as f64);
+        e
+    }
+
+    #[test]
+    fn one_stack_from_two_stripes_is_one_entry() {
+        let stripe = |s: usize, i: u32| stack_id(s, i);
+        let merged = merge(vec![
+            (stripe(0, 0), entry(&[], 1, 10.0)),
+            (stripe(0, 1), entry(&[1, 2], 2, 100.0)),
+            (stripe(1, 0), entry(&[], 3, 30.0)),
+            (stripe(1, 1), entry(&[1, 2], 5, 50.0)),
+            (stripe(1, 2), entry(&[], 7, 70.0)),
+        ]);
+        assert_eq!(merged.len(), 3, "[1, 2], the overflow entries, and the empty stack");
+        let m = merged.iter().find(|m| *m.entry.ips == [1, 2]).unwrap();
+        assert_eq!((m.entry.samples, m.entry.alloc_bytes), (7, 150.0));
+        assert_eq!(m.entry.lifetimes.total(), 7.0);
+        assert_eq!(m.ids, [stripe(0, 1), stripe(1, 1)]);
+        let o = merged.iter().find(|m| m.overflow).unwrap();
+        assert_eq!((o.entry.samples, o.ids.len()), (4, 2));
+        let empty = merged.iter().find(|m| !m.overflow && m.entry.ips.is_empty()).unwrap();
+        assert_eq!(empty.entry.samples, 7, "a real empty stack is not the overflow entry");
     }
 }
