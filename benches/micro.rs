@@ -12,7 +12,9 @@
 //!     the benchmark (a `#[inline(never)]` recursion);
 //! * `snapshot()`: the first call (symbol cache cold) against later calls (every address
 //!   already in the cache);
-//! * `sampler::weight` and `sampler::sample_probability`.
+//! * `sampler::weight` and `sampler::sample_probability`;
+//! * the free path's filter lookup (`filter::may_contain_in_bytes`) over a small and a large
+//!   heap.
 //!
 //! Each figure is the median of several timed runs, in nanoseconds per operation.
 
@@ -20,7 +22,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::Instant;
 
-use ying_profiler::{YingProfiler, sampler};
+use ying_profiler::{YingProfiler, filter, sampler};
 
 /// Never samples: every call takes the unsampled path.
 static UNSAMPLED: YingProfiler = YingProfiler::default().with_sample_interval(1 << 40);
@@ -139,4 +141,23 @@ fn main() {
         start.elapsed().as_nanos() as f64 / m as f64
     });
     println!("\nsampler::weight {w:.2} ns/op, sampler::sample_probability {p:.2} ns/op");
+
+    // The free-path filter test alone, over heaps of 1 MiB and 256 MiB of 64-byte blocks: the
+    // map's cache footprint grows with the heap (one byte per 256 bytes, up to 512 KiB).
+    for heap in [1usize << 20, 256 << 20] {
+        let base = 0x7f00_0000_0000usize;
+        let addrs: Vec<usize> = (0..1 << 16).map(|i| base + (i * 7919 * 64) % heap).collect();
+        let t = median_of(5, || {
+            let start = Instant::now();
+            let mut hits = 0u64;
+            for _ in 0..50 {
+                for &a in &addrs {
+                    hits += filter::may_contain_in_bytes(filter::byte_map(), black_box(a)) as u64;
+                }
+            }
+            black_box(hits);
+            start.elapsed().as_nanos() as f64 / (50 * addrs.len()) as f64
+        });
+        println!("filter lookup (byte map), heap {} MiB: {t:.2} ns/op", heap >> 20);
+    }
 }
