@@ -48,6 +48,10 @@ impl<'a> Collector<'a> {
             }
         }
         self.seen += 1;
+        if self.past_entry && H::is_own_code(ip) {
+            // Below the program's frames: the front end's thread-start frame. Not the program's.
+            return true;
+        }
         match self.out.get_mut(self.n) {
             Some(slot) => {
                 *slot = ip;
@@ -78,7 +82,11 @@ impl<'a> Collector<'a> {
 pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) -> usize {
     let mut c = Collector::new(out);
     if ts.stack_top.get() == 0 {
-        let (lo, top) = crate::sys::stack_bounds().unwrap_or((1, 1));
+        // Not recorded at thread start: look the bounds up only where that cannot wait on a
+        // lock the thread holds (see `Host::LOOKS_UP_STACK_BOUNDS`); an empty range leaves the
+        // walk to libgcc, which needs no bounds.
+        let bounds = if H::LOOKS_UP_STACK_BOUNDS { crate::sys::stack_bounds() } else { None };
+        let (lo, top) = bounds.unwrap_or((1, 1));
         ts.stack_lo.set(lo);
         ts.stack_top.set(top);
     }

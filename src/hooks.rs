@@ -32,6 +32,27 @@ pub trait Host: 'static {
     /// is the front end's own code (its allocation entry points); captured stacks drop
     /// everything up to the last such frame near the top.
     fn is_entry_frame(ip: usize, function: impl FnOnce() -> usize) -> bool;
+    /// Whether a thread may set itself up with counters of its own (join the totals' registry)
+    /// at its first allocation. The registry keeps a pointer to the thread's state until its
+    /// exit handler runs, so a front end answers true only when that handler is certain to run
+    /// for a thread first seen allocating. The shim answers false: it sets threads up when they
+    /// start (its `pthread_create`) and the main thread from its constructor, because a thread
+    /// it did not see start may be one that is already past its key destructors (a detached
+    /// thread's first hooked call is glibc freeing its TLS, after every destructor ran).
+    const SET_UP_AT_FIRST_ALLOCATION: bool = true;
+    /// Whether the sampled path may look the thread's stack bounds up itself (see
+    /// `sys::stack_bounds`). The shim answers false: glibc's `pthread_getattr_np` allocates
+    /// while holding the thread's own lock, so asking it from a sample taken inside it waits
+    /// forever; the shim records the bounds when a thread starts instead. The Rust front end
+    /// never sees glibc's internal allocations, so it may ask.
+    const LOOKS_UP_STACK_BOUNDS: bool = true;
+    /// Whether `ip` lies in the front end's own code (the shim: anything in `libying.so`, which
+    /// includes the frame that starts every thread it saw created). Such frames below the
+    /// program's are not the program's and are left out of captured stacks.
+    #[inline(always)]
+    fn is_own_code(_ip: usize) -> bool {
+        false
+    }
 
     /// The calling thread's `budget`, read by the unsampled paths. A front end may reach it
     /// without forming the state's address: the shim reads it %fs-relative, one instruction
@@ -158,30 +179,52 @@ fn redraw(ts: &ThreadState, set: &Settings) {
     ts.set_budget(cd.min(cap));
 }
 
-fn init_thread<H: Host>(ts: &ThreadState, set: &Settings) {
-    let ordinal = THREAD_ORDINAL.fetch_add(1, Ordering::Relaxed);
-    let seed = if set.seeded.load(Ordering::Relaxed) {
-        set.seed.load(Ordering::Relaxed)
-    } else {
-        crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
-    };
-    ts.rng.set(sampler::seed_for(seed, ordinal));
-    ts.ordinal.set(ordinal);
-    ts.real.set(H::real_filter());
-    ts.status.set(STATUS_LIVE);
-    let registered = {
-        // Registering the exit callback may allocate (TLS destructor lists, pthread keys).
-        let _g = ts.enter();
-        // The totals read the thread's counters until its exit handler says goodbye, so a
-        // thread whose exit cannot be seen must never register.
-        H::register_thread_exit(ts) && totals::register(ts)
-    };
-    // Unregistered, the thread keeps taking the slow paths and counts in the shared counters.
-    ts.registered.set(registered as u32);
+fn init_thread<H: Host>(ts: &ThreadState, set: &Settings, register: bool) {
+    if ts.status.get() == STATUS_NEW {
+        let ordinal = THREAD_ORDINAL.fetch_add(1, Ordering::Relaxed);
+        let seed = if set.seeded.load(Ordering::Relaxed) {
+            set.seed.load(Ordering::Relaxed)
+        } else {
+            crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
+        };
+        ts.rng.set(sampler::seed_for(seed, ordinal));
+        ts.ordinal.set(ordinal);
+        ts.real.set(H::real_filter());
+        ts.status.set(STATUS_LIVE);
+    }
+    if register && ts.status.get() == STATUS_LIVE && ts.registered.get() == 0 {
+        let registered = {
+            // Registering the exit callback may allocate (TLS destructor lists, pthread keys).
+            let _g = ts.enter();
+            // The totals read the thread's counters until its exit handler says goodbye, so a
+            // thread whose exit cannot be seen must never register.
+            H::register_thread_exit(ts) && totals::register(ts)
+        };
+        // Unregistered, the thread keeps taking the slow paths and counts in the shared
+        // counters.
+        ts.registered.set(registered as u32);
+    }
     if !ts.guarded() {
         ts.filter.set(ts.own_filter());
     }
     redraw(ts, set);
+}
+
+/// The thread owning `ts` is starting (or is the main thread, alive for the whole process):
+/// sets it up with counters of its own, registered with the totals, and records its stack as
+/// `stack` (lowest address, one past the highest; `None` leaves the unwinder to libgcc). A
+/// front end calls this where it knows the thread's exit handler will run: before the
+/// thread's own code (the shim's thread start), or for the main thread. A thread that already
+/// allocated without counters of its own (the main thread before the shim's constructor) is
+/// upgraded; a thread whose exit handler already ran is left alone.
+pub fn thread_started<H: Host>(ts: &ThreadState, set: &Settings, stack: Option<(usize, usize)>) {
+    if ts.status.get() == STATUS_DEAD {
+        return;
+    }
+    let (lo, top) = stack.unwrap_or((1, 1));
+    ts.stack_lo.set(lo);
+    ts.stack_top.set(top);
+    init_thread::<H>(ts, set, true);
 }
 
 /// Starts the calling thread's sampling afresh from `set`: a new countdown (and a generator
@@ -354,7 +397,7 @@ fn count_new_block<H: Host>(
         return p;
     }
     if ts.status.get() == STATUS_NEW {
-        init_thread::<H>(ts, set);
+        init_thread::<H>(ts, set, H::SET_UP_AT_FIRST_ALLOCATION);
     }
     if !ts.sampling() {
         // Exiting thread, or no counters of its own: exact totals only.
@@ -389,7 +432,7 @@ fn alloc_slow<H: Host>(
 ) -> *mut u8 {
     if !ts.guarded() {
         if ts.status.get() == STATUS_NEW {
-            init_thread::<H>(ts, set);
+            init_thread::<H>(ts, set, H::SET_UP_AT_FIRST_ALLOCATION);
         }
         if size as u64 >= set.max_alloc_bytes() {
             refuse_giant::<H>(ts, size, set.max_alloc_bytes());
@@ -444,27 +487,27 @@ pub fn on_free<H: Host>(
 #[cold]
 #[inline(never)]
 pub fn free_slow<H: Host>(
-    set: &Settings,
+    _set: &Settings,
     ptr: *mut u8,
     counted: impl FnOnce(*mut u8) -> usize,
     real: impl FnOnce(*mut u8),
 ) {
     if !ptr.is_null() {
-        note_free::<H>(set, ptr, counted(ptr));
+        note_free::<H>(ptr, counted(ptr));
     }
     real(ptr)
 }
 
-fn note_free<H: Host>(set: &Settings, ptr: *mut u8, counted: usize) {
+fn note_free<H: Host>(ptr: *mut u8, counted: usize) {
     let ts = H::thread_state();
     if ts.guarded() {
         totals::sub_internal(counted);
         return;
     }
-    if ts.status.get() == STATUS_NEW {
-        // A thread whose first call is a free: set it up, so that its next frees are fast.
-        init_thread::<H>(ts, set);
-    }
+    // A thread whose first call is a free stays as it is (not set up, its frees on the slow
+    // path): such a call is typically glibc freeing an exiting thread's TLS after its
+    // destructors ran, and a thread set up there would register state that no exit handler
+    // removes before its stack is unmapped.
     count_freed(ts, counted);
     if crate::filter::may_contain(ptr as usize) {
         let _e = crate::sys::ErrnoGuard::save();
@@ -552,7 +595,7 @@ fn realloc_slow<H: Host>(
         return p;
     }
     if ts.status.get() == STATUS_NEW {
-        init_thread::<H>(ts, set);
+        init_thread::<H>(ts, set, H::SET_UP_AT_FIRST_ALLOCATION);
     }
     if new_size as u64 >= set.max_alloc_bytes() {
         refuse_giant::<H>(ts, new_size, set.max_alloc_bytes());

@@ -85,9 +85,21 @@ pub(crate) fn spawn_profiler_thread(
     Ok(())
 }
 
-/// The calling thread's stack as (lowest address, one past the highest), glibc's view of it
-/// (for the main thread it reads `/proc/self/maps`, so call it as profiler code).
-pub(crate) fn stack_bounds() -> Option<(usize, usize)> {
+/// The calling thread's stack as (lowest address, one past the highest), without I/O and
+/// without waiting on any lock the caller could hold, except for what `pthread_getattr_np`
+/// takes on a thread other than the main one: that thread's own lock, which glibc holds while
+/// `pthread_getattr_np` itself allocates (so a front end that sees glibc's allocations must not
+/// call this from inside one; see `Host::LOOKS_UP_STACK_BOUNDS`).
+///
+/// For the main thread glibc's answer comes from reading `/proc/self/maps` (file I/O, a
+/// cancellation point, allocations), so it is computed here instead: the top is the page end
+/// above `__libc_stack_end` (the stack pointer the process started with; every frame lies
+/// below it), the bottom the stack size limit below that, at most 128 MiB (the kernel keeps
+/// at least that much address space free below the main stack).
+pub fn stack_bounds() -> Option<(usize, usize)> {
+    if is_main_thread() {
+        return main_stack_bounds();
+    }
     // SAFETY: all-zero is a valid initial `pthread_attr_t` for `pthread_getattr_np`, which
     // initialises it; it is destroyed exactly once, after the bounds are read.
     unsafe {
@@ -101,4 +113,38 @@ pub(crate) fn stack_bounds() -> Option<(usize, usize)> {
         libc::pthread_attr_destroy(&mut attr);
         (rc == 0 && !addr.is_null()).then(|| (addr as usize, addr as usize + size))
     }
+}
+
+/// Whether the calling thread is the process's main thread (its thread id is the process id).
+fn is_main_thread() -> bool {
+    // SAFETY: gettid and getpid take no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) == libc::getpid() as libc::c_long }
+}
+
+unsafe extern "C" {
+    /// The stack pointer the process started with (set by the dynamic linker; glibc exports it).
+    static __libc_stack_end: *mut libc::c_void;
+}
+
+fn main_stack_bounds() -> Option<(usize, usize)> {
+    // SAFETY: a pointer-sized variable glibc writes once, before any code of ours runs.
+    let end = unsafe { std::ptr::addr_of!(__libc_stack_end).read_volatile() } as usize;
+    if end == 0 {
+        return None;
+    }
+    // The page holding `end` is mapped (it is on the stack), so its end is a safe top.
+    let top = (end | 4095) + 1;
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `rl` is a valid out-pointer.
+    let limit = if unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut rl) } == 0 {
+        rl.rlim_cur
+    } else {
+        libc::RLIM_INFINITY
+    };
+    let size = if limit == libc::RLIM_INFINITY {
+        128 << 20
+    } else {
+        (limit as usize).clamp(1 << 20, 128 << 20)
+    };
+    Some((top.saturating_sub(size), top))
 }

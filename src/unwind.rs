@@ -52,8 +52,8 @@ mod imp {
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 
     use gimli::{
-        BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, RegisterRule,
-        UnwindContext, UnwindSection, X86_64,
+        BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, Register, RegisterRule,
+        UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
     };
 
     use super::{RawFrame, Unsupported};
@@ -121,8 +121,24 @@ mod imp {
             function: AtomicU64::new(0),
         }
     }; ENTRIES];
-    /// Serialises cache writers (misses), so that sequence counts stay consistent.
-    static FILL: SpinMutex<()> = SpinMutex::new(());
+    /// Storage of the unwind context a miss computes its rule in, sized for what x86_64
+    /// compilers emit (a handful of saved registers, at most one remembered state); a frame
+    /// needing more is left to libgcc. gimli's default storage boxes about 25 KB and builds
+    /// rows of 192 rules on the stack: 15 KB of the calling thread's stack per miss, more than
+    /// a 16 KiB thread has, and an allocation inside `malloc`.
+    struct Small;
+
+    impl UnwindContextStorage<usize> for Small {
+        type Rules = [(Register, RegisterRule<usize>); 16];
+        type Stack = [UnwindTableRow<usize, Self>; 2];
+    }
+
+    type Context = UnwindContext<usize, Small>;
+
+    /// Serialises cache writers (misses), so that sequence counts stay consistent, and holds
+    /// the one context they compute rules in (static memory: neither the thread's stack nor
+    /// the heap). Created by the first miss.
+    static FILL: SpinMutex<Option<Context>> = SpinMutex::new(None);
 
     fn slot(addr: usize) -> &'static Entry {
         let i = (addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 53;
@@ -177,8 +193,8 @@ mod imp {
         unpack(rule, function)
     }
 
+    /// Writes `rule` for `addr` into its cache entry; the caller holds [`FILL`].
     fn store(addr: usize, rule: Rule) {
-        let _g = FILL.lock();
         let e = slot(addr);
         let (r, f) = pack(rule);
         let s = e.seq.load(Ordering::Relaxed);
@@ -192,7 +208,7 @@ mod imp {
 
     /// Computes the rule at `addr` from the object's unwind tables. `Ok(None)`: no unwind
     /// information (the stack ends); `Err`: a rule this unwinder does not follow.
-    fn compute(addr: usize) -> Result<Option<Rule>, Unsupported> {
+    fn compute(ctx: &mut Context, addr: usize) -> Result<Option<Rule>, Unsupported> {
         let find = find_object().ok_or(Unsupported)?;
         // SAFETY: all-zero is a valid `DlFindObject` (integers and null pointers).
         let mut obj: DlFindObject = unsafe { std::mem::zeroed() };
@@ -229,9 +245,8 @@ mod imp {
         else {
             return Ok(None);
         };
-        let mut ctx = UnwindContext::new();
         let row = fde
-            .unwind_info_for_address(&eh_frame, &bases, &mut ctx, addr as u64)
+            .unwind_info_for_address(&eh_frame, &bases, ctx, addr as u64)
             .map_err(|_| Unsupported)?;
         let (cfa_rbp, cfa_offset) = match *row.cfa() {
             CfaRule::RegisterAndOffset { register, offset } if register == X86_64::RSP => {
@@ -261,7 +276,9 @@ mod imp {
         if let Some(r) = cached(addr) {
             return Ok(Some(r));
         }
-        let r = compute(addr)?;
+        let mut fill = FILL.lock();
+        let ctx = fill.get_or_insert_with(Context::new_in);
+        let r = compute(ctx, addr)?;
         if let Some(r) = r {
             store(addr, r);
         }

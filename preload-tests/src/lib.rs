@@ -58,6 +58,7 @@
 //! | `dlopen.rs` | dlopen and dynamic TLS from 8 threads (C and python3 imports) |
 //! | `bad_config.rs` | invalid values, unusable reporting paths, giant allocations |
 //! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
+//! | `thread_life.rs` | threads that end unseen, `pthread_getattr_np` at thread start, small stacks |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
@@ -211,6 +212,26 @@ impl TestDir {
     /// Compiles `programs/<source>` with `c++ -std=c++17 -g -O1` (plus `extra`).
     pub fn compile_cxx(&self, source: &str, extra: &[&str]) -> PathBuf {
         self.compile("c++", &["-std=c++17"], source, extra)
+    }
+
+    /// Compiles `programs/<source>`, a one-file Rust program, with `rustc -O` (the toolchain
+    /// that runs the tests) and returns the executable's path.
+    pub fn compile_rust(&self, source: &str) -> PathBuf {
+        let src = programs_dir().join(source);
+        assert!(src.is_file(), "missing test program {}", src.display());
+        let stem = Path::new(source).file_stem().and_then(|s| s.to_str()).unwrap_or("prog");
+        let out = self.path.join(stem);
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+        let o = Run::new(rustc)
+            .args(&["-O", "--edition", "2021", "-g", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .timeout(Duration::from_secs(300))
+            .run();
+        if !o.success() {
+            panic!("compiling {} failed\n{}", src.display(), o.describe());
+        }
+        out
     }
 
     fn compile(&self, compiler: &str, pre: &[&str], source: &str, extra: &[&str]) -> PathBuf {

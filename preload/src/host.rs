@@ -199,6 +199,17 @@ impl Host for ShimHost {
     }
 
     fn is_entry_frame(ip: usize, _function: impl FnOnce() -> usize) -> bool {
+        Self::is_own_code(ip)
+    }
+
+    // Threads are set up when they start (`thread_start`), never at a first allocation.
+    const SET_UP_AT_FIRST_ALLOCATION: bool = false;
+    // Stack bounds are recorded at thread start: `pthread_getattr_np` allocates under the
+    // thread's own lock, so a sample inside it must not ask it again.
+    const LOOKS_UP_STACK_BOUNDS: bool = false;
+
+    #[inline(always)]
+    fn is_own_code(ip: usize) -> bool {
         ip >= OWN_START.load(Ordering::Relaxed) && ip < OWN_END.load(Ordering::Relaxed)
     }
 

@@ -3,12 +3,14 @@
 //! This file holds every symbol the library exports: the whole glibc allocation family, each a
 //! few lines that call glibc's own allocator (`__libc_*`, no `dlsym`) through the engine's hooks.
 //! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
-//! heap corruption. Everything else lives in `host` (per-thread state, our frames), `start`
-//! (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
+//! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
+//! starts (`thread_start`). Everything else lives in `host` (per-thread state, our frames),
+//! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 
 mod host;
 mod libc_alloc;
 mod start;
+mod thread_start;
 
 use std::ffi::c_void;
 
@@ -36,7 +38,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 12] = [
+pub const EXPORTED_SYMBOLS: [&str; 13] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -45,6 +47,7 @@ pub const EXPORTED_SYMBOLS: [&str; 12] = [
     "malloc_usable_size",
     "memalign",
     "posix_memalign",
+    "pthread_create",
     "pvalloc",
     "realloc",
     "reallocarray",
@@ -345,6 +348,22 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc.
     alloc_with(size, move || unsafe { __libc_pvalloc(size) })
+}
+
+/// `pthread_create`: the new thread runs the shim's thread-start code before `routine`, which
+/// sets it up for sampling while nothing of the program's runs on it (see `thread_start`).
+///
+/// # Safety
+/// As for glibc's `pthread_create`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: thread_start::StartRoutine,
+    arg: *mut c_void,
+) -> libc::c_int {
+    // SAFETY: the caller's arguments, passed on under the same contract.
+    unsafe { thread_start::create(thread, attr, routine, arg) }
 }
 
 /// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).

@@ -40,6 +40,10 @@ fn warn(msg: &str) {
 /// The constructor body.
 pub(crate) fn init() {
     let ts = thread_state();
+    hooks::run_guarded(ts, find_own_code);
+    // The main thread lives as long as the process: set it up (until now it counted in the
+    // shared counters) and record its stack.
+    crate::thread_start::started();
     hooks::run_guarded(ts, init_guarded);
 }
 
@@ -68,7 +72,6 @@ fn init_guarded() {
     if let Some(seed) = cfg.seed {
         SETTINGS.set_seed(seed);
     }
-    find_own_code();
     // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
     // any sample needs it.
     ying_profiler::__private::backtrace::trace(|_| true);
