@@ -146,6 +146,6 @@ pub use totals::Totals;
 pub mod __private {
     //! Items the preload shim needs; not a public API.
     pub use crate::symbolize::{Module, code_range_of, module_of, modules};
-    pub use crate::sys::{warn, write_stderr};
+    pub use crate::sys::{save_stderr, warn, write_stderr};
     pub use backtrace;
 }

@@ -58,6 +58,8 @@
 //! | `dlopen.rs` | dlopen and dynamic TLS from 8 threads (C and python3 imports) |
 //! | `bad_config.rs` | invalid values, unusable reporting paths, giant allocations |
 //! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
+//! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
+//! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
