@@ -307,14 +307,27 @@ pub unsafe extern "C" fn posix_memalign(
     0
 }
 
-/// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`).
+/// `memalign` and `aligned_alloc` as glibc 2.36 does them: an alignment above `SIZE_MAX / 2 + 1`
+/// (never a power of two) is NULL with `EINVAL`, before anything else, whatever the size;
+/// any other alignment is rounded up to a power of two by glibc, and a failure is `ENOMEM`.
+/// (Without the early check, glibc's EINVAL was overwritten with the ENOMEM of `alloc_with`.)
+fn memalign_like(align: usize, size: usize) -> *mut c_void {
+    if align > usize::MAX / 2 + 1 {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: forwards to glibc with the caller's arguments.
+    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+}
+
+/// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`: any alignment up to
+/// `SIZE_MAX / 2 + 1` is accepted and rounded up to a power of two).
 ///
 /// # Safety
 /// As for glibc's `aligned_alloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc, which validates the alignment.
-    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+    memalign_like(align, size)
 }
 
 /// Obsolete `memalign`.
@@ -323,8 +336,7 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 /// As for glibc's `memalign`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc, which validates the alignment.
-    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+    memalign_like(align, size)
 }
 
 /// Obsolete `valloc` (page-aligned).
