@@ -59,6 +59,7 @@
 //! | `bad_config.rs` | invalid values, unusable reporting paths, giant allocations |
 //! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
 //! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
+//! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with

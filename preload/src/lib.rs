@@ -36,10 +36,11 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 12] = [
+pub const EXPORTED_SYMBOLS: [&str; 13] = [
     "aligned_alloc",
     "calloc",
     "cfree",
+    "dlclose",
     "free",
     "malloc",
     "malloc_usable_size",
@@ -357,6 +358,38 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     // SAFETY: forwards to glibc.
     alloc_with(size, move || unsafe { __libc_pvalloc(size) })
+}
+
+/// `dlclose`: glibc's own (found with `dlsym(RTLD_NEXT)` at the first call, in the program's
+/// call, never inside an allocation hook), then the unwinder's cached rules are forgotten: an
+/// object loaded later at the closed one's addresses has rules of its own. (Cached symbols are
+/// checked against the loader's count of unloaded objects at each report instead.)
+///
+/// # Safety
+/// As for glibc's `dlclose`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    let mut real = REAL.load(Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: the name is NUL-terminated; RTLD_NEXT finds the next definition after this
+        // library in the lookup order, glibc's.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) } as usize;
+        if real == 0 {
+            return -1;
+        }
+        REAL.store(real, Ordering::Relaxed);
+    }
+    // SAFETY: `real` is the non-null address of glibc's `dlclose`, which has this signature.
+    let real: unsafe extern "C" fn(*mut c_void) -> libc::c_int =
+        unsafe { std::mem::transmute(real) };
+    // SAFETY: forwards the caller's handle (the caller's contract).
+    let rc = unsafe { real(handle) };
+    if rc == 0 {
+        ying_profiler::__private::flush_unwind_cache();
+    }
+    rc
 }
 
 /// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).
