@@ -296,7 +296,7 @@ fn unloads() -> u64 {
         if size >= end {
             // SAFETY: the loader passes a valid `info` of `size` bytes, which covers
             // `dlpi_subs`; `out` is the `u64` passed below.
-            unsafe { *out.cast::<u64>() = (*info).dlpi_subs as u64 };
+            unsafe { *out.cast::<u64>() = (*info).dlpi_subs };
         }
         1 // The counters are the same in every entry: one is enough.
     }
