@@ -270,6 +270,7 @@ impl ProfilerRunner {
     /// values print one warning each and fall back to their defaults. The sampling variables
     /// are applied to `profiler` (interval, giant limit, seed, enabled).
     pub fn from_env(profiler: &YingProfiler) -> Self {
+        crate::sys::save_stderr();
         let (cfg, warnings) = crate::config::Config::from_env();
         for w in warnings {
             crate::sys::write_stderr(format!("{w}\n").as_bytes());
