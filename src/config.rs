@@ -64,6 +64,9 @@ pub struct Config {
     pub measure_allocated_not_retained: bool,
     /// `YING_REPORTING_PATH`: directory reports are written to; never empty.
     pub reporting_path: PathBuf,
+    /// `YING_REPORT_FILE_MODE`: permission bits of report files, `0o600..=0o666` with owner
+    /// read and write always included.
+    pub report_file_mode: u32,
     /// `YING_REPORT_AT_EXIT`: write a final report when the program exits.
     pub report_at_exit: bool,
     /// `YING_CHECK_INTERVAL_SECS`: seconds between periodic checks, `0..=31_536_000`; 0 means
@@ -96,6 +99,7 @@ impl Default for Config {
             seed: None,
             measure_allocated_not_retained: false,
             reporting_path: PathBuf::from("ying-profiles"),
+            report_file_mode: 0o600,
             report_at_exit: true,
             check_interval_secs: 300,
             report_pct_change_trigger: 10,
@@ -135,7 +139,7 @@ struct Field {
 }
 
 /// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 14] = [
+const FIELDS: [Field; 15] = [
     Field {
         doc: VarDoc {
             name: "YING_ENABLED",
@@ -208,8 +212,10 @@ const FIELDS: [Field; 14] = [
         doc: VarDoc {
             name: "YING_REPORTING_PATH",
             default: "ying-profiles",
-            meaning: "Directory the reports are written to, relative to the program's working \
-                      directory unless absolute; it must not be empty.",
+            meaning: "Directory the reports are written to, created if missing; a relative \
+                      path is resolved against the working directory once, at start (a later \
+                      `chdir` does not move the reports), and a path with a symbolic link in \
+                      any component is refused; it must not be empty.",
         },
         raw: |r| r.reporting_path.as_ref(),
         set: |c, v| {
@@ -217,6 +223,20 @@ const FIELDS: [Field; 14] = [
                 return Err(NumError::Empty.to_string());
             }
             c.reporting_path = PathBuf::from(v);
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_REPORT_FILE_MODE",
+            default: "0600",
+            meaning: "Permission bits of the report files, in octal, set exactly whatever the \
+                      umask; from 0600 (owner only) to 0666, owner read and write always \
+                      included, e.g. 0640 to let the file's group read them.",
+        },
+        raw: |r| r.report_file_mode.as_ref(),
+        set: |c, v| {
+            c.report_file_mode = parse_file_mode(v)?;
             Ok(())
         },
     },
@@ -349,6 +369,7 @@ struct Raw {
     seed: Option<String>,
     measure_allocated_not_retained: Option<String>,
     reporting_path: Option<String>,
+    report_file_mode: Option<String>,
     report_at_exit: Option<String>,
     check_interval_secs: Option<String>,
     report_pct_change_trigger: Option<String>,
@@ -661,6 +682,26 @@ fn limit(n: u64, bytes: bool) -> String {
     n.to_string()
 }
 
+/// An octal permission mode for report files: digits 0-7 only (an optional leading `0o` is
+/// accepted), no execute or special bits, owner read and write included.
+fn parse_file_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    if digits.is_empty() {
+        return Err(NumError::Empty.to_string());
+    }
+    if !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err("not an octal mode such as 0640".to_string());
+    }
+    let mode = u32::from_str_radix(digits, 8).map_err(|_| NumError::TooLarge.to_string())?;
+    if mode & !0o666 != 0 {
+        return Err("must be at most 0666 (no execute or special bits)".to_string());
+    }
+    if mode & 0o600 != 0o600 {
+        return Err("must include owner read and write (0600)".to_string());
+    }
+    Ok(mode)
+}
+
 fn to_usize(n: u64) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| NumError::TooLarge.to_string())
 }
@@ -686,6 +727,7 @@ mod tests {
             ("YING_SEED", "18446744073709551615"),
             ("YING_MEASURE_ALLOCATED_NOT_RETAINED", "yes"),
             ("YING_REPORTING_PATH", "/var/tmp/profiles"),
+            ("YING_REPORT_FILE_MODE", "0640"),
             ("YING_REPORT_AT_EXIT", "0"),
             ("YING_CHECK_INTERVAL_SECS", "0"),
             ("YING_REPORT_PCT_CHANGE_TRIGGER", "1000000"),
@@ -702,6 +744,7 @@ mod tests {
             seed: Some(u64::MAX),
             measure_allocated_not_retained: true,
             reporting_path: PathBuf::from("/var/tmp/profiles"),
+            report_file_mode: 0o640,
             report_at_exit: false,
             check_interval_secs: 0,
             report_pct_change_trigger: 1_000_000,
@@ -816,6 +859,24 @@ mod tests {
             ("YING_REPORTING_PATH", "", "empty", "ying-profiles"),
             ("YING_REPORTING_PATH", "   ", "empty", "ying-profiles"),
             ("YING_ONLY_EXE", "/usr/bin/app", "must be a file name without '/'", "unset"),
+            ("YING_REPORT_FILE_MODE", "0400", "must include owner read and write (0600)", "0600"),
+            (
+                "YING_REPORT_FILE_MODE",
+                "0755",
+                "must be at most 0666 (no execute or special bits)",
+                "0600",
+            ),
+            (
+                "YING_REPORT_FILE_MODE",
+                "4600",
+                "must be at most 0666 (no execute or special bits)",
+                "0600",
+            ),
+            ("YING_REPORT_FILE_MODE", "rw-r-----", "not an octal mode such as 0640", "0600"),
+            ("YING_REPORT_FILE_MODE", "0x1a4", "not an octal mode such as 0640", "0600"),
+            ("YING_REPORT_FILE_MODE", "0800", "not an octal mode such as 0640", "0600"),
+            ("YING_REPORT_FILE_MODE", "", "empty", "0600"),
+            ("YING_REPORT_FILE_MODE", "77777777777777777777777", "too large", "0600"),
         ];
         for &(name, value, why, default) in cases {
             let (config, warnings) = parse(&[(name, value)]);
@@ -823,6 +884,16 @@ mod tests {
                 format!("ying: warning: {name}={value} is invalid ({why}); using {default}");
             assert_eq!(warnings, vec![expected], "{name}={value:?}");
             assert_eq!(config, Config::default(), "{name}={value:?}");
+        }
+    }
+
+    #[test]
+    fn report_file_modes_are_octal_and_private_by_default() {
+        assert_eq!(Config::default().report_file_mode, 0o600);
+        for (text, mode) in [("0600", 0o600), ("640", 0o640), ("0o644", 0o644), ("0666", 0o666)] {
+            let (config, warnings) = parse(&[("YING_REPORT_FILE_MODE", text)]);
+            assert!(warnings.is_empty(), "{text}: {warnings:?}");
+            assert_eq!(config.report_file_mode, mode, "{text}");
         }
     }
 
@@ -997,6 +1068,7 @@ mod tests {
                 "YING_SEED",
                 "YING_MEASURE_ALLOCATED_NOT_RETAINED",
                 "YING_REPORTING_PATH",
+                "YING_REPORT_FILE_MODE",
                 "YING_REPORT_AT_EXIT",
                 "YING_CHECK_INTERVAL_SECS",
                 "YING_REPORT_PCT_CHANGE_TRIGGER",
@@ -1011,9 +1083,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 14 fields (checked by the
+        // One row per field: a Config literal must name all 15 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 14);
+        assert_eq!(VARIABLES.len(), 15);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);

@@ -146,6 +146,11 @@ pub use totals::Totals;
 pub mod __private {
     //! Items the preload shim needs; not a public API.
     pub use crate::symbolize::{Module, code_range_of, module_of, modules};
-    pub use crate::sys::{stack_bounds, warn, write_stderr};
+    pub use crate::sys::{save_stderr, stack_bounds, warn, write_stderr};
+
+    /// Forgets the unwinder's cached rules (the shim's `dlclose`, after an object was closed).
+    pub fn flush_unwind_cache() {
+        crate::unwind::flush()
+    }
     pub use backtrace;
 }

@@ -82,10 +82,15 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let guard = ts.enter();
     let entries = tables::merged_stacks();
     let live = tables::live_records();
-    let mut ips: Vec<usize> = entries.iter().flat_map(|m| m.entry.ips.iter().copied()).collect();
-    ips.sort_unstable();
-    ips.dedup();
-    let symbols = crate::symbolize::resolve_many(&ips);
+    // Scoped so that the address list is freed here, under the guard that allocated it (freed
+    // after the guard, it was counted as a free of the program's).
+    let symbols = {
+        let mut ips: Vec<usize> =
+            entries.iter().flat_map(|m| m.entry.ips.iter().copied()).collect();
+        ips.sort_unstable();
+        ips.dedup();
+        crate::symbolize::resolve_many(&ips)
+    };
     let now = crate::clock::now_ns();
     let mut ages: HashMap<u32, MillisHistogram> = HashMap::new();
     for r in live.iter() {

@@ -165,6 +165,11 @@ fn resolve_module(m: &Module, ips: &[usize], mods: &[Module]) -> Vec<(usize, Arc
     let addrs: Vec<u64> =
         ips.iter().map(|&ip| ip.wrapping_sub(1).wrapping_sub(m.bias) as u64).collect();
     let Some(found) = crate::dwarf::resolve(&m.name, &addrs) else {
+        if UNLOADS_SEEN.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            // The backtrace crate lists the modules once: after an unload it may take this
+            // address for the closed object's. The symbol table of the file mapped now cannot.
+            return resolve_system(m, ips);
+        }
         return ips.iter().map(|&ip| (ip, resolve_uncached(ip, mods))).collect();
     };
     let unnamed_at: Vec<usize> = (0..ips.len())
@@ -277,9 +282,38 @@ fn finish_frames(mut frames: Vec<Frame>, ip: usize, module: Option<&Module>) -> 
     frames.into()
 }
 
+/// The loader's count of objects unloaded so far (`dlpi_subs`), as of the last resolution.
+static UNLOADS_SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The loader's count of objects unloaded so far (`dlpi_subs` of `dl_iterate_phdr`).
+fn unloads() -> u64 {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        size: usize,
+        out: *mut std::ffi::c_void,
+    ) -> libc::c_int {
+        let end = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
+        if size >= end {
+            // SAFETY: the loader passes a valid `info` of `size` bytes, which covers
+            // `dlpi_subs`; `out` is the `u64` passed below.
+            unsafe { *out.cast::<u64>() = (*info).dlpi_subs };
+        }
+        1 // The counters are the same in every entry: one is enough.
+    }
+    let mut subs = 0u64;
+    // SAFETY: `first` matches the callback type and only writes the `u64` it is given.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut subs).cast()) };
+    subs
+}
+
 /// Resolves every address in `ips` into the cache (one lock hold, one module scan).
 pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     let mut cache = SYMBOLS.lock();
+    // An object was unloaded since the cache was filled: another may sit at its addresses now.
+    let subs = unloads();
+    if UNLOADS_SEEN.swap(subs, std::sync::atomic::Ordering::Relaxed) != subs {
+        cache.map.clear();
+    }
     let mut missing: Vec<usize> =
         ips.iter().copied().filter(|ip| !cache.map.contains_key(ip)).collect();
     missing.sort_unstable();

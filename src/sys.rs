@@ -1,16 +1,92 @@
 //! The few raw system calls the profiler makes outside the `libc` crate's safe-ish surface.
 
-/// Writes all of `bytes` to standard error with `write(2)`: no locks, no allocation, usable
-/// inside allocation hooks and at exit. Errors are ignored (there is nowhere to report them).
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+/// Where Ying's own messages go: -1 before [`save_stderr`] ran (fd 2 as it is), -2 when fd 2
+/// was closed at start (messages are dropped), otherwise the duplicate of fd 2 taken at start.
+static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
+/// Device and inode of the saved duplicate, to notice that the program closed it and reused
+/// its number for a file of its own.
+static SAVED_DEV: AtomicU64 = AtomicU64::new(0);
+static SAVED_INO: AtomicU64 = AtomicU64::new(0);
+
+/// The lowest descriptor number tried for descriptors Ying keeps open (the saved stderr, the
+/// reporting directory): far above the ones a program opens first and may expect to get.
+const HIGH_FD: i32 = 1000;
+
+/// Device and inode of `fd`, or `None` if it is not open.
+pub(crate) fn fd_id(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: all-zero is a valid `stat`, which fstat fills; a bad `fd` only makes it fail.
+    // fstat is not a cancellation point.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+    }
+}
+
+/// A close-on-exec duplicate of `fd` numbered [`HIGH_FD`] or above (or the lowest free number
+/// when the descriptor limit is lower), or -1.
+pub(crate) fn dup_high(fd: i32) -> i32 {
+    // SAFETY: F_DUPFD_CLOEXEC only creates a descriptor; a closed `fd` makes it fail (EBADF).
+    unsafe {
+        let d = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
+        if d >= 0 { d } else { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) }
+    }
+}
+
+/// Saves a duplicate of standard error (once per process; later calls do nothing), so that
+/// Ying's messages keep going where stderr pointed at start even if the program later closes
+/// fd 2 or reopens it onto a file of its own. Called at start by both front ends.
+pub fn save_stderr() {
+    if SAVED_STDERR.load(Ordering::Acquire) != -1 {
+        return;
+    }
+    let _errno = ErrnoGuard::save();
+    let fd = dup_high(2);
+    let id = if fd >= 0 { fd_id(fd) } else { None };
+    let Some((dev, ino)) = id else {
+        SAVED_STDERR.store(-2, Ordering::Release);
+        return;
+    };
+    SAVED_DEV.store(dev, Ordering::Relaxed);
+    SAVED_INO.store(ino, Ordering::Relaxed);
+    if SAVED_STDERR.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // SAFETY: `fd` is the duplicate made above, not published; another thread saved first.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// The descriptor Ying's messages go to now, or `None` to drop them: the duplicate saved at
+/// start if it still is that file, fd 2 if nothing was saved.
+fn message_fd() -> Option<i32> {
+    match SAVED_STDERR.load(Ordering::Acquire) {
+        -1 => Some(2),
+        -2 => None,
+        fd => {
+            let saved = (SAVED_DEV.load(Ordering::Relaxed), SAVED_INO.load(Ordering::Relaxed));
+            (fd_id(fd) == Some(saved)).then_some(fd)
+        }
+    }
+}
+
+/// Writes all of `bytes` to Ying's standard error: the duplicate of fd 2 saved at start by
+/// [`save_stderr`] (never a file the program opened later as fd 2), or fd 2 before that. Uses
+/// the raw `write` system call: glibc's `write()` is a cancellation point, and these messages
+/// are written from inside allocation functions, which must never be one. No locks, no
+/// allocation, `errno` preserved; usable inside allocation hooks and at exit. Errors are
+/// ignored (there is nowhere to report them).
 pub fn write_stderr(mut bytes: &[u8]) {
+    let _errno = ErrnoGuard::save();
+    let Some(fd) = message_fd() else { return };
     while !bytes.is_empty() {
-        // SAFETY: `bytes` is a valid readable slice for its length; fd 2 may be closed, in
-        // which case write returns -1 and we stop.
-        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+        // SAFETY: `bytes` is a valid readable slice for its length; a closed `fd` makes the
+        // call fail with EBADF and we stop.
+        let n = unsafe {
+            libc::syscall(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) as libc::ssize_t
+        };
         if n <= 0 {
-            let interrupted =
-                std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
-            if n < 0 && interrupted {
+            // SAFETY: `__errno_location` returns the calling thread's errno slot.
+            if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
                 continue;
             }
             return;

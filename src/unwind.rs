@@ -33,7 +33,7 @@ pub(crate) struct RawFrame {
 pub(crate) struct Unsupported;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub(crate) use imp::{lock_for_fork, trace, unlock_after_fork};
+pub(crate) use imp::{flush, lock_for_fork, trace, unlock_after_fork};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) fn trace(
@@ -46,6 +46,8 @@ pub(crate) fn trace(
 pub(crate) fn lock_for_fork() {}
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) fn unlock_after_fork() {}
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) fn flush() {}
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
@@ -357,6 +359,21 @@ mod imp {
         }
     }
 
+    /// Forgets every cached rule. For when an object was unloaded: another may be loaded at
+    /// its addresses, with other rules. Takes the writers' lock and never allocates; a thread
+    /// unwinding meanwhile may still use a rule it already read (a wrong stack at worst, see
+    /// the module documentation).
+    pub(crate) fn flush() {
+        let _g = FILL.lock();
+        for e in CACHE.iter() {
+            let s = e.seq.load(Ordering::Relaxed);
+            e.seq.store(s + 1, Ordering::Relaxed);
+            fence(Ordering::Release);
+            e.key.store(0, Ordering::Relaxed);
+            e.seq.store(s + 2, Ordering::Release);
+        }
+    }
+
     /// `fork` prepare: no cache writer may be mid-update in the child.
     pub(crate) fn lock_for_fork() {
         FILL.lock_for_fork();
@@ -393,6 +410,22 @@ mod imp {
                 assert_eq!(unpack(r, f), Some(rule));
             }
             assert_eq!(unpack(0, 0), None, "an empty entry is not a rule");
+        }
+
+        #[test]
+        fn flush_forgets_every_cached_rule() {
+            let (fast, _) = recurse(3);
+            let ras: Vec<usize> = fast[1..].iter().map(|ip| ip - 1).collect();
+            assert!(ras.iter().any(|&a| cached(a).is_some()), "nothing was cached");
+            flush();
+            // Another test's trace may refill the cache meanwhile; ours are gone unless so.
+            let left = ras.iter().filter(|&&a| cached(a).is_some()).count();
+            assert!(left < ras.len(), "{left} of {} rules survived the flush", ras.len());
+            for &a in &ras {
+                if cached(a).is_none() {
+                    assert_eq!(rule_at(a).ok().flatten().is_some(), cached(a).is_some());
+                }
+            }
         }
 
         #[inline(never)]

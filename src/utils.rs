@@ -9,7 +9,17 @@
 //! updated. The first check always writes a baseline report. With `report_at_exit`, a final
 //! report set is written when the process exits through `exit()` or by returning from `main`.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
+//!
+//! # Where reports go
+//!
+//! The reporting path is resolved once, when the runner starts ([`ProfilerRunner::spawn_for`],
+//! or the first report of a runner that was never spawned): a relative path is joined to the
+//! working directory of that moment, the directory is created and opened without following
+//! any symbolic link (see [`report::files`]), and every later report is written into that open
+//! directory, whatever the program does with its working directory. Report files are created
+//! with mode 0600 unless [`ProfilerRunnerBuilder::report_file_mode`] widens it.
 
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -17,6 +27,7 @@ use std::time::Duration;
 
 use crate::YingProfiler;
 use crate::callstack::Measurement;
+use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
 use crate::snapshot::Snapshot;
 
@@ -52,6 +63,37 @@ pub struct ProfilerRunner {
     measure_allocated_not_retained: bool,
     top_k: usize,
     report_at_exit: bool,
+    report_file_mode: u32,
+    dir: SharedDir,
+}
+
+/// The reporting directory of a runner, resolved and opened once and shared by all its clones
+/// (the copy kept for a `fork` child, the exit report's). Not part of a runner's settings: two
+/// runners with the same settings are equal whether or not they have started.
+#[derive(Clone, Default)]
+struct SharedDir(Arc<DirSlot>);
+
+#[derive(Default)]
+struct DirSlot {
+    /// The reporting path made absolute, at the first use.
+    absolute: OnceLock<PathBuf>,
+    /// The open directory, once opening succeeded.
+    open: OnceLock<ReportDir>,
+}
+
+impl PartialEq for SharedDir {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for SharedDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.open.get() {
+            Some(d) => write!(f, "open({})", d.path().display()),
+            None => f.write_str("not open"),
+        }
+    }
 }
 
 impl Default for ProfilerRunner {
@@ -65,6 +107,8 @@ impl Default for ProfilerRunner {
             measure_allocated_not_retained: false,
             top_k: DEFAULT_TOP_K,
             report_at_exit: false,
+            report_file_mode: DEFAULT_FILE_MODE,
+            dir: SharedDir::default(),
         }
     }
 }
@@ -123,13 +167,17 @@ setters! {
     top_k: usize,
     /// Write a final report set when the process exits.
     report_at_exit: bool,
+    /// Permission bits of report files (0600 by default; owner read and write are always
+    /// kept, execute and special bits never set).
+    report_file_mode: u32,
 }
 
 impl ProfilerRunnerBuilder {
     /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
     /// empty path, or a path that exists and is not a directory.
     pub fn build(&self) -> Result<ProfilerRunner, ProfilerRunnerBuilderError> {
-        let r = self.inner.clone().unwrap_or_default();
+        let mut r = self.inner.clone().unwrap_or_default();
+        r.dir = SharedDir::default();
         r.validate()?;
         Ok(r)
     }
@@ -222,6 +270,7 @@ impl ProfilerRunner {
     /// values print one warning each and fall back to their defaults. The sampling variables
     /// are applied to `profiler` (interval, giant limit, seed, enabled).
     pub fn from_env(profiler: &YingProfiler) -> Self {
+        crate::sys::save_stderr();
         let (cfg, warnings) = crate::config::Config::from_env();
         for w in warnings {
             crate::sys::write_stderr(format!("{w}\n").as_bytes());
@@ -248,6 +297,8 @@ impl ProfilerRunner {
             measure_allocated_not_retained: cfg.measure_allocated_not_retained,
             top_k: cfg.top_k,
             report_at_exit: cfg.report_at_exit,
+            report_file_mode: cfg.report_file_mode,
+            dir: SharedDir::default(),
         }
     }
 
@@ -263,6 +314,12 @@ impl ProfilerRunner {
         }
         if self.reporting_path.is_empty() {
             return err("reporting_path", "must not be empty");
+        }
+        if self.report_file_mode & !0o666 != 0 || self.report_file_mode & 0o600 != 0o600 {
+            return err(
+                "report_file_mode",
+                "must be from 0o600 to 0o666 (owner read and write, no execute or special bits)",
+            );
         }
         let p = Path::new(&self.reporting_path);
         if p.exists() && !p.is_dir() {
@@ -302,6 +359,42 @@ impl ProfilerRunner {
     pub fn report_at_exit(&self) -> bool {
         self.report_at_exit
     }
+    /// Permission bits of report files.
+    pub fn report_file_mode(&self) -> u32 {
+        self.report_file_mode
+    }
+
+    /// The reporting path as an absolute path, fixed at the first call on this runner or any
+    /// clone of it (a relative path is joined to the working directory of that moment).
+    pub fn absolute_reporting_path(&self) -> &Path {
+        self.dir.0.absolute.get_or_init(|| {
+            let p = Path::new(&self.reporting_path);
+            match std::env::current_dir() {
+                Ok(cwd) if p.is_relative() => cwd.join(p),
+                _ => p.to_path_buf(),
+            }
+        })
+    }
+
+    /// Creates (if missing) and opens the reporting directory, once for this runner and its
+    /// clones, and checks that files can be created in it. The error says what is wrong, e.g.
+    /// `cannot be created (/tmp/link is a symbolic link ...)` or `is not writable (...)`.
+    /// Starting the runner does this; call it first to fail early.
+    pub fn open_reporting_dir(&self) -> Result<(), String> {
+        let dir = self.reporting_dir().map_err(|e| format!("cannot be created ({e})"))?;
+        dir.writable().map_err(|e| format!("is not writable ({e})"))
+    }
+
+    /// The open reporting directory (opened now if it is not yet).
+    fn reporting_dir(&self) -> io::Result<&ReportDir> {
+        let slot = &self.dir.0;
+        if let Some(d) = slot.open.get() {
+            return Ok(d);
+        }
+        let opened = ReportDir::open(self.absolute_reporting_path(), self.report_file_mode)?;
+        let _ = slot.open.set(opened);
+        slot.open.get().ok_or_else(|| io::Error::other("reporting directory not recorded"))
+    }
 
     /// What to rank by.
     pub fn measurement(&self) -> Measurement {
@@ -334,15 +427,12 @@ impl ProfilerRunner {
         }
     }
 
-    /// Writes a report set now, from `source`, into the reporting path.
+    /// Writes a report set now, from `source`, into the reporting directory (opened at the
+    /// runner's start, see the [module documentation](self)).
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
+        let dir = self.reporting_dir()?;
         let snap = source.snapshot();
-        report::write_report_set(
-            &snap,
-            &ReportContext::current(),
-            &self.report_options(),
-            Path::new(&self.reporting_path),
-        )
+        report::write_report_set_in(&snap, &ReportContext::current(), &self.report_options(), dir)
     }
 
     /// Spawns the background thread for the `#[global_allocator]` profiler.
@@ -350,18 +440,20 @@ impl ProfilerRunner {
         self.spawn_for(profiler)
     }
 
-    /// Spawns the background thread for any [`ProfileSource`]. The directory is created first
-    /// (a failure is reported on stderr; reports are then skipped until it can be created).
+    /// Spawns the background thread for any [`ProfileSource`]. The reporting directory is
+    /// resolved, created and opened first (a failure is reported on stderr; reports are then
+    /// skipped until the directory can be created at the same absolute path).
     pub fn spawn_for(&self, source: &'static dyn ProfileSource) -> RunnerHandle {
         let shared =
             Arc::new(Shared { state: Mutex::new(Control::default()), wake: Condvar::new() });
         let handle = RunnerHandle { shared: Arc::clone(&shared) };
         let runner = self.clone();
         let mut start = || {
-            if let Err(e) = std::fs::create_dir_all(&runner.reporting_path) {
+            crate::sys::save_stderr();
+            if let Err(e) = runner.open_reporting_dir() {
                 crate::sys::warn(&format!(
-                    "reporting path {} cannot be created ({e}); reports are skipped",
-                    runner.reporting_path
+                    "reporting path {} {e}; reports are skipped",
+                    runner.absolute_reporting_path().display()
                 ));
             }
             if runner.report_at_exit {

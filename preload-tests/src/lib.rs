@@ -59,6 +59,9 @@
 //! | `bad_config.rs` | invalid values, unusable reporting paths, giant allocations |
 //! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
 //! | `thread_life.rs` | threads that end unseen, `pthread_getattr_np` at thread start, small stacks |
+//! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
+//! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |
+//! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.

@@ -11,16 +11,18 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 12 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 12] = [
+/// The 14 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 14] = [
     "aligned_alloc",
     "calloc",
     "cfree",
+    "dlclose",
     "free",
     "malloc",
     "malloc_usable_size",
     "memalign",
     "posix_memalign",
+    "pthread_create",
     "pvalloc",
     "realloc",
     "reallocarray",

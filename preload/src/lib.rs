@@ -38,10 +38,11 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 13] = [
+pub const EXPORTED_SYMBOLS: [&str; 14] = [
     "aligned_alloc",
     "calloc",
     "cfree",
+    "dlclose",
     "free",
     "malloc",
     "malloc_usable_size",
@@ -310,14 +311,27 @@ pub unsafe extern "C" fn posix_memalign(
     0
 }
 
-/// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`).
+/// `memalign` and `aligned_alloc` as glibc 2.36 does them: an alignment above `SIZE_MAX / 2 + 1`
+/// (never a power of two) is NULL with `EINVAL`, before anything else, whatever the size;
+/// any other alignment is rounded up to a power of two by glibc, and a failure is `ENOMEM`.
+/// (Without the early check, glibc's EINVAL was overwritten with the ENOMEM of `alloc_with`.)
+fn memalign_like(align: usize, size: usize) -> *mut c_void {
+    if align > usize::MAX / 2 + 1 {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: forwards to glibc with the caller's arguments.
+    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+}
+
+/// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`: any alignment up to
+/// `SIZE_MAX / 2 + 1` is accepted and rounded up to a power of two).
 ///
 /// # Safety
 /// As for glibc's `aligned_alloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc, which validates the alignment.
-    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+    memalign_like(align, size)
 }
 
 /// Obsolete `memalign`.
@@ -326,8 +340,7 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 /// As for glibc's `memalign`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc, which validates the alignment.
-    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+    memalign_like(align, size)
 }
 
 /// Obsolete `valloc` (page-aligned).
@@ -364,6 +377,38 @@ pub unsafe extern "C" fn pthread_create(
 ) -> libc::c_int {
     // SAFETY: the caller's arguments, passed on under the same contract.
     unsafe { thread_start::create(thread, attr, routine, arg) }
+}
+
+/// `dlclose`: glibc's own (found with `dlsym(RTLD_NEXT)` at the first call, in the program's
+/// call, never inside an allocation hook), then the unwinder's cached rules are forgotten: an
+/// object loaded later at the closed one's addresses has rules of its own. (Cached symbols are
+/// checked against the loader's count of unloaded objects at each report instead.)
+///
+/// # Safety
+/// As for glibc's `dlclose`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    let mut real = REAL.load(Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: the name is NUL-terminated; RTLD_NEXT finds the next definition after this
+        // library in the lookup order, glibc's.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) } as usize;
+        if real == 0 {
+            return -1;
+        }
+        REAL.store(real, Ordering::Relaxed);
+    }
+    // SAFETY: `real` is the non-null address of glibc's `dlclose`, which has this signature.
+    let real: unsafe extern "C" fn(*mut c_void) -> libc::c_int =
+        unsafe { std::mem::transmute(real) };
+    // SAFETY: forwards the caller's handle (the caller's contract).
+    let rc = unsafe { real(handle) };
+    if rc == 0 {
+        ying_profiler::__private::flush_unwind_cache();
+    }
+    rc
 }
 
 /// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).

@@ -52,6 +52,7 @@ fn exe_path() -> String {
 }
 
 fn init_guarded() {
+    ying_profiler::__private::save_stderr();
     let (cfg, warnings) = Config::from_env();
     for w in &warnings {
         ying_profiler::__private::write_stderr(format!("{w}\n").as_bytes());
@@ -115,38 +116,15 @@ fn warn_if_allocator_is_elsewhere() {
     }
 }
 
-fn reporting_dir_usable(cfg: &Config) -> bool {
-    let path = &cfg.reporting_path;
-    if let Err(e) = std::fs::create_dir_all(path) {
-        warn(&format!(
-            "YING_REPORTING_PATH={} cannot be created ({e}); reporting is skipped",
-            path.display()
-        ));
-        return false;
-    }
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated path.
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        warn(&format!(
-            "YING_REPORTING_PATH={} is not writable ({}); reporting is skipped",
-            path.display(),
-            std::io::Error::last_os_error()
-        ));
-        return false;
-    }
-    true
-}
-
 fn start_reporting(cfg: &Config) {
     if !cfg.report_at_exit && cfg.check_interval_secs == 0 {
         return;
     }
-    if !reporting_dir_usable(cfg) {
-        return;
-    }
     let runner = ProfilerRunner::from_config(cfg);
+    if let Err(e) = runner.open_reporting_dir() {
+        let path = cfg.reporting_path.display();
+        return warn(&format!("YING_REPORTING_PATH={path} {e}; reporting is skipped"));
+    }
     let _ = RUNNER.set(runner.clone());
     runner.spawn_for(&SOURCE);
 }

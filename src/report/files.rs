@@ -1,43 +1,327 @@
-//! Writing report files so that a reader never sees half a file and a planted symlink is never
-//! followed: each file is created under a fresh temporary name in the target directory with
-//! `O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC`, written, flushed, then renamed into place.
+//! Writing report files safely: into a directory opened once (at start), without following a
+//! symbolic link anywhere on its path, under an unpredictable temporary name, private by default,
+//! and renamed into place so that a reader never sees half a file.
+//!
+//! [`ReportDir::open`] walks the reporting path one component at a time with
+//! `openat(.., O_DIRECTORY | O_NOFOLLOW)`, creating missing components with `mkdirat`, so a
+//! symbolic link planted anywhere on the path (in a world-writable `/tmp`, say) is refused, not
+//! followed. A relative path is resolved against the working directory at that moment and the
+//! directory stays open: a program that later calls `chdir` still gets its reports in the same
+//! place. Every file is created with `openat(dirfd, .., O_CREAT | O_EXCL | O_NOFOLLOW)` under a
+//! random temporary name (so no file planted in advance can block it), given its mode (0600
+//! unless widened by `YING_REPORT_FILE_MODE`), written, then renamed with `renameat`.
 
-use std::fs::OpenOptions;
+use std::ffi::CString;
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Component, Path, PathBuf};
 
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+/// The mode report files get unless configured otherwise: readable by their owner only.
+pub const DEFAULT_FILE_MODE: u32 = 0o600;
 
-/// Writes `bytes` to `dir/name` atomically. Errors name the path at fault.
-pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    let target = dir.join(name);
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let with_path =
-        |e: io::Error, p: &Path| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| with_path(e, &tmp))?;
-    let res = f.write_all(bytes).and_then(|_| f.flush());
-    drop(f);
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(with_path(e, &tmp));
+/// A reporting directory, opened once; see the module documentation.
+#[derive(Debug)]
+pub struct ReportDir {
+    /// The directory as an absolute path (for messages and the paths returned).
+    path: PathBuf,
+    /// The open directory. Not an `OwnedFd`: a program may close it (daemons close every
+    /// descriptor above 2) and reuse the number, which `checked_fd` detects.
+    fd: RawFd,
+    /// Device and inode of the directory when it was opened.
+    id: (u64, u64),
+    /// Mode of the files written.
+    file_mode: u32,
+}
+
+/// A descriptor of the reporting directory for one operation: ours, or a fresh one when the
+/// program closed ours.
+struct DirFd {
+    fd: RawFd,
+    _fresh: Option<OwnedFd>,
+}
+
+fn with_path(e: io::Error, p: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+}
+
+fn cstr(s: &[u8]) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"))
+}
+
+/// `openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`.
+fn open_dir_at(dir: RawFd, name: &CString) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `name` is NUL-terminated; `dir` is an open directory or AT_FDCWD.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
     }
-    std::fs::rename(&tmp, &target).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        with_path(e, &target)
-    })?;
-    Ok(target)
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Device and inode of an open descriptor.
+fn file_id(fd: RawFd) -> io::Result<(u64, u64)> {
+    // SAFETY: all-zero is a valid `stat`; fstat fills it or fails without touching memory
+    // beyond it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-pointer; a bad `fd` makes fstat fail with EBADF.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Whether `name` in directory `at` is a symbolic link (not followed).
+fn is_symlink_at(at: RawFd, name: &CString) -> bool {
+    // SAFETY: all-zero is a valid `stat`, which fstatat fills; `name` is NUL-terminated and
+    // `at` an open directory or AT_FDCWD.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstatat(at, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFLNK
+    }
+}
+
+/// Opens `path` as a directory without following a symbolic link in any component, creating
+/// missing components when `create`. Relative paths start at the working directory.
+fn open_no_follow(path: &Path, create: bool) -> io::Result<OwnedFd> {
+    let mut cur: Option<OwnedFd> = None;
+    let mut walked = PathBuf::new();
+    for comp in path.components() {
+        let name: &[u8] = match comp {
+            Component::RootDir => b"/",
+            Component::CurDir => b".",
+            Component::ParentDir => b"..",
+            Component::Normal(n) => n.as_encoded_bytes(),
+            Component::Prefix(_) => continue,
+        };
+        walked.push(comp);
+        let c = cstr(name).map_err(|e| with_path(e, &walked))?;
+        let at = cur.as_ref().map_or(libc::AT_FDCWD, |f| f.as_raw_fd());
+        let next = match open_dir_at(at, &c) {
+            Err(e) if create && e.raw_os_error() == Some(libc::ENOENT) => {
+                // SAFETY: `c` is NUL-terminated; `at` is an open directory or AT_FDCWD.
+                let made = unsafe { libc::mkdirat(at, c.as_ptr(), 0o777) };
+                let err = io::Error::last_os_error();
+                if made != 0 && err.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(with_path(err, &walked));
+                }
+                open_dir_at(at, &c)
+            }
+            other => other,
+        };
+        cur = Some(next.map_err(|e| match e.raw_os_error() {
+            // O_DIRECTORY | O_NOFOLLOW on a link fails with ENOTDIR (or ELOOP): say which.
+            Some(libc::ELOOP | libc::ENOTDIR) if is_symlink_at(at, &c) => io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a symbolic link (not followed on the reporting path)",
+                    walked.display()
+                ),
+            ),
+            Some(libc::ENOTDIR) => io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", walked.display()),
+            ),
+            _ => with_path(e, &walked),
+        })?);
+    }
+    match cur {
+        Some(fd) => Ok(fd),
+        None => Err(io::Error::new(io::ErrorKind::InvalidInput, "empty reporting path")),
+    }
+}
+
+/// 64 unpredictable bits for a temporary name (the kernel's generator; the clock and a counter
+/// if it is unavailable).
+fn random_u64() -> u64 {
+    let mut v = 0u64;
+    // SAFETY: `v` is a valid 8-byte buffer; GRND_NONBLOCK never waits.
+    let n = unsafe { libc::getrandom((&raw mut v).cast(), 8, libc::GRND_NONBLOCK) };
+    if n == 8 {
+        return v;
+    }
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let s = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (t ^ s.rotate_left(32) ^ std::process::id() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+impl ReportDir {
+    /// Opens the directory `path` (created if missing), relative to the working directory now
+    /// unless absolute, refusing any symbolic link on the way; files written into it get
+    /// `file_mode` (permission bits only).
+    pub fn open(path: &Path, file_mode: u32) -> io::Result<Self> {
+        if path.as_os_str().is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty reporting path"));
+        }
+        let abs = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+        };
+        let fd = open_no_follow(path, true)?;
+        let id = file_id(fd.as_raw_fd()).map_err(|e| with_path(e, &abs))?;
+        // Kept open for the life of the process: out of the way of the low numbers a program
+        // may expect its own next `open` to return.
+        let high = crate::sys::dup_high(fd.as_raw_fd());
+        let fd = if high >= 0 { high } else { std::os::fd::IntoRawFd::into_raw_fd(fd) };
+        Ok(Self { path: abs, fd, id, file_mode: file_mode & 0o777 })
+    }
+
+    /// The directory's absolute path (as opened; its components are real directories).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The mode of the files written.
+    pub fn file_mode(&self) -> u32 {
+        self.file_mode
+    }
+
+    /// Whether the calling process may create files in the directory (`faccessat`).
+    pub fn writable(&self) -> io::Result<()> {
+        let d = self.checked_fd()?;
+        // SAFETY: `d.fd` is an open directory; "." names it.
+        if unsafe { libc::faccessat(d.fd, c".".as_ptr(), libc::W_OK | libc::X_OK, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Our descriptor if it still is the directory we opened; otherwise (the program closed it,
+    /// perhaps reusing the number) the same directory opened afresh by its absolute path, if it
+    /// still exists there.
+    fn checked_fd(&self) -> io::Result<DirFd> {
+        if file_id(self.fd).ok() == Some(self.id) {
+            return Ok(DirFd { fd: self.fd, _fresh: None });
+        }
+        let fresh = open_no_follow(&self.path, false)?;
+        if file_id(fresh.as_raw_fd())? != self.id {
+            return Err(io::Error::other(format!(
+                "{} is no longer the directory opened at start",
+                self.path.display()
+            )));
+        }
+        Ok(DirFd { fd: fresh.as_raw_fd(), _fresh: Some(fresh) })
+    }
+
+    /// Writes `bytes` to the file `name` (one path component) in this directory atomically.
+    /// Errors name the path at fault.
+    pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+        let target = self.path.join(name);
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+            let e = io::Error::new(io::ErrorKind::InvalidInput, "not a file name");
+            return Err(with_path(e, &target));
+        }
+        let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
+        let target_c = cstr(name.as_bytes())?;
+        let (tmp, tmp_c, file) = self.create_temp(dir.fd, name)?;
+        let mut file = file;
+        let res = file.write_all(bytes).and_then(|_| file.flush());
+        drop(file);
+        let unlink = || {
+            // SAFETY: `tmp_c` is NUL-terminated; `dir.fd` is an open directory.
+            unsafe { libc::unlinkat(dir.fd, tmp_c.as_ptr(), 0) };
+        };
+        if let Err(e) = res {
+            unlink();
+            return Err(with_path(e, &tmp));
+        }
+        // SAFETY: both names are NUL-terminated and relative to the same open directory.
+        if unsafe { libc::renameat(dir.fd, tmp_c.as_ptr(), dir.fd, target_c.as_ptr()) } != 0 {
+            let e = io::Error::last_os_error();
+            unlink();
+            return Err(with_path(e, &target));
+        }
+        Ok(target)
+    }
+
+    /// Creates a fresh temporary file for `name` with an unpredictable name and this
+    /// directory's file mode (exactly, whatever the umask).
+    fn create_temp(&self, dir: RawFd, name: &str) -> io::Result<(PathBuf, CString, File)> {
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let mut last = None;
+        for _ in 0..16 {
+            let tmp_name = format!(".{name}.{:016x}.tmp", random_u64());
+            let tmp = self.path.join(&tmp_name);
+            let c = cstr(tmp_name.as_bytes())?;
+            // SAFETY: `c` is NUL-terminated; `dir` is an open directory; the mode argument is
+            // read because O_CREAT is given.
+            let fd =
+                unsafe { libc::openat(dir, c.as_ptr(), flags, self.file_mode as libc::c_uint) };
+            if fd < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EEXIST) {
+                    last = Some(with_path(e, &tmp));
+                    continue;
+                }
+                return Err(with_path(e, &tmp));
+            }
+            // SAFETY: `fd` was just opened and is owned by nobody else.
+            let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+            // SAFETY: `fd` is open (owned by `file`).
+            if unsafe { libc::fchmod(fd, self.file_mode as libc::mode_t) } != 0 {
+                let e = io::Error::last_os_error();
+                drop(file);
+                // SAFETY: as above.
+                unsafe { libc::unlinkat(dir, c.as_ptr(), 0) };
+                return Err(with_path(e, &tmp));
+            }
+            return Ok((tmp, c, file));
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
+    }
+}
+
+impl Drop for ReportDir {
+    fn drop(&mut self) {
+        // Close our descriptor only if it still is ours (the program may have reused it).
+        if file_id(self.fd).ok() == Some(self.id) {
+            // SAFETY: `self.fd` is the directory this value opened; nothing else closes it.
+            unsafe { libc::close(self.fd) };
+        }
+    }
+}
+
+/// Where [`write_atomic`] writes: an open [`ReportDir`], or a directory path opened for the one
+/// file (created if missing, relative to the working directory now, [`DEFAULT_FILE_MODE`]).
+pub trait ReportTarget {
+    /// Writes `bytes` to the file `name` atomically.
+    fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf>;
+}
+
+impl ReportTarget for ReportDir {
+    fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+        self.write_atomic(name, bytes)
+    }
+}
+
+impl ReportTarget for Path {
+    fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+        ReportDir::open(self, DEFAULT_FILE_MODE)?.write_atomic(name, bytes)
+    }
+}
+
+impl ReportTarget for PathBuf {
+    fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+        self.as_path().write_file(name, bytes)
+    }
+}
+
+/// Writes `bytes` to the file `name` in `dir` atomically (see [`ReportTarget`]).
+pub fn write_atomic<T: ReportTarget + ?Sized>(
+    dir: &T,
+    name: &str,
+    bytes: &[u8],
+) -> io::Result<PathBuf> {
+    dir.write_file(name, bytes)
 }
 
 /// Makes a name safe as one path component: anything but `[A-Za-z0-9._-]` becomes `_`, at most
@@ -82,6 +366,34 @@ mod tests {
         write_atomic(&dir, "r.txt", b"report").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         assert_eq!(std::fs::read(dir.join("r.txt")).unwrap(), b"report");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_anywhere_on_the_path_is_refused_and_nothing_is_created_through_it() {
+        let dir = std::env::temp_dir().join(format!("ying-midlink-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        let e = ReportDir::open(&dir.join("link/sub"), DEFAULT_FILE_MODE).unwrap_err();
+        assert!(e.to_string().contains("link is a symbolic link"), "{e}");
+        let e = ReportDir::open(&dir.join("link"), DEFAULT_FILE_MODE).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.join("real")).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_get_the_mode_asked_for_and_temporary_names_are_random() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ying-mode-{}", std::process::id()));
+        let d = ReportDir::open(&dir.join("a/b"), 0o640).unwrap();
+        assert!(d.path().is_absolute());
+        let p = d.write_atomic("r.txt", b"x").unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
+        let p = write_atomic(dir.as_path(), "s.txt", b"y").unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_ne!(random_u64(), random_u64());
+        assert!(d.write_atomic("../escape", b"z").is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -106,16 +106,26 @@ pub struct ReportPaths {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Writes a full report set for `snap` into `dir` (created if missing). Every file is attempted;
-/// the first error is returned after the others were written.
+/// Writes a full report set for `snap` into `dir` (created if missing, relative to the working
+/// directory now), as [`write_report_set_in`] does.
 pub fn write_report_set(
     snap: &Snapshot,
     ctx: &ReportContext,
     opts: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let dir = files::ReportDir::open(dir, files::DEFAULT_FILE_MODE)?;
+    write_report_set_in(snap, ctx, opts, &dir)
+}
+
+/// Writes a full report set for `snap` into the open directory `dir`. Every file is attempted;
+/// the first error is returned after the others were written.
+pub fn write_report_set_in(
+    snap: &Snapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &files::ReportDir,
+) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let stem = format!(
         "ying.{}.{}.{}.{}",
