@@ -655,7 +655,9 @@ fn realloc_slow<H: Host>(
     p
 }
 
-/// Refuses a giant request: counts it and prints the stack that asked, as `ying:` lines.
+/// Refuses a giant request: counts it, prints the stack that asked as raw `ying:` lines and
+/// keeps it to be named at report time (see `giant`: nothing here may block, read files or be
+/// a cancellation point).
 #[inline(never)]
 fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
     tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -663,17 +665,9 @@ fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
     let _g = ts.enter();
     let mut ips = [0usize; MAX_FRAMES];
     let n = capture::<H>(ts, &mut ips);
-    let mut out = format!(
-        "ying: refused a single allocation of {size} bytes (limit {limit} bytes, \
-         YING_MAX_ALLOC_BYTES); requested at:\n"
-    );
-    let frames = crate::symbolize::symbolize_stack(ips.get(..n).unwrap_or(&[]));
-    for f in frames.iter().filter(|f| !f.is_noise()) {
-        out.push_str("ying:   ");
-        out.push_str(&f.to_string());
-        out.push('\n');
-    }
-    crate::sys::write_stderr(out.as_bytes());
+    let ips = ips.get(..n).unwrap_or(&[]);
+    let number = crate::giant::record(size as u64, ips);
+    crate::giant::print_raw(number, size as u64, limit, ips);
 }
 
 /// Runs `f` as profiler code on the thread owning `ts` (its allocations are the profiler's).

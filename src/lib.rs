@@ -129,6 +129,7 @@ mod capture;
 mod clock;
 mod dwarf;
 mod elf_symbols;
+mod giant;
 mod profiler;
 mod spin;
 mod symbolize;
@@ -147,6 +148,11 @@ pub mod __private {
     //! Items the preload shim needs; not a public API.
     pub use crate::symbolize::{Module, code_range_of, module_of, modules};
     pub use crate::sys::{save_stderr, stack_bounds, warn, write_stderr};
+
+    /// Looks up what the caching unwinder needs from glibc, at start-up.
+    pub fn warm_unwinder() {
+        crate::unwind::warm()
+    }
 
     /// Forgets the unwinder's cached rules (the shim's `dlclose`, after an object was closed).
     pub fn flush_unwind_cache() {

@@ -34,8 +34,22 @@ pub struct Snapshot {
     pub address_conflicts: u64,
     /// Giant allocations refused.
     pub giant_refused: u64,
+    /// The most recent giant refusals (up to 16), oldest first, with the stacks that asked.
+    pub giant_refusals: Vec<GiantRefusal>,
     /// Addresses in the symbol cache.
     pub symbol_cache_entries: u64,
+}
+
+/// A refused giant allocation (`YING_MAX_ALLOC_BYTES`) and the stack that asked for it,
+/// named at snapshot time (the refusal itself only prints raw frames; see the README).
+#[derive(Debug, Clone)]
+pub struct GiantRefusal {
+    /// The refusal's number in the process, from 1 (it prints as `refusal #N`).
+    pub number: u64,
+    /// Bytes requested.
+    pub size: u64,
+    /// The requesting stack, innermost first, inlined frames expanded.
+    pub frames: Vec<crate::callstack::Frame>,
 }
 
 impl Snapshot {
@@ -82,11 +96,15 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let guard = ts.enter();
     let entries = tables::merged_stacks();
     let live = tables::live_records();
+    let refused = crate::giant::recent();
     // Scoped so that the address list is freed here, under the guard that allocated it (freed
     // after the guard, it was counted as a free of the program's).
     let symbols = {
-        let mut ips: Vec<usize> =
-            entries.iter().flat_map(|m| m.entry.ips.iter().copied()).collect();
+        let mut ips: Vec<usize> = entries
+            .iter()
+            .flat_map(|m| m.entry.ips.iter().copied())
+            .chain(refused.iter().flat_map(|r| r.ips.iter().copied()))
+            .collect();
         ips.sort_unstable();
         ips.dedup();
         crate::symbolize::resolve_many(&ips)
@@ -143,6 +161,19 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
             spans: crate::spans::resolve(&e.spans),
         });
     }
+    let giant_refusals = refused
+        .iter()
+        .map(|r| GiantRefusal {
+            number: r.number,
+            size: r.size,
+            frames: r
+                .ips
+                .iter()
+                .filter_map(|ip| symbols.get(ip))
+                .flat_map(|fs| fs.iter().cloned())
+                .collect(),
+        })
+        .collect();
     let snap = Snapshot {
         taken_at: SystemTime::now(),
         totals: totals::read(),
@@ -152,11 +183,13 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
         dropped_samples: tables::DROPPED_SAMPLES.load(std::sync::atomic::Ordering::Relaxed),
         address_conflicts: tables::ADDRESS_CONFLICTS.load(std::sync::atomic::Ordering::Relaxed),
         giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+        giant_refusals,
         symbol_cache_entries: cache_len,
     };
     let _g = ts.enter();
     drop(entries);
     drop(live);
+    drop(refused);
     drop(symbols);
     drop(ages);
     snap

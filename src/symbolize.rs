@@ -359,12 +359,6 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     out
 }
 
-/// Symbolizes one stack (innermost first, inlined frames expanded).
-pub(crate) fn symbolize_stack(ips: &[usize]) -> Vec<Frame> {
-    let map = resolve_many(ips);
-    ips.iter().filter_map(|ip| map.get(ip)).flat_map(|f| f.iter().cloned()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

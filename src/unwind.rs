@@ -33,7 +33,7 @@ pub(crate) struct RawFrame {
 pub(crate) struct Unsupported;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub(crate) use imp::{flush, lock_for_fork, trace, unlock_after_fork};
+pub(crate) use imp::{flush, lock_for_fork, object_of, trace, unlock_after_fork, warm};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) fn trace(
@@ -42,6 +42,12 @@ pub(crate) fn trace(
 ) -> Result<(), Unsupported> {
     Err(Unsupported)
 }
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) fn object_of(_addr: usize) -> Option<(usize, *const libc::c_char)> {
+    None
+}
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) fn warm() {}
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) fn lock_for_fork() {}
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -89,6 +95,35 @@ mod imp {
         // SAFETY: a non-sentinel value is the address of glibc's `_dl_find_object`, whose
         // signature is `FindObject`.
         (f > 1).then(|| unsafe { std::mem::transmute::<usize, FindObject>(f) })
+    }
+
+    /// Looks `_dl_find_object` up now (it takes the loader's lock once), so that no sample
+    /// does it later. For start-up code.
+    pub(crate) fn warm() {
+        let _ = find_object();
+    }
+
+    /// The start of `struct link_map` (glibc's public part).
+    #[repr(C)]
+    struct LinkMapHead {
+        l_addr: usize,
+        l_name: *const libc::c_char,
+    }
+
+    /// The loaded object holding `addr`: its load bias and its name (empty for the main
+    /// program), without a lock or an allocation (`_dl_find_object`).
+    pub(crate) fn object_of(addr: usize) -> Option<(usize, *const libc::c_char)> {
+        let find = find_object()?;
+        // SAFETY: all-zero is a valid `DlFindObject` (integers and null pointers).
+        let mut obj: DlFindObject = unsafe { std::mem::zeroed() };
+        // SAFETY: `obj` is a valid out-parameter; `_dl_find_object` only reads loader data.
+        if unsafe { find(addr as *mut u8, &mut obj) } != 0 || obj.link_map.is_null() {
+            return None;
+        }
+        // SAFETY: `_dl_find_object` returned the object's link map, whose first two fields are
+        // glibc's public `l_addr` and `l_name`; it stays valid while code of the object runs.
+        let head = unsafe { &*(obj.link_map as *const LinkMapHead) };
+        Some((head.l_addr, head.l_name))
     }
 
     /// A cached rule, decoded.

@@ -430,7 +430,11 @@ impl ProfilerRunner {
     /// Writes a report set now, from `source`, into the reporting directory (opened at the
     /// runner's start, see the [module documentation](self)).
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
-        let dir = self.reporting_dir()?;
+        // Opening the directory (the first time) allocates: profiler memory, never sampled.
+        let mut opened: Option<io::Result<&ReportDir>> = None;
+        source.run_guarded(&mut || opened = Some(self.reporting_dir()));
+        let dir =
+            opened.unwrap_or_else(|| Err(io::Error::other("reporting directory not opened")))?;
         let snap = source.snapshot();
         report::write_report_set_in(&snap, &ReportContext::current(), &self.report_options(), dir)
     }

@@ -54,8 +54,17 @@ fn giant_request_is_refused_counted_and_reported() {
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("null=true"), "{stdout}");
     assert!(stderr.contains("ying: refused a single allocation of 8589934592 bytes"), "{stderr}");
+    // Printed from inside the allocator: raw frames only (no debug info is read there).
+    assert!(stderr.lines().any(|l| l.starts_with("ying:   giant_guard-")), "{stderr}");
+
+    // Named at snapshot time.
+    let snap = A.snapshot();
+    let first = snap.giant_refusals.first().expect("the refusals are kept");
+    assert_eq!((first.number, first.size), (1, 8 << 30));
     assert!(
-        stderr.lines().any(|l| l.starts_with("ying:") && l.contains("marker_giant_request")),
-        "{stderr}"
+        first.frames.iter().any(|f| f.function.contains("marker_giant_request")),
+        "{:?}",
+        first.frames
     );
+    assert_eq!(snap.giant_refusals[1].size, 2 << 30);
 }

@@ -155,11 +155,16 @@ fn giant_allocation_is_refused_and_the_program_continues() {
         "no `ying: refused` line for the 1 TiB request",
     );
     let line = tagged_line("giant.c", "TAG:marker_giant");
+    // At once: raw frames (nothing inside malloc reads debug info); the report names them.
+    c.check(
+        lines.iter().any(|l| l.starts_with("ying:   giant+0x")),
+        "the refusal does not print its raw frames at once",
+    );
     c.check(
         lines.iter().any(|l| {
             l.starts_with("ying:   marker_giant (") && l.ends_with(&format!("giant.c:{line})"))
         }),
-        format!("the refusal does not name `marker_giant (.../giant.c:{line})`"),
+        format!("no report named the refusal `marker_giant (.../giant.c:{line})`"),
     );
     c.check(
         lines.iter().filter(|l| l.starts_with("ying: refused")).count() == 1,
@@ -169,5 +174,10 @@ fn giant_allocation_is_refused_and_the_program_continues() {
     c.check(
         text.contains(" 1 giant allocations refused)"),
         "the report does not count the refusal",
+    );
+    c.check(
+        text.contains("giant allocation refused (refusal #1): 1.0 TiB (1099511627776 bytes)")
+            && text.contains(&format!("    marker_giant (")),
+        "the report does not list the refusal with its stack",
     );
 }

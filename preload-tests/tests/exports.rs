@@ -84,21 +84,34 @@ fn exported_symbols_match_the_source_list() {
     );
 }
 
-/// The shim's refusals on stderr: (size, first frame) per `ying: refused` message.
+/// The shim's refusals on stderr: (size, first named frame) per refusal. A refusal prints its
+/// raw frames at once (`ying: refused a single allocation of N bytes (...; refusal #K)`), and
+/// the report written later names them (`ying: refusal #K (N bytes) was requested at:`).
 fn refusals(lines: &[String]) -> Vec<(u64, String)> {
-    let mut out: Vec<(u64, String)> = Vec::new();
+    let mut out: Vec<(u64, u64, String)> = Vec::new();
+    let mut naming: Option<u64> = None;
     for l in lines {
         if let Some(rest) = l.strip_prefix("ying: refused a single allocation of ") {
             let size = rest.split(' ').next().and_then(|s| s.parse().ok()).unwrap_or(0);
-            out.push((size, String::new()));
+            let number = rest
+                .split("refusal #")
+                .nth(1)
+                .and_then(|r| r.split(')').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            out.push((number, size, String::new()));
+            naming = None;
+        } else if let Some(rest) = l.strip_prefix("ying: refusal #") {
+            naming = rest.split(' ').next().and_then(|n| n.parse().ok());
         } else if let Some(frame) = l.strip_prefix("ying:   ") {
-            match out.last_mut() {
-                Some(last) if last.1.is_empty() => last.1 = frame.to_string(),
-                _ => {}
+            if let Some(n) = naming {
+                if let Some(r) = out.iter_mut().find(|r| r.0 == n && r.2.is_empty()) {
+                    r.2 = frame.to_string();
+                }
             }
         }
     }
-    out
+    out.into_iter().map(|(_, size, frame)| (size, frame)).collect()
 }
 
 fn check_refusals(c: &preload_tests::Comparison, expected_sizes: &[u64]) {
@@ -118,7 +131,10 @@ fn check_refusals(c: &preload_tests::Comparison, expected_sizes: &[u64]) {
     // Nothing but refusal messages.
     for l in &lines {
         c.check(
-            l.starts_with("ying: refused a single allocation of ") || l.starts_with("ying:   "),
+            l.starts_with("ying: refused a single allocation of ")
+                || l.starts_with("ying:   ")
+                || l.starts_with("ying: refusal #")
+                || l.starts_with("ying: (refusal #"),
             format!("unexpected `ying:` line {l:?}"),
         );
     }

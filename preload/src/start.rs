@@ -76,6 +76,8 @@ fn init_guarded() {
     // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
     // any sample needs it.
     ying_profiler::__private::backtrace::trace(|_| true);
+    // And ours: its object lookup is found once, here, not inside an allocation.
+    ying_profiler::__private::warm_unwinder();
     // SAFETY: the three handlers are plain extern "C" fns that only touch our own locks.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));

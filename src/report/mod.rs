@@ -106,6 +106,28 @@ pub struct ReportPaths {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The number of the last giant refusal named on stderr.
+static REFUSALS_NAMED: AtomicU64 = AtomicU64::new(0);
+
+/// Names on stderr, once each, the giant refusals that only had raw frames when they happened.
+fn print_new_refusals(snap: &Snapshot) {
+    let named = REFUSALS_NAMED.load(Ordering::Relaxed);
+    let mut out = String::new();
+    for r in snap.giant_refusals.iter().filter(|r| r.number > named) {
+        out.push_str(&format!(
+            "ying: refusal #{} ({} bytes) was requested at:\n",
+            r.number, r.size
+        ));
+        for f in r.frames.iter().filter(|f| !f.is_noise()) {
+            out.push_str(&format!("ying:   {f}\n"));
+        }
+    }
+    if let Some(last) = snap.giant_refusals.last() {
+        REFUSALS_NAMED.fetch_max(last.number, Ordering::Relaxed);
+    }
+    crate::sys::write_stderr(out.as_bytes());
+}
+
 /// Writes a full report set for `snap` into `dir` (created if missing, relative to the working
 /// directory now), as [`write_report_set_in`] does.
 pub fn write_report_set(
@@ -127,6 +149,7 @@ pub fn write_report_set_in(
     dir: &files::ReportDir,
 ) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    print_new_refusals(snap);
     let stem = format!(
         "ying.{}.{}.{}.{}",
         ctx.exe_name(),

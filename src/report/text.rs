@@ -147,5 +147,25 @@ pub fn render(
         o.push_str(&stack_block(s, Some((i + 1, est_alloc, est_ret)), true, expand));
         o.push('\n');
     }
+    o.push_str(&giant_refusals(snap));
+    o
+}
+
+/// The kept giant refusals, each with the stack that asked (empty when there were none).
+pub(crate) fn giant_refusals(snap: &Snapshot) -> String {
+    let mut o = String::new();
+    for r in &snap.giant_refusals {
+        let _ = writeln!(
+            o,
+            "giant allocation refused (refusal #{}): {} ({} bytes), requested at:",
+            r.number,
+            human_bytes(r.size),
+            r.size
+        );
+        for f in r.frames.iter().filter(|f| !f.is_noise()) {
+            let _ = writeln!(o, "    {f}");
+        }
+        o.push('\n');
+    }
     o
 }
