@@ -177,7 +177,7 @@ fn giant_allocation_is_refused_and_the_program_continues() {
     );
     c.check(
         text.contains("giant allocation refused (refusal #1): 1.0 TiB (1099511627776 bytes)")
-            && text.contains(&format!("    marker_giant (")),
+            && text.contains("    marker_giant ("),
         "the report does not list the refusal with its stack",
     );
 }
