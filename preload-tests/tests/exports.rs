@@ -103,12 +103,11 @@ fn refusals(lines: &[String]) -> Vec<(u64, String)> {
             naming = None;
         } else if let Some(rest) = l.strip_prefix("ying: refusal #") {
             naming = rest.split(' ').next().and_then(|n| n.parse().ok());
-        } else if let Some(frame) = l.strip_prefix("ying:   ") {
-            if let Some(n) = naming {
-                if let Some(r) = out.iter_mut().find(|r| r.0 == n && r.2.is_empty()) {
-                    r.2 = frame.to_string();
-                }
-            }
+        } else if let Some(frame) = l.strip_prefix("ying:   ")
+            && let Some(n) = naming
+            && let Some(r) = out.iter_mut().find(|r| r.0 == n && r.2.is_empty())
+        {
+            r.2 = frame.to_string();
         }
     }
     out.into_iter().map(|(_, size, frame)| (size, frame)).collect()
