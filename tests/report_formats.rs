@@ -80,6 +80,7 @@ fn fixture() -> (Snapshot, ReportContext) {
         dropped_samples: 0,
         address_conflicts: 0,
         giant_refused: 1,
+        giant_refusals: Vec::new(),
         symbol_cache_entries: 4,
     };
     let ctx = ReportContext {
