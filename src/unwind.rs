@@ -253,13 +253,14 @@ mod imp {
         if unsafe { find(addr as *mut u8, &mut obj) } != 0 || obj.eh_frame.is_null() {
             return Ok(None);
         }
-        let end = obj.map_end as usize;
         let hdr_addr = obj.eh_frame as usize;
-        if hdr_addr >= end {
-            return Ok(None);
-        }
-        // SAFETY: `.eh_frame_hdr` lies inside the object's mapping, which stays mapped while
-        // code of the object is on the stack; gimli reads only what the tables point to.
+        // The readable range holding the tables: `_dl_find_object` gives the object's whole
+        // mapping for a shared object, but only the segment holding `addr` for the main
+        // program, whose tables may lie in another segment (node's do).
+        let (start, end) = tables_range(&obj, hdr_addr).ok_or(Unsupported)?;
+        // SAFETY: `.eh_frame_hdr` lies inside a mapped segment of the object, which stays
+        // mapped while code of the object is on the stack; gimli reads only what the tables
+        // point to.
         let hdr_bytes =
             unsafe { std::slice::from_raw_parts(hdr_addr as *const u8, end - hdr_addr) };
         let mut bases = BaseAddresses::default().set_eh_frame_hdr(hdr_addr as u64);
@@ -269,7 +270,7 @@ mod imp {
             Pointer::Direct(a) => a as usize,
             Pointer::Indirect(_) => return Err(Unsupported),
         };
-        if eh_addr >= end || eh_addr < obj.map_start as usize {
+        if eh_addr >= end || eh_addr < start {
             return Err(Unsupported);
         }
         // SAFETY: as above, for `.eh_frame`.
@@ -307,6 +308,41 @@ mod imp {
         let cfa_offset = i32::try_from(cfa_offset).map_err(|_| Unsupported)?;
         let function = fde.initial_address() as usize;
         Ok(Some(Rule::Frame { cfa_rbp, cfa_offset, rbp_offset, function }))
+    }
+
+    /// The mapped range that holds the object's `.eh_frame_hdr` at `hdr`: the range
+    /// `_dl_find_object` reported when it holds it, else (the main program) the loadable
+    /// segment holding it, from the program headers the kernel passed (`AT_PHDR`). `None`: not
+    /// known here (the caller leaves the frame to libgcc).
+    fn tables_range(obj: &DlFindObject, hdr: usize) -> Option<(usize, usize)> {
+        let (start, end) = (obj.map_start as usize, obj.map_end as usize);
+        if (start..end).contains(&hdr) {
+            return Some((start, end));
+        }
+        if obj.link_map.is_null() {
+            return None;
+        }
+        // SAFETY: the link map `_dl_find_object` returned starts with glibc's public fields.
+        let head = unsafe { &*(obj.link_map as *const LinkMapHead) };
+        // SAFETY: `l_name` is a loader-owned NUL-terminated string (empty for the program).
+        if head.l_name.is_null() || unsafe { *head.l_name } != 0 {
+            return None;
+        }
+        // SAFETY: getauxval reads the auxiliary vector the kernel passed; no lock.
+        let (phdr, phnum) = unsafe {
+            (libc::getauxval(libc::AT_PHDR) as usize, libc::getauxval(libc::AT_PHNUM) as usize)
+        };
+        if phdr == 0 || phnum == 0 || phnum > 512 {
+            return None;
+        }
+        // SAFETY: AT_PHDR points to the program's `phnum` program headers, mapped for the
+        // whole life of the process.
+        let headers = unsafe { std::slice::from_raw_parts(phdr as *const libc::Elf64_Phdr, phnum) };
+        headers.iter().filter(|h| h.p_type == libc::PT_LOAD).find_map(|h| {
+            let lo = head.l_addr.wrapping_add(h.p_vaddr as usize);
+            let hi = lo.wrapping_add(h.p_memsz as usize);
+            (lo..hi).contains(&hdr).then_some((lo, hi))
+        })
     }
 
     fn rule_at(addr: usize) -> Result<Option<Rule>, Unsupported> {

@@ -179,3 +179,42 @@ fn only_exe_limits_reports_to_the_named_program() {
     c.check(sets.iter().all(|r| r.exe == sort), format!("a program other than {sort} reported"));
     c.check(sets.iter().all(|r| r.pid != c.with.pid), "the shell reported");
 }
+
+const NODE_SCRIPT: &str = "let a = []; for (let i = 0; i < 200000; i++) a.push({ i, s: 'x'.repeat(100) + i }); \
+     console.log(a.length);";
+
+/// node's unwind tables lie in another loadable segment than its code (`_dl_find_object`
+/// reports only the segment holding an address for the main program): its stacks must still
+/// be named, not `[no frames]`.
+#[test]
+fn node_stacks_are_named() {
+    let Some((node, file)) = tool("node") else { return };
+    let dir = TestDir::new("node");
+    let vars = [("YING_MEASURE_ALLOCATED_NOT_RETAINED", "true")];
+    let c = compare(&Run::new(&node).args(&["-e", NODE_SCRIPT]), &vars, &dir.reports("node"));
+    c.check(c.with.success(), "node failed under the shim");
+    c.check(c.with.stdout_str() == "200000\n", "unexpected output");
+    check_main_report(&c, &file);
+    let text = c.main_report().text_report();
+    let total: u64 = text.blocks.iter().map(|b| b.allocated_bytes).sum();
+    let unnamed: u64 = text
+        .blocks
+        .iter()
+        .filter(|b| {
+            b.frames.iter().all(|f| f.function.starts_with('[') || f.function.contains('+'))
+        })
+        .map(|b| b.allocated_bytes)
+        .sum();
+    c.check(text.blocks.len() >= 5, format!("only {} stacks", text.blocks.len()));
+    c.check(
+        unnamed * 10 < total,
+        format!("{unnamed} of {total} allocated bytes in the top stacks have no named frame"),
+    );
+    for b in text.blocks.iter().take(5) {
+        let named = b.frames.iter().filter(|f| f.function.contains("::")).count();
+        c.check(
+            named >= 2,
+            format!("top stack #{} has {named} C++ frames: {:?}", b.rank, b.frames),
+        );
+    }
+}
