@@ -14,10 +14,10 @@
 //!
 //! The map comes in two forms, kept in step, for the two front ends' different costs:
 //!
-//! - [`COUNTS`], a byte per cell (512 KiB): the number of live samples in the cell. The shim's
+//! - `COUNTS`, a byte per cell (512 KiB): the number of live samples in the cell. The shim's
 //!   `free` tests it with a shift, a mask and a compare with memory, three instructions fewer
 //!   than a bit needs, which its instruction budget counts (see bench/README.md).
-//! - [`BITS`], a bit per cell (64 KiB): set while the cell's count is non-zero. The Rust front
+//! - `BITS`, a bit per cell (64 KiB): set while the cell's count is non-zero. The Rust front
 //!   end tests it: its frees touch heap/2048 bytes of it rather than heap/256, which kept the
 //!   Rust cache benchmark 3 % faster than the byte map.
 //!
@@ -33,7 +33,7 @@
 //!
 //! Each thread's frees read the map through a pointer in its own state (`ThreadState::filter`).
 //! Until the thread is set up, and while it runs profiler code or after its exit handler ran,
-//! that pointer names a map of all ones ([`REJECT_NONE_BITS`] in the Rust front end, one of its
+//! that pointer names a map of all ones (`REJECT_NONE_BITS` in the Rust front end, one of its
 //! own in the shim): every free takes the slow path, with no test of its own on the hot path.
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -76,7 +76,7 @@ pub(crate) const fn bitmap() -> *const u8 {
     BITS.as_ptr().cast()
 }
 
-/// [`REJECT_NONE_BITS`] as a `ThreadState::filter` value.
+/// `REJECT_NONE_BITS` as a `ThreadState::filter` value.
 pub(crate) const fn reject_none_bits() -> *const u8 {
     REJECT_NONE_BITS.as_ptr().cast()
 }
@@ -93,7 +93,7 @@ pub(crate) fn may_contain(ptr: usize) -> bool {
     may_contain_in_bytes(byte_map(), ptr)
 }
 
-/// Whether `ptr` may be a sampled block, according to the byte map at `map` ([`COUNTS`] or a
+/// Whether `ptr` may be a sampled block, according to the byte map at `map` (`COUNTS` or a
 /// byte map of all ones, as a thread's `filter` names).
 #[inline(always)]
 pub fn may_contain_in_bytes(map: *const u8, ptr: usize) -> bool {
@@ -103,8 +103,8 @@ pub fn may_contain_in_bytes(map: *const u8, ptr: usize) -> bool {
     unsafe { &*map.cast::<AtomicU8>().add(cell(ptr)) }.load(Ordering::Acquire) != 0
 }
 
-/// Whether `ptr` may be a sampled block, according to the bitmap at `map` ([`BITS`] or
-/// [`REJECT_NONE_BITS`], as a thread's `filter` names).
+/// Whether `ptr` may be a sampled block, according to the bitmap at `map` (`BITS` or
+/// `REJECT_NONE_BITS`, as a thread's `filter` names).
 #[inline(always)]
 pub(crate) fn may_contain_in_bits(map: *const u8, ptr: usize) -> bool {
     let i = cell(ptr);

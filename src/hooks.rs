@@ -10,6 +10,29 @@
 //! `errno` untouched. Everything else (first call on a thread, re-entrant calls from profiler
 //! code, a sample, a giant request, a free the filter cannot reject, a thread that is exiting)
 //! goes to a `#[cold]` slow path.
+//!
+//! # Thread states
+//!
+//! Every hook knows which state the calling thread is in (`ThreadState::status`,
+//! `registered`, the guard depth), and does only what that state allows. The rule behind the
+//! table: a thread registers something that outlives the call (its counters in the totals'
+//! registry, which then point into its TLS) only when its exit handler is certain to run and
+//! take it back before the thread's stack goes away.
+//!
+//! | state | how a thread gets there | allocation | free | samples |
+//! |---|---|---|---|---|
+//! | new | not seen yet (TLS initial image: budget 0, reject-all filter) | sets it up (Rust front end: registered; shim: unregistered, see below) | shared counters; stays new | no |
+//! | live, registered | set up where its exit handler will run: the shim's thread start and constructor ([`thread_started`]), the Rust front end's first allocation | own counters, unsampled fast path | own counters, fast path | yes |
+//! | live, unregistered | set up where that is not certain (the shim: a thread it did not see start, such as glibc's helper threads), or the registry was full | shared counters, slow path | shared counters, slow path | no |
+//! | inside the profiler | guard held (any state): the thread runs profiler code, or a signal handler interrupted it there | profiler memory, never sampled | profiler memory | no |
+//! | exiting / past its destructors | its exit handler ran ([`thread_exit`]): counters folded into the totals, registry entry gone | shared counters, slow path | shared counters | no |
+//!
+//! A free never sets a thread up: a thread's first hooked call may be glibc freeing its TLS
+//! after its destructors ran, with its stack about to be unmapped. For the same reason the
+//! shim sets threads up only at their start (its `pthread_create`) and the main thread from its
+//! constructor. Stack bounds for the caching unwinder are recorded at the same moments in the
+//! shim; the sampled path never asks `pthread_getattr_np` there (it allocates while holding the
+//! thread's own lock), and a thread without recorded bounds is unwound by libgcc.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
