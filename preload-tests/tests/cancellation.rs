@@ -8,24 +8,22 @@ use preload_tests::{Run, TestDir, compare};
 
 const EXPECTED: &str = "5 cancellations, all at pthread_testcancel; checksum 124716\n";
 
-#[test]
-fn cancelling_a_thread_during_refused_giant_requests() {
-    let dir = TestDir::new("cancel-giant");
+/// Runs `cancel_alloc MODE` with and without the shim (`vars` set for the shim).
+fn cancel_during(mode: &str, vars: &[(&str, &str)]) {
+    let dir = TestDir::new(&format!("cancel-{mode}"));
     let exe = dir.compile_c("cancel_alloc.c", &["-pthread"]);
-    let vars = [("YING_MAX_ALLOC_BYTES", "1GiB")];
-    let c = compare(&Run::new(&exe).arg("giant"), &vars, &dir.reports("giant"));
-    c.check(c.with.success(), "cancel_alloc giant failed under the shim");
+    let c = compare(&Run::new(&exe).arg(mode), vars, &dir.reports(mode));
+    c.check(c.with.success(), format!("cancel_alloc {mode} failed under the shim"));
     c.check(c.with.stdout_str() == EXPECTED, "a cancellation struck inside malloc");
     c.check(!c.main_reports().is_empty(), "no exit report (a profiler lock left taken?)");
 }
 
 #[test]
+fn cancelling_a_thread_during_refused_giant_requests() {
+    cancel_during("giant", &[("YING_MAX_ALLOC_BYTES", "1GiB")]);
+}
+
+#[test]
 fn cancelling_a_thread_during_sampled_allocations() {
-    let dir = TestDir::new("cancel-sampled");
-    let exe = dir.compile_c("cancel_alloc.c", &["-pthread"]);
-    let vars = [("YING_SAMPLE_INTERVAL_BYTES", "1")];
-    let c = compare(&Run::new(&exe).arg("sampled"), &vars, &dir.reports("sampled"));
-    c.check(c.with.success(), "cancel_alloc sampled failed under the shim");
-    c.check(c.with.stdout_str() == EXPECTED, "a cancellation struck inside malloc");
-    c.check(!c.main_reports().is_empty(), "no exit report (a profiler lock left taken?)");
+    cancel_during("sampled", &[("YING_SAMPLE_INTERVAL_BYTES", "1")]);
 }
