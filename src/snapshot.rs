@@ -24,6 +24,8 @@ pub struct Snapshot {
     pub totals: Totals,
     /// Mean sampling interval in bytes.
     pub sample_interval: u64,
+    /// What every byte figure counts (the front end's unit).
+    pub unit: crate::sampler::ByteUnit,
     /// Every stack with at least one sample, unordered.
     pub stacks: Vec<StackStats>,
     /// Live sampled allocations.
@@ -142,6 +144,7 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
         taken_at: SystemTime::now(),
         totals: totals::read(),
         sample_interval,
+        unit: H::UNIT,
         stacks,
         live_samples: live.len() as u64,
         dropped_samples: tables::DROPPED_SAMPLES.load(std::sync::atomic::Ordering::Relaxed),
