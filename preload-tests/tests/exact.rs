@@ -3,10 +3,14 @@
 //! and for allocated bytes, and the text report names the markers with their `file:line`.
 //!
 //! The shim counts glibc chunks (usable size plus the 8-byte header) in every figure, so the
-//! program counts its blocks' chunks itself and writes them to a file (`chunks <marker>
-//! <allocated> <freed>` lines): a realloc's growth is allocated bytes, its shrink freed bytes.
+//! program counts its blocks' chunks itself and writes them to `$CHUNKS_FILE` (see
+//! `chunk_counts`): a realloc's growth is allocated bytes, its shrink freed bytes.
 
-use preload_tests::{Comparison, EXACT, EXACT_ALLOCATED, Run, TestDir, compare, tagged_line};
+use std::path::{Path, PathBuf};
+
+use preload_tests::{
+    Comparison, EXACT, EXACT_ALLOCATED, Run, TestDir, chunk_counts, compare, tagged_line,
+};
 
 /// (marker, live allocations, allocations) as exact.c makes them; see the comments there.
 const MARKERS: &[(&str, u64, u64)] = &[
@@ -23,16 +27,17 @@ const MARKERS: &[(&str, u64, u64)] = &[
     ("marker_realloc_null", 12, 12),
 ];
 
+/// Where exact.c writes its chunk counts for the runs reporting to `reports`.
+fn chunks_file(reports: &Path) -> PathBuf {
+    reports.with_extension("chunks")
+}
+
 /// The chunk bytes (allocated, freed) exact.c counted for `marker` in the run with the shim
 /// (the second run, so the file holds its figures).
 fn chunks(c: &Comparison, marker: &str) -> (u64, u64) {
-    let out = std::fs::read_to_string(c.reports.with_file_name("chunks.txt")).unwrap_or_default();
-    let line = out.lines().find(|l| l.split_whitespace().nth(1) == Some(marker));
-    let fields: Vec<u64> = line
-        .map(|l| l.split_whitespace().skip(2).filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default();
-    c.check(fields.len() == 2, format!("no `chunks {marker} A F` line in exact.c's output"));
-    (fields[0], fields[1])
+    let got = chunk_counts(&chunks_file(&c.reports), marker);
+    c.check(got.is_some(), format!("no `chunks {marker} A F` line from exact.c"));
+    got.unwrap_or_default()
 }
 
 /// Markers whose allocation call site is tagged `TAG:<marker>` in exact.c.
@@ -47,8 +52,9 @@ const TAGGED: &[&str] = &[
 fn run_exact(name: &str, vars: &[(&str, &str)]) -> (TestDir, Comparison) {
     let dir = TestDir::new(name);
     let exe = dir.compile_c("exact.c", &[]);
-    let chunks = dir.join("chunks.txt");
-    let c = compare(&Run::new(&exe).arg(&chunks), vars, &dir.reports(name));
+    let reports = dir.reports(name);
+    let run = Run::new(&exe).env("CHUNKS_FILE", chunks_file(&reports).display().to_string());
+    let c = compare(&run, vars, &reports);
     c.check(c.with.success(), "exact.c failed");
     c.check(c.with.stdout_str().starts_with("kept 153 blocks, checksum "), "unexpected output");
     c.assert_no_ying_lines();
@@ -123,7 +129,6 @@ fn exact_mode_allocated_bytes_match_per_marker() {
     );
     for &(marker, live, allocations) in MARKERS {
         let (allocated, freed) = chunks(&c, marker);
-        let retained = allocated - freed;
         let got = folded.bytes_through(marker);
         c.check(
             got == allocated,
