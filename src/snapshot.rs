@@ -84,6 +84,9 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let guard = ts.enter();
     let entries = tables::merged_stacks();
     let live = tables::live_records();
+    // Read with the tables, before this function's own unguarded allocations below (the
+    // stacks it returns), so that at interval 1 the estimates equal the totals.
+    let totals = totals::read();
     let mut ips: Vec<usize> = entries.iter().flat_map(|m| m.entry.ips.iter().copied()).collect();
     ips.sort_unstable();
     ips.dedup();
@@ -142,7 +145,7 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     }
     let snap = Snapshot {
         taken_at: SystemTime::now(),
-        totals: totals::read(),
+        totals,
         sample_interval,
         unit: H::UNIT,
         stacks,
