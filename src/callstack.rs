@@ -232,9 +232,9 @@ impl fmt::Display for Frame {
 pub struct StackStats {
     /// Estimated bytes allocated at this stack since start (realloc growth included).
     pub allocated_bytes: u64,
-    /// Estimated number of allocations at this stack since start.
+    /// Estimated number of allocations at this stack since start (a realloc'd block is one).
     pub num_allocations: u64,
-    /// Estimated bytes freed.
+    /// Estimated bytes freed (realloc shrinks included: allocated = retained + freed).
     pub freed_bytes: u64,
     /// Estimated number of frees.
     pub num_frees: u64,

@@ -44,6 +44,8 @@ use crate::totals;
 
 /// What a front end provides to the hooks.
 pub trait Host: 'static {
+    /// What the front end's `counted` sizes count (the unit of every figure it reports).
+    const UNIT: sampler::ByteUnit = sampler::ByteUnit::Requested;
     /// The calling thread's state. Both front ends keep it in storage that has no destructor
     /// and lives as long as the thread, so it is always reachable; the reference is used only on
     /// the calling thread and never kept past the current call.
@@ -370,18 +372,19 @@ fn uncharge<H: Host>(size: usize) {
     b.store(b.load(Ordering::Relaxed).wrapping_add(size as u64), Ordering::Relaxed);
 }
 
-/// The block `p` of `size` requested bytes used up its thread's budget when `charged` bytes
-/// were charged for it: draw the next countdown and record the sample. Returns `p`. (Public
+/// The block `p` (of `_size` requested bytes) used up its thread's budget when `charged` bytes
+/// were charged for it: draw the next countdown and record the sample. The sample counts the
+/// block's `charged` bytes, the unit of the exact totals (see `sampler`). Returns `p`. (Public
 /// for a front end whose unsampled path is written out in its own code, the shim's.)
 #[cold]
 #[inline(never)]
-pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, size: usize, charged: u64) -> *mut u8 {
+pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, _size: usize, charged: u64) -> *mut u8 {
     let ts = H::thread_state();
     redraw(ts, set);
     if set.enabled() {
         let _e = crate::sys::ErrnoGuard::save();
-        let w = sampler::weight_charged(size as u64, charged, set.sample_interval());
-        record_sample::<H>(ts, p as usize, size as u64, w);
+        let w = sampler::weight(charged, set.sample_interval());
+        record_sample::<H>(ts, p as usize, charged, w);
     }
     p
 }
@@ -542,9 +545,14 @@ fn note_free<H: Host>(ptr: *mut u8, counted: usize) {
 }
 
 /// Reallocation hook. `old_counted` is the old block's counted size (0 when `old` is null);
-/// `real` performs the reallocation. A sampled block keeps its stack and birth time under its
-/// new address (one long-lived allocation); a failed reallocation keeps the old record; a
-/// reallocation to zero bytes that frees the block (C `realloc(p, 0)`) retires it.
+/// `real` performs the reallocation and `counted` gives the new block's counted size. A realloc
+/// is one long-lived allocation whose counted bytes change (see `sampler` for why the
+/// estimates stay unbiased): a growth is counted as allocated bytes and charged to the budget
+/// (an unsampled block whose growth uses it up becomes a sample, at the realloc's stack), a
+/// shrink is counted as freed bytes (a sampled block is kept with probability
+/// `p(new) / p(old)`). A sampled block keeps its stack and birth time under its new address; a
+/// failed reallocation keeps the old record; a reallocation to zero bytes that frees the block
+/// (C `realloc(p, 0)`) retires it.
 #[inline(always)]
 pub fn on_realloc<H: Host>(
     set: &Settings,
@@ -563,8 +571,14 @@ pub fn on_realloc<H: Host>(
 }
 
 /// The unsampled reallocation path alone (see [`alloc_unsampled`]): when `old` is certainly not
-/// sampled and the growth fits the budget, performs the reallocation with `real` and counts it;
-/// otherwise returns `None` without calling `real`, and the caller goes on to [`on_realloc`].
+/// sampled and the growth cannot use the budget up, performs the reallocation with `real` and
+/// counts it; otherwise returns `None` without calling `real`, and the caller goes on to
+/// [`on_realloc`].
+///
+/// The growth is known in counted bytes only after the call (the shim's new chunk); before it,
+/// `new_size - old_counted` is a lower bound (a block's counted size is at least its request)
+/// and exact in the Rust front end, which counts requests. A counted growth that uses the
+/// budget up after all makes the new block a sample, as in [`alloc_unsampled`].
 #[inline(always)]
 pub fn realloc_unsampled<H: Host>(
     set: &Settings,
@@ -574,22 +588,24 @@ pub fn realloc_unsampled<H: Host>(
     real: impl FnOnce() -> *mut u8,
     counted: impl Fn(*mut u8) -> usize,
 ) -> Option<*mut u8> {
-    let growth = new_size.saturating_sub(old_counted) as u64;
-    let budget = H::budget();
-    if growth < budget
+    // A non-zero budget means: set up, unguarded, counting on its own counters.
+    if (new_size.saturating_sub(old_counted) as u64) < H::budget()
         && new_size != 0
         && (new_size as u64) < set.max_alloc_bytes()
         && !H::may_be_sampled(H::filter(), old as usize)
     {
         let p = real();
         if !p.is_null() {
-            // A non-zero budget means the thread counts on its own counters. The growth takes
-            // its sampling chance (it is below the budget, so it never uses it up); the counts
-            // are the whole new block and the whole old one.
+            let new_counted = counted(p);
             let ts = H::thread_state();
-            ts.set_budget(budget - growth);
-            ts.add_freed(old_counted as u64);
-            ts.add_allocated(counted(p) as u64);
+            if new_counted >= old_counted {
+                let growth = (new_counted - old_counted) as u64;
+                if !ts.charge(growth) {
+                    return Some(sampled_after::<H>(set, p, new_size, new_counted as u64));
+                }
+            } else {
+                ts.add_freed((old_counted - new_counted) as u64);
+            }
         }
         return Some(p);
     }
@@ -647,35 +663,52 @@ fn realloc_slow<H: Host>(
         }
         return p;
     }
-    count_freed(ts, old_counted);
-    count_allocated(ts, counted(p));
-    let interval = set.sample_interval();
-    if let Some(mut rec) = rec {
-        // One long-lived allocation: same stack and birth time, new address and weight.
-        let _g = ts.enter();
-        let w = sampler::weight(new_size as u64, interval);
-        tables::resize_sample(rec.stack, rec.weight, w);
-        rec.weight = w;
-        rec.size = new_size as u64;
-        tables::insert_live(p as usize, rec);
-        return p;
+    let new_counted = counted(p);
+    let growth = new_counted.saturating_sub(old_counted);
+    if new_counted < old_counted {
+        count_freed(ts, old_counted - new_counted);
     }
-    // An unsampled block grew: its growth takes its chance like fresh bytes would.
-    if ts.sampling() {
-        let growth = new_size.saturating_sub(old_counted) as u64;
-        let budget = ts.budget.load(Ordering::Relaxed);
-        if growth < budget {
-            ts.set_budget(budget - growth);
-        } else {
-            redraw(ts, set);
-            if set.enabled() {
-                let _e = crate::sys::ErrnoGuard::save();
-                let w = sampler::weight(new_size as u64, interval);
-                record_sample::<H>(ts, p as usize, new_size as u64, w);
+    match rec {
+        Some(rec) => {
+            // Sampled already: the growth needs no chance of its own (see `sampler`).
+            count_allocated(ts, growth);
+            resize_record(ts, set, p, rec, new_counted as u64);
+        }
+        None if growth == 0 => {}
+        None if !ts.sampling() => totals::add_alloc_shared(growth),
+        // An unsampled block grew: its growth takes its chance like fresh bytes would.
+        None => {
+            if !ts.charge(growth as u64) {
+                sampled_after::<H>(set, p, new_size, new_counted as u64);
             }
         }
     }
     p
+}
+
+/// A sampled block's record after a successful reallocation to `p` of `new_counted` bytes:
+/// weighed by its new size, after a shrink only if the thinning keeps it (see `sampler`).
+fn resize_record(ts: &ThreadState, set: &Settings, p: *mut u8, mut rec: Record, new_counted: u64) {
+    let _e = crate::sys::ErrnoGuard::save();
+    let _g = ts.enter();
+    let interval = set.sample_interval();
+    // The bytes a shrink gave back, seen because the block was sampled (probability
+    // `1 / rec.weight.count`).
+    let freed = rec.size.saturating_sub(new_counted) as f64 * rec.weight.count;
+    if new_counted < rec.size {
+        let mut rng = ts.rng.get();
+        let keep = sampler::keep_after_shrink(&mut rng, rec.weight, new_counted, interval);
+        ts.rng.set(rng);
+        if !keep {
+            tables::resize_sample(rec.stack, rec.weight, None, freed);
+            return;
+        }
+    }
+    let w = sampler::weight(new_counted, interval);
+    tables::resize_sample(rec.stack, rec.weight, Some(w), freed);
+    rec.weight = w;
+    rec.size = new_counted;
+    tables::insert_live(p as usize, rec);
 }
 
 /// Refuses a giant request: counts it, prints the stack that asked as raw `ying:` lines and

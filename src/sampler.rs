@@ -10,10 +10,67 @@
 //! "estimates" exact. Zero-byte requests hold no bytes and are never sampled (the exact totals
 //! still count them).
 //!
-//! A sampled allocation stands for `1/p(s)` allocations and `s/p(s)` bytes (Horvitz-Thompson).
-//! The weights are stored with the sample and the very same weights are subtracted when it is
-//! freed, so per-stack allocated, retained and freed figures are sums of unbiased terms; they are
-//! never reconstructed from average sizes (the known bias of jeprof's unbiasing).
+//! **Bytes are counted bytes.** `s` is what the front end counts for a block in its exact totals
+//! and charges to the countdown: `Layout::size()` in the Rust front end, glibc's chunk size in
+//! the shim (where `free` carries no size, so the chunk is all the exact totals can count). The
+//! estimates count the very same bytes, so the header's exact lines and every estimate speak
+//! of one unit, and at `R = 1` they agree to the byte.
+//!
+//! **The invariant.** A live block of `c` counted bytes is sampled with probability exactly
+//! `p(c)`, whatever its history. A sampled block stands for `1/p(c)` blocks and `c/p(c)`
+//! bytes (Horvitz-Thompson): summed over the sampled blocks, these estimate the live blocks and
+//! bytes without bias, because each block's term has expectation `p(c) * c/p(c) = c`. The
+//! weights are stored with the sample and the very same weights are subtracted when it is
+//! freed; they are never reconstructed from average sizes (the known bias of jeprof's
+//! unbiasing). Every way a block can come to exist or change keeps the invariant:
+//!
+//! * **An allocation** of `c` bytes charges `c` bytes: sampled with probability `p(c)`.
+//! * **A realloc that grows** a block from `a` to `b` counted bytes charges the growth `b - a`.
+//!   An unsampled block (probability `1 - p(a)`) becomes sampled when the growth holds a marked
+//!   byte (probability `p(b - a)`); a sampled block stays sampled. Since
+//!   `1 - p(x) = (1 - 1/R)^x`, the block is sampled afterwards with probability
+//!   `1 - (1 - p(a)) (1 - p(b - a)) = p(b)`, and a sampled block now weighs `1/p(b)`. A block
+//!   first sampled at a realloc carries the realloc's stack; one sampled earlier keeps its own
+//!   stack and birth time (a realloc'd block is one long-lived allocation).
+//! * **A realloc that shrinks** a block from `a` to `b` cannot make an unsampled block sampled,
+//!   so a sampled block is kept with probability `p(b)/p(a)` and otherwise forgotten (the block
+//!   lives on, unsampled): it is sampled afterwards with probability
+//!   `p(a) * p(b)/p(a) = p(b)`. Without this thinning, re-weighting a sampled block by its new,
+//!   smaller size overstates it by `p(a)/p(b)` (twenty-fold for 1000 bytes shrunk to 50); keeping
+//!   its old weight instead would break the invariant for the next growth, whose probability
+//!   could then not be known for blocks that were never sampled.
+//! * **`realloc(p, 0)`** that frees, and `free`, retire the sample with its current weights;
+//!   `realloc(NULL, n)` is an allocation.
+//!
+//! **Allocated and freed.** A realloc'd block is one allocation. Its allocated bytes are the
+//! bytes it was ever charged (its first size plus every growth); its freed bytes are what every
+//! shrink gave back plus its size when freed; so allocated = retained + freed, for the exact
+//! totals and per stack alike. Per stack, freed bytes and frees are Horvitz-Thompson sums over
+//! the events seen on sampled blocks (a shrink of `a - b` bytes of a block sampled with
+//! probability `p(a)` adds `(a - b)/p(a)`; a free of `c` bytes adds `c/p(c)` and one free of
+//! weight `1/p(c)`), and allocated bytes and allocations are retained plus freed. Each term is
+//! unbiased, so each sum is; a figure can move down when a shrink forgets a sample (a zero-mean
+//! step, like the re-weighting of a grown block's count).
+/// What a front end counts as a block's bytes: the same in its exact totals, its estimates and
+/// every report (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteUnit {
+    /// The requested size (`Layout::size()`): the Rust front end, which sees it at both ends.
+    Requested,
+    /// glibc's chunk (usable size plus its 8-byte header, 16 for mmapped blocks): the shim,
+    /// whose `free` carries no size, so the chunk header is all that can be counted there.
+    Chunk,
+}
+
+impl ByteUnit {
+    /// The unit as the text report's header names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ByteUnit::Requested => "requested bytes (Layout::size)",
+            ByteUnit::Chunk => "glibc chunk bytes (usable size + 8-byte header)",
+        }
+    }
+}
 
 /// Default mean sampling interval: 512 KiB, as jemalloc (`lg_prof_sample:19`) and Go.
 pub const DEFAULT_SAMPLE_INTERVAL_BYTES: u64 = 512 * 1024;
@@ -91,20 +148,33 @@ pub struct Weight {
     pub bytes: f64,
 }
 
-/// Horvitz-Thompson weights for a sampled allocation of `size` bytes.
+/// Horvitz-Thompson weights for a sampled block of `size` counted bytes (see the module docs:
+/// it is sampled with probability `p(size)` however it came to be that size).
 pub fn weight(size: u64, interval: u64) -> Weight {
-    weight_charged(size, size, interval)
-}
-
-/// Horvitz-Thompson weights for a sampled allocation of `size` requested bytes that took its
-/// chance with `charged` bytes (the shim charges glibc's chunk size, a little more than the
-/// request): it was sampled with probability `p(charged)` and stands for `size / p` bytes.
-pub fn weight_charged(size: u64, charged: u64, interval: u64) -> Weight {
-    let p = sample_probability(charged, interval);
+    let p = sample_probability(size, interval);
     if p >= 1.0 || p <= 0.0 {
         return Weight { count: 1.0, bytes: size as f64 };
     }
     Weight { count: 1.0 / p, bytes: size as f64 / p }
+}
+
+/// Probability that a sampled block of weight `old` (it was sampled with probability
+/// `1/old.count`) stays sampled when it shrinks to `new_size` counted bytes: `p(new) / p(old)`,
+/// so that it is sampled afterwards with probability `p(new)` (see the module docs).
+pub fn keep_probability(old: Weight, new_size: u64, interval: u64) -> f64 {
+    (sample_probability(new_size, interval) * old.count).min(1.0)
+}
+
+/// Draws whether a sampled block of weight `old` that shrank to `new_size` bytes stays sampled
+/// (true with [`keep_probability`]), from the thread's generator.
+pub(crate) fn keep_after_shrink(
+    state: &mut u64,
+    old: Weight,
+    new_size: u64,
+    interval: u64,
+) -> bool {
+    let keep = keep_probability(old, new_size, interval);
+    keep >= 1.0 || uniform_open0(state) <= keep
 }
 
 #[cfg(test)]
@@ -177,6 +247,37 @@ mod tests {
         // A block far larger than R is sampled almost surely and weighs about its size.
         let big = weight(64 << 20, r);
         assert!((big.bytes - (64 << 20) as f64).abs() < 1.0);
+    }
+
+    #[test]
+    fn thinning_a_shrunk_sample_leaves_it_sampled_with_the_probability_of_its_new_size() {
+        let r = 64 * 1024;
+        for (a, b) in [(1008u64, 64u64), (10_016, 16), (1 << 20, 4096), (5000, 4999)] {
+            let w = weight(a, r);
+            let keep = keep_probability(w, b, r);
+            let after = sample_probability(a, r) * keep;
+            assert!((after / sample_probability(b, r) - 1.0).abs() < 1e-12, "{a} -> {b}");
+            // Drawn: the kept share is within 5 sigma of `keep`.
+            let mut s = seed_for(3, a);
+            let n = 100_000;
+            let kept = (0..n).filter(|_| keep_after_shrink(&mut s, w, b, r)).count() as f64;
+            let sigma = (n as f64 * keep * (1.0 - keep)).sqrt();
+            assert!((kept - n as f64 * keep).abs() <= 5.0 * sigma + 1.0, "{a} -> {b}: {kept}");
+        }
+        // Exact mode keeps every sample.
+        assert_eq!(keep_probability(weight(1000, 1), 50, 1), 1.0);
+    }
+
+    #[test]
+    fn growth_chances_compose_to_the_probability_of_the_new_size() {
+        // 1 - (1 - p(a)) (1 - p(b - a)) = p(b): a block's growth charged on its own leaves it
+        // sampled with the probability of its new size.
+        let r = 512 * 1024;
+        for (a, b) in [(16u64, 10_016u64), (1000, 1_000_000), (4096, 4097)] {
+            let (pa, pg) = (sample_probability(a, r), sample_probability(b - a, r));
+            let composed = 1.0 - (1.0 - pa) * (1.0 - pg);
+            assert!((composed / sample_probability(b, r) - 1.0).abs() < 1e-9, "{a} -> {b}");
+        }
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub struct Snapshot {
     pub totals: Totals,
     /// Mean sampling interval in bytes.
     pub sample_interval: u64,
+    /// What every byte figure counts (the front end's unit).
+    pub unit: crate::sampler::ByteUnit,
     /// Every stack with at least one sample, unordered.
     pub stacks: Vec<StackStats>,
     /// Live sampled allocations.
@@ -96,6 +98,9 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let guard = ts.enter();
     let entries = tables::merged_stacks();
     let live = tables::live_records();
+    // Read with the tables, before this function's own unguarded allocations below (the
+    // stacks it returns), so that at interval 1 the estimates equal the totals.
+    let totals = totals::read();
     let refused = crate::giant::recent();
     // Scoped so that the address list is freed here, under the guard that allocated it (freed
     // after the guard, it was counted as a free of the program's).
@@ -176,8 +181,9 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
         .collect();
     let snap = Snapshot {
         taken_at: SystemTime::now(),
-        totals: totals::read(),
+        totals,
         sample_interval,
+        unit: H::UNIT,
         stacks,
         live_samples: live.len() as u64,
         dropped_samples: tables::DROPPED_SAMPLES.load(std::sync::atomic::Ordering::Relaxed),

@@ -192,13 +192,26 @@ impl StackTable {
         }
     }
 
-    /// A sampled block was resized in place or moved: it keeps its stack; its weight changes.
-    pub(crate) fn resize_sample(&mut self, id: u32, old: Weight, new: Weight) {
+    /// A sampled block was resized in place or moved: it keeps its stack. Its weight changes
+    /// from `old` to `new`, or it is no longer sampled (`None`: a shrink forgot it, see
+    /// `sampler`); `freed_bytes` is the weighted estimate of the bytes a shrink gave back.
+    /// Allocated figures stay retained plus freed.
+    pub(crate) fn resize_sample(
+        &mut self,
+        id: u32,
+        old: Weight,
+        new: Option<Weight>,
+        freed_bytes: f64,
+    ) {
         if let Some(e) = self.entries.get_mut(id as usize) {
-            e.live_count += new.count - old.count;
-            e.live_bytes += new.bytes - old.bytes;
-            if new.bytes > old.bytes {
-                e.alloc_bytes += new.bytes - old.bytes;
+            let w = new.unwrap_or(Weight { count: 0.0, bytes: 0.0 });
+            e.live_count += w.count - old.count;
+            e.live_bytes += w.bytes - old.bytes;
+            e.freed_bytes += freed_bytes;
+            e.alloc_count += w.count - old.count;
+            e.alloc_bytes += w.bytes - old.bytes + freed_bytes;
+            if new.is_none() {
+                e.live_samples = e.live_samples.saturating_sub(1);
             }
         }
     }
@@ -208,6 +221,7 @@ impl StackTable {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Record {
     pub(crate) stack: u32,
+    /// The block's counted bytes (what its weight was computed from).
     pub(crate) size: u64,
     pub(crate) weight: Weight,
     pub(crate) born_ns: u64,
@@ -267,9 +281,9 @@ pub(crate) fn free_sample(id: u32, w: Weight, lifetime_ms: f64) {
 }
 
 /// A sampled block counted at `id` was resized: see [`StackTable::resize_sample`].
-pub(crate) fn resize_sample(id: u32, old: Weight, new: Weight) {
+pub(crate) fn resize_sample(id: u32, old: Weight, new: Option<Weight>, freed_bytes: f64) {
     let (stripe, index) = split(id);
-    stripe.lock().resize_sample(index, old, new);
+    stripe.lock().resize_sample(index, old, new, freed_bytes);
 }
 
 /// One stack's entries from every stripe of the stack table, summed.

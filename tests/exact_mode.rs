@@ -34,6 +34,19 @@ fn marker_grow(n: usize) -> Vec<u8> {
     v
 }
 
+/// Each block is allocated with 4000 bytes and shrunk to 100 (`shrink_to_fit` reallocates).
+#[inline(never)]
+fn marker_shrink(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| {
+            let mut v: Vec<u8> = Vec::with_capacity(4000);
+            v.extend_from_slice(&[5u8; 100]);
+            v.shrink_to_fit();
+            black_box(v)
+        })
+        .collect()
+}
+
 fn find<'a>(stacks: &'a [StackStats], name: &str) -> Vec<&'a StackStats> {
     stacks.iter().filter(|s| s.frames.iter().any(|f| f.function.contains(name))).collect()
 }
@@ -44,6 +57,7 @@ fn exact_per_stack_bytes_and_counts() {
     marker_churn_3000(50);
     let grown = marker_grow(100_000);
     let zeroed = marker_zeroed_2000(30);
+    let shrunk = marker_shrink(40);
     let snap = A.snapshot();
 
     let keep = find(&snap.stacks, "marker_keep_1000");
@@ -77,6 +91,33 @@ fn exact_per_stack_bytes_and_counts() {
     assert_eq!(live[0].retained_count, 1);
     assert_eq!(live[0].num_allocations, 1);
 
+    // A shrink is freed bytes of a block that stays one allocation: allocated is retained plus
+    // freed.
+    let shrink = find(&snap.stacks, "marker_shrink");
+    let blocks: Vec<_> = shrink.iter().filter(|s| s.num_allocations == 40).collect();
+    assert_eq!(blocks.len(), 1, "stacks: {shrink:#?}");
+    assert_eq!(blocks[0].allocated_bytes, 40 * 4000);
+    assert_eq!(blocks[0].retained_bytes, 40 * 100);
+    assert_eq!(blocks[0].freed_bytes, 40 * 3900);
+    assert_eq!((blocks[0].retained_count, blocks[0].num_frees), (40, 0));
+    assert!(shrunk.iter().all(|v| v.capacity() == 100 && v.iter().all(|&b| b == 5)));
+
+    // Summed over every stack, the estimates are the exact totals, and so are the pprof values.
+    let t = &snap.totals;
+    assert_eq!(snap.estimated_totals(), (t.allocated_bytes, t.retained_bytes()), "{t:?}");
+    let pprof = ying_profiler::report::heap_profile::build(&snap, &[], "");
+    let col = |i: usize| pprof.samples.iter().map(|s| s.values[i] as u64).sum::<u64>();
+    let sum = |f: fn(&StackStats) -> u64| snap.stacks.iter().map(f).sum::<u64>();
+    assert_eq!(
+        [col(0), col(1), col(2), col(3)],
+        [
+            sum(|s| s.num_allocations),
+            t.allocated_bytes,
+            sum(|s| s.retained_count),
+            t.retained_bytes()
+        ]
+    );
+
     // Capture trims the profiler's own frames by address, up to the front end's slow-path entry
     // points: none of the frames above them survive in the raw stacks (reports would hide them
     // anyway, so this looks at the frames as captured).
@@ -99,4 +140,5 @@ fn exact_per_stack_bytes_and_counts() {
     drop(kept);
     drop(grown);
     drop(zeroed);
+    drop(shrunk);
 }

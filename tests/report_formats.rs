@@ -75,6 +75,7 @@ fn fixture() -> (Snapshot, ReportContext) {
             profiler_bytes: 3 << 20,
         },
         sample_interval: 524_288,
+        unit: ying_profiler::sampler::ByteUnit::Chunk,
         stacks: vec![churn, leak],
         live_samples: 4,
         dropped_samples: 0,

@@ -1,10 +1,27 @@
 // C++ allocation under the shim: new/delete, new[]/delete[] and aligned new (an alignas(64)
 // type and an explicit std::align_val_t), each in a marker function. Sizes are multiples of
-// their alignment, so every path requests exactly the bytes below (mirrored in tests/cxx.rs).
+// their alignment, so every path requests exactly the bytes below. The shim counts glibc
+// chunks (usable size plus the 8-byte header), and where an aligned block's chunk ends depends
+// on where the heap starts, so the program counts each marker's chunk bytes itself and writes
+// them as `chunks <marker> <allocated> <freed>` lines to the file named by $CHUNKS_FILE, if set
+// (tests/cxx.rs reads them).
+#include <malloc.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
+
+enum { MK_NEW, MK_NEW_ARRAY, MK_ALIGNED_NEW, MK_ALIGN_VAL_NEW, MK_NEW_DELETE, MK_N };
+static const char *marker_names[MK_N] = {"marker_new", "marker_new_array", "marker_aligned_new",
+                                         "marker_align_val_new", "marker_new_delete"};
+static unsigned long chunks_allocated[MK_N], chunks_freed[MK_N];
+
+// A live block's glibc chunk (none here is mmapped, whose header is 16 bytes).
+static unsigned long chunk(void *p) { return malloc_usable_size(p) + 8; }
+static void counted(int m, void *p) { chunks_allocated[m] += chunk(p); }
+static void count_free(int m, void *p) { chunks_freed[m] += chunk(p); }
 
 struct Big {
     char data[10001];
@@ -20,6 +37,7 @@ static unsigned long checksum;
 __attribute__((noinline)) void marker_new(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) {
         Big *b = new Big;  // 10001 bytes
+        counted(MK_NEW, b);
         std::memset(b->data, 1, sizeof b->data);
         kept->push_back(b);
     }
@@ -28,6 +46,7 @@ __attribute__((noinline)) void marker_new(unsigned long n) {
 __attribute__((noinline)) void marker_new_array(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) {
         int *a = new int[2501];  // 10004 bytes, no array cookie for int
+        counted(MK_NEW_ARRAY, a);
         a[2500] = 5;
         kept->push_back(a);
     }
@@ -36,6 +55,7 @@ __attribute__((noinline)) void marker_new_array(unsigned long n) {
 __attribute__((noinline)) void marker_aligned_new(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) {
         Aligned *a = new Aligned;  // operator new(6400, align_val_t(64))
+        counted(MK_ALIGNED_NEW, a);
         if (reinterpret_cast<unsigned long>(a) % 64 != 0) std::puts("misaligned Aligned");
         a->data[0] = 1;
         kept->push_back(a);
@@ -45,6 +65,7 @@ __attribute__((noinline)) void marker_aligned_new(unsigned long n) {
 __attribute__((noinline)) void marker_align_val_new(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) {
         char *c = new (std::align_val_t(64)) char[3008];  // operator new[](3008, align 64)
+        counted(MK_ALIGN_VAL_NEW, c);
         if (reinterpret_cast<unsigned long>(c) % 64 != 0) std::puts("misaligned char[]");
         c[3007] = 2;
         kept->push_back(c);
@@ -55,16 +76,22 @@ __attribute__((noinline)) void marker_align_val_new(unsigned long n) {
 __attribute__((noinline)) void marker_new_delete(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) {
         Big *b = new Big;
+        counted(MK_NEW_DELETE, b);
         b->data[10000] = static_cast<char>(i);
         checksum += static_cast<unsigned char>(b->data[10000]);
+        count_free(MK_NEW_DELETE, b);
         delete b;
         int *a = new int[1000];  // 4000 bytes
+        counted(MK_NEW_DELETE, a);
         a[999] = 3;
         checksum += static_cast<unsigned long>(a[999]);
+        count_free(MK_NEW_DELETE, a);
         delete[] a;
         Aligned *al = new Aligned;
+        counted(MK_NEW_DELETE, al);
         al->data[1] = 4;
         checksum += static_cast<unsigned long>(al->data[1]);
+        count_free(MK_NEW_DELETE, al);
         delete al;
     }
 }
@@ -84,5 +111,13 @@ int main(int argc, char **argv) {
     marker_align_val_new(8);
     marker_new_delete(12);
     std::printf("kept %zu objects, checksum %lu\n", kept->size(), checksum);
+    if (const char *path = std::getenv("CHUNKS_FILE")) {
+        std::FILE *out = std::fopen(path, "w");
+        if (!out) return 2;
+        for (int m = 0; m < MK_N; m++)
+            std::fprintf(out, "chunks %s %lu %lu\n", marker_names[m], chunks_allocated[m],
+                         chunks_freed[m]);
+        std::fclose(out);
+    }
     return 0;
 }

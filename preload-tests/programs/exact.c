@@ -1,7 +1,12 @@
 /* Allocates known numbers of bytes under distinct marker functions, so that an exact-mode
  * profile (YING_SAMPLE_INTERVAL_BYTES=1) can be checked to the byte. Every marker calls the
  * allocator directly; the lines tagged `TAG:<name>` are the call sites the test looks up to
- * check the file:line the report gives. The sizes and counts are mirrored in tests/exact.rs. */
+ * check the file:line the report gives. The counts are mirrored in tests/exact.rs; the bytes
+ * are counted here as the shim counts them, in glibc chunks (a block's usable size plus the
+ * 8-byte header), and printed as `chunks <marker> <allocated> <freed>` lines: a realloc's growth
+ * counts as allocated bytes, its shrink as freed bytes. They go to the file named by
+ * $CHUNKS_FILE, if set, not to stdout: where an aligned block's chunk ends depends on where the
+ * heap starts, which differs from run to run. */
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <stdio.h>
@@ -33,6 +38,40 @@ static unsigned long checksum;
 /* Stores to it keep the compiler from eliding an allocation that is freed right away. */
 static void *volatile sink;
 
+enum {
+    MK_KEEP,
+    MK_CHURN,
+    MK_CALLOC,
+    MK_POSIX_MEMALIGN,
+    MK_REALLOC_CHAIN,
+    MK_ALIGNED_ALLOC,
+    MK_VALLOC,
+    MK_REALLOC_ZERO,
+    MK_REALLOC_NULL,
+    MK_N
+};
+static const char *marker_names[MK_N] = {
+    "marker_keep", "marker_churn", "marker_calloc", "marker_posix_memalign", "marker_realloc_chain",
+    "marker_aligned_alloc", "marker_valloc", "marker_realloc_zero", "marker_realloc_null",
+};
+static unsigned long chunks_allocated[MK_N], chunks_freed[MK_N];
+
+/* glibc's chunk size of a live block: its usable size plus the 8-byte header (16 for mmapped
+ * blocks, which are far larger than any block here). */
+static size_t chunk(void *p) { return malloc_usable_size(p) + 8; }
+static void *counted(int m, void *p) {
+    chunks_allocated[m] += chunk(p);
+    return p;
+}
+static void count_free(int m, void *p) { chunks_freed[m] += chunk(p); }
+/* After a realloc from a block of `old` chunk bytes to `p`. */
+static void *count_realloc(int m, size_t old, void *p) {
+    size_t c = chunk(p);
+    if (c > old) chunks_allocated[m] += c - old;
+    else chunks_freed[m] += old - c;
+    return p;
+}
+
 static void keep(void *p, size_t n) {
     memset(p, (int)(n & 0xff), n);
     checksum += n + ((unsigned char *)p)[n / 2];
@@ -41,17 +80,18 @@ static void keep(void *p, size_t n) {
 
 __attribute__((noinline)) void marker_keep(void) {
     for (int i = 0; i < KEEP_N; i++) {
-        void *p = malloc(KEEP_SIZE); /* TAG:marker_keep */
+        void *p = counted(MK_KEEP, malloc(KEEP_SIZE)); /* TAG:marker_keep */
         keep(p, KEEP_SIZE);
     }
 }
 
 __attribute__((noinline)) void marker_churn(void) {
     for (int i = 0; i < CHURN_N; i++) {
-        unsigned char *p = malloc(CHURN_SIZE); /* TAG:marker_churn */
+        unsigned char *p = counted(MK_CHURN, malloc(CHURN_SIZE)); /* TAG:marker_churn */
         memset(p, i, CHURN_SIZE);
         checksum += p[i];
         sink = p;
+        count_free(MK_CHURN, p);
         free(p);
     }
 }
@@ -70,11 +110,13 @@ static void expect_bytes(const unsigned char *p, size_t n, unsigned char byte, c
 __attribute__((noinline)) void marker_calloc(void) {
     for (int i = 0; i < CALLOC_N; i++) {
         /* Dirty a block of the same size first, so calloc is likely handed reused memory. */
-        unsigned char *d = malloc(CALLOC_COUNT * CALLOC_SIZE);
+        unsigned char *d = counted(MK_CALLOC, malloc(CALLOC_COUNT * CALLOC_SIZE));
         memset(d, 0xaa, CALLOC_COUNT * CALLOC_SIZE);
         sink = d;
+        count_free(MK_CALLOC, d);
         free(d);
         unsigned char *p = calloc(CALLOC_COUNT, CALLOC_SIZE); /* TAG:marker_calloc */
+        counted(MK_CALLOC, p);
         expect_bytes(p, CALLOC_COUNT * CALLOC_SIZE, 0, "calloc");
         checksum += p[i];
         keep(p, CALLOC_COUNT * CALLOC_SIZE);
@@ -87,19 +129,21 @@ __attribute__((noinline)) void marker_posix_memalign(void) {
         if (posix_memalign(&p, 64, MEMALIGN_SIZE) != 0) /* TAG:marker_posix_memalign */
             abort();
         if ((size_t)p % 64 != 0) abort();
-        keep(p, MEMALIGN_SIZE);
+        keep(counted(MK_POSIX_MEMALIGN, p), MEMALIGN_SIZE);
     }
 }
 
 /* malloc 1000, grow to 30000, shrink to 2000: retained 2000, allocated 1000 + 29000. */
 __attribute__((noinline)) void marker_realloc_chain(void) {
     for (int i = 0; i < REALLOC_N; i++) {
-        unsigned char *p = malloc(1000); /* TAG:marker_realloc_chain */
+        unsigned char *p = counted(MK_REALLOC_CHAIN, malloc(1000)); /* TAG:marker_realloc_chain */
         memset(p, 1, 1000);
-        p = realloc(p, 30000);
+        size_t old = chunk(p);
+        p = count_realloc(MK_REALLOC_CHAIN, old, realloc(p, 30000));
         expect_bytes(p, 1000, 1, "realloc grown");
         memset(p, 2, 30000);
-        p = realloc(p, 2000);
+        old = chunk(p);
+        p = count_realloc(MK_REALLOC_CHAIN, old, realloc(p, 2000));
         expect_bytes(p, 2000, 2, "realloc shrunk");
         keep(p, 2000);
     }
@@ -108,10 +152,11 @@ __attribute__((noinline)) void marker_realloc_chain(void) {
 /* aligned_alloc 8192 each, freed with free: allocated only. */
 __attribute__((noinline)) void marker_aligned_alloc(void) {
     for (int i = 0; i < ALIGNED_N; i++) {
-        unsigned char *p = aligned_alloc(4096, ALIGNED_SIZE);
+        unsigned char *p = counted(MK_ALIGNED_ALLOC, aligned_alloc(4096, ALIGNED_SIZE));
         memset(p, 3, ALIGNED_SIZE);
         checksum += p[100];
         sink = p;
+        count_free(MK_ALIGNED_ALLOC, p);
         free(p);
     }
 }
@@ -119,17 +164,18 @@ __attribute__((noinline)) void marker_aligned_alloc(void) {
 /* valloc + memalign kept. */
 __attribute__((noinline)) void marker_valloc(void) {
     for (int i = 0; i < VALLOC_N; i++) {
-        keep(valloc(VALLOC_SIZE), VALLOC_SIZE);
-        keep(memalign(128, VALLOC_SIZE), VALLOC_SIZE);
+        keep(counted(MK_VALLOC, valloc(VALLOC_SIZE)), VALLOC_SIZE);
+        keep(counted(MK_VALLOC, memalign(128, VALLOC_SIZE)), VALLOC_SIZE);
     }
 }
 
 /* realloc(p, 0) frees the block (glibc): allocated, never retained. */
 __attribute__((noinline)) void marker_realloc_zero(void) {
     for (int i = 0; i < ZERO_N; i++) {
-        unsigned char *p = malloc(ZERO_SIZE);
+        unsigned char *p = counted(MK_REALLOC_ZERO, malloc(ZERO_SIZE));
         memset(p, 4, ZERO_SIZE);
         sink = p;
+        count_free(MK_REALLOC_ZERO, p);
         p = realloc(p, 0);
         if (p != NULL) abort();
     }
@@ -138,8 +184,8 @@ __attribute__((noinline)) void marker_realloc_zero(void) {
 /* realloc(NULL, n) and reallocarray(NULL, ...) are allocations of their own: kept. */
 __attribute__((noinline)) void marker_realloc_null(void) {
     for (int i = 0; i < ARRAY_N; i++) {
-        keep(realloc(NULL, 700), 700);
-        keep(reallocarray(NULL, 30, 11), 330);
+        keep(counted(MK_REALLOC_NULL, realloc(NULL, 700)), 700);
+        keep(counted(MK_REALLOC_NULL, reallocarray(NULL, 30, 11)), 330);
     }
 }
 
@@ -154,5 +200,11 @@ int main(void) {
     marker_realloc_zero();
     marker_realloc_null();
     printf("kept %d blocks, checksum %lu\n", nkept, checksum);
+    const char *path = getenv("CHUNKS_FILE");
+    FILE *out = path ? fopen(path, "w") : NULL;
+    if (path && !out) return 2;
+    for (int m = 0; out && m < MK_N; m++)
+        fprintf(out, "chunks %s %lu %lu\n", marker_names[m], chunks_allocated[m], chunks_freed[m]);
+    if (out) fclose(out);
     return 0;
 }

@@ -1,7 +1,11 @@
 /* 16 threads allocate blocks and hand them to their neighbour, which frees them (cross-thread
  * frees), for many rounds; each thread also keeps KEEP_N blocks of KEEP_SIZE bytes allocated
  * under marker_thread_keep until exit. Prints a checksum that does not depend on scheduling.
- * The numbers are mirrored in tests/threads.rs. */
+ * The numbers are mirrored in tests/threads.rs. The shim counts glibc chunks, whose sizes
+ * depend on how the heap was used before, so the program counts each marker's chunk bytes
+ * itself (a realloc's growth as allocated, its shrink as freed) and writes them as
+ * `chunks <marker> <allocated> <freed>` lines to the file named by $CHUNKS_FILE, if set. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,12 @@ static size_t mailsize[NTHREADS][PER_ROUND];
 static void *kept[NTHREADS][KEEP_N];
 static unsigned long sums[NTHREADS];
 static pthread_barrier_t barrier;
+/* Chunk bytes by the thread that allocated, reallocated or freed them: allocated and freed
+ * under marker_thread_keep, then under marker_thread_handoff. */
+static unsigned long chunks[NTHREADS][4];
+
+/* A live block's glibc chunk (none here is mmapped, whose header is 16 bytes). */
+static size_t chunk(void *p) { return malloc_usable_size(p) + 8; }
 
 static size_t size_for(int t, int r, int i) { return (size_t)((t * 131 + r * 17 + i * 29) % 4000) + 1; }
 
@@ -26,6 +36,7 @@ __attribute__((noinline)) void *marker_thread_handoff(size_t n) { return malloc(
 __attribute__((noinline)) void marker_thread_keep(int t) {
     for (int i = 0; i < KEEP_N; i++) {
         kept[t][i] = malloc(KEEP_SIZE);
+        chunks[t][0] += chunk(kept[t][i]);
         memset(kept[t][i], t, KEEP_SIZE);
     }
 }
@@ -39,6 +50,7 @@ static void *worker(void *arg) {
         for (int i = 0; i < PER_ROUND; i++) {
             size_t n = size_for(t, r, i);
             unsigned char *p = marker_thread_handoff(n);
+            chunks[t][2] += chunk(p);
             memset(p, (t + r + i) & 0xff, n);
             mailbox[t][i] = p;
             mailsize[t][i] = n;
@@ -49,8 +61,14 @@ static void *worker(void *arg) {
             unsigned char *p = mailbox[from][i];
             size_t n = mailsize[from][i];
             sum += p[n - 1] + n;
-            if (i % 2)
+            if (i % 2) {
+                size_t old = chunk(p);
                 p = realloc(p, n + 100);
+                size_t c = chunk(p);
+                if (c > old) chunks[t][2] += c - old;
+                else chunks[t][3] += old - c;
+            }
+            chunks[t][3] += chunk(p);
             free(p);
         }
         pthread_barrier_wait(&barrier);
@@ -75,5 +93,16 @@ int main(void) {
         total += sums[t];
     }
     printf("threads %d rounds %d checksum %lu\n", NTHREADS, ROUNDS, total);
+    const char *path = getenv("CHUNKS_FILE");
+    if (path) {
+        unsigned long c[4] = {0};
+        for (int t = 0; t < NTHREADS; t++)
+            for (int k = 0; k < 4; k++) c[k] += chunks[t][k];
+        FILE *out = fopen(path, "w");
+        if (!out) return 2;
+        fprintf(out, "chunks marker_thread_keep %lu %lu\n", c[0], c[1]);
+        fprintf(out, "chunks marker_thread_handoff %lu %lu\n", c[2], c[3]);
+        fclose(out);
+    }
     return 0;
 }

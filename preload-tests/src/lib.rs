@@ -1096,6 +1096,16 @@ pub const EXACT: &[(&str, &str)] = &[
     ("YING_TOP_K", "1000"),
 ];
 
+/// The `chunks <marker> <allocated> <freed>` line for `marker` in `file`, which a test program
+/// writes when `$CHUNKS_FILE` names it: the glibc chunk bytes (what the shim counts) the program
+/// allocated and freed under the marker, counted by the program itself.
+pub fn chunk_counts(file: &Path, marker: &str) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.split_whitespace().nth(1) == Some(marker))?;
+    let mut f = line.split_whitespace().skip(2).map(|x| x.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
 /// Exact mode, ranked (and folded) by allocated bytes.
 pub const EXACT_ALLOCATED: &[(&str, &str)] = &[
     ("YING_SAMPLE_INTERVAL_BYTES", "1"),

@@ -184,6 +184,8 @@ fn exit_key() -> Option<libc::pthread_key_t> {
 pub(crate) struct ShimHost;
 
 impl Host for ShimHost {
+    const UNIT: ying_profiler::sampler::ByteUnit = ying_profiler::sampler::ByteUnit::Chunk;
+
     #[inline(always)]
     fn thread_state() -> &'static ThreadState {
         // SAFETY: `tls_block` gives this thread's 128-byte, 64-aligned TLS block, initialised

@@ -14,7 +14,9 @@
 //!   other backends recognise it as a heap profile and offer `-sample_index` to switch between
 //!   retained (`inuse_*`) and cumulative (`alloc_*`) views. `default_sample_type` is
 //!   `inuse_space`, the view a leak hunt starts with. Values are expected to be already scaled up
-//!   to estimates of the real (unsampled) totals, as profile.proto recommends.
+//!   to estimates of the real (unsampled) totals, as profile.proto recommends. They are the text
+//!   report's figures, in its unit (its `bytes counted:` line): an object is a block, however
+//!   often it was reallocated, and `alloc_space` counts a realloc's growth.
 //! * **Sequential ids.** profile.proto only asks for unique non-zero ids, but Go's decoder has a
 //!   fast path (a dense table instead of a map) for ids `1..=n`, small ids are short varints, and
 //!   numbering in first-seen order keeps the output deterministic. Mapping `i` of

@@ -95,6 +95,11 @@ pub fn render(
     let _ = writeln!(o, "sample interval:    {} bytes (mean)", snap.sample_interval);
     let _ = writeln!(
         o,
+        "bytes counted:      {} in every figure; a realloc is one allocation: growth allocated, shrink freed",
+        snap.unit.describe()
+    );
+    let _ = writeln!(
+        o,
         "retained (exact):   {} ({} bytes)",
         human_bytes(t.retained_bytes()),
         t.retained_bytes()
