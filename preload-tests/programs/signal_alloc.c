@@ -13,12 +13,12 @@
  * interrupted code may hold. A profiler whose sampled path calls into glibc's arena from the
  * handler deadlocks.
  *
- * A second thread, idle with SIGALRM blocked, keeps glibc out of its single-thread mode (in
- * which malloc takes no lock at all and a re-entered allocator corrupts the heap instead of
- * deadlocking).
+ * A second thread, idle with SIGALRM blocked, keeps glibc out of its single-thread mode, in
+ * which malloc takes no lock at all and an allocator re-entered from the handler corrupts the
+ * heap instead of deadlocking; `single` leaves it out to test that mode.
  *
- * Usage: signal_alloc SECONDS INTERVAL_US. Runs for SECONDS of wall time, then prints its
- * counts (which vary from run to run) and `ok`.
+ * Usage: signal_alloc SECONDS INTERVAL_US [single]. Runs for SECONDS of wall time, then prints
+ * its counts (which vary from run to run) and `ok`.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -109,6 +109,7 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
     long interval_us = argc > 2 ? atol(argv[2]) : 100;
+    int single = argc > 3 && strcmp(argv[3], "single") == 0;
 
     /* Warm the tcache bins of the handler's sizes: a few blocks each, allocated and freed. */
     for (int i = 0; i < HANDLER_ALLOCS; i++) {
@@ -123,9 +124,11 @@ int main(int argc, char **argv) {
     sigaddset(&alarm_set, SIGALRM);
     pthread_t idle_thread;
     if (pipe(idle_pipe) != 0) return 5;
-    pthread_sigmask(SIG_BLOCK, &alarm_set, &old_set);
-    if (pthread_create(&idle_thread, NULL, idle, NULL) != 0) return 6;
-    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    if (!single) {
+        pthread_sigmask(SIG_BLOCK, &alarm_set, &old_set);
+        if (pthread_create(&idle_thread, NULL, idle, NULL) != 0) return 6;
+        pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -158,8 +161,10 @@ int main(int argc, char **argv) {
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
     for (size_t i = 0; i < SLOTS; i++) free(slots[i]);
-    if (write(idle_pipe[1], "x", 1) != 1) return 7;
-    pthread_join(idle_thread, NULL);
+    if (!single) {
+        if (write(idle_pipe[1], "x", 1) != 1) return 7;
+        pthread_join(idle_thread, NULL);
+    }
     printf("iterations %lu\nhandler runs %ld\nhandler allocations %lu\nok\n", iterations,
            (long)handler_runs, handler_allocs);
     return 0;

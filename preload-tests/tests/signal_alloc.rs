@@ -7,8 +7,10 @@
 //! has never used before. Plain glibc survives that (the control run). With every handler
 //! allocation sampled (`YING_SAMPLE_INTERVAL_BYTES=64`), each sample adds a stack to the
 //! profiler's tables; had the tables grown on glibc's heap, the handler would wait for the arena
-//! lock the interrupted `calloc` holds, forever (or corrupt glibc's heap, were the process
-//! single-threaded). The runs are bounded in time; a hang is a timeout, a failure.
+//! lock the interrupted `calloc` holds, forever; or, in a single-threaded process (where glibc
+//! takes no lock), re-enter glibc's allocator and corrupt its heap. Both are tested: an idle
+//! second thread keeps glibc locking, `single` leaves it out. The runs are bounded in time; a
+//! hang is a timeout, a failure.
 
 use std::time::Duration;
 
@@ -46,9 +48,11 @@ fn check_run(o: &preload_tests::Outcome, what: &str) {
 fn samples_in_a_signal_handler_that_interrupted_calloc_do_not_deadlock() {
     let dir = TestDir::new("signal-alloc");
     let exe = dir.compile_c("signal_alloc.c", &["-pthread"]);
-    let run = Run::new(&exe).args(&[SECONDS, INTERVAL_US]).timeout(TIMEOUT);
-    check_run(&run.run(), "the run without the shim (control)");
-    for seed in ["1", "2", "3"] {
+    let threaded = Run::new(&exe).args(&[SECONDS, INTERVAL_US]).timeout(TIMEOUT);
+    let single = threaded.clone().arg("single");
+    check_run(&threaded.run(), "the run without the shim (control)");
+    check_run(&single.run(), "the single-threaded run without the shim (control)");
+    for (run, seed) in [(&threaded, "1"), (&threaded, "2"), (&threaded, "3"), (&single, "4")] {
         let reports = dir.reports(&format!("seed-{seed}"));
         let o = run
             .clone()
@@ -61,7 +65,7 @@ fn samples_in_a_signal_handler_that_interrupted_calloc_do_not_deadlock() {
             ])
             .env("YING_REPORTING_PATH", reports.display().to_string())
             .run();
-        check_run(&o, &format!("the run with the shim, YING_SEED={seed}"));
+        check_run(&o, &format!("the run with the shim, {}, YING_SEED={seed}", o.command));
         assert!(o.ying_lines().is_empty(), "unexpected `ying:` lines\n{}", o.describe());
     }
 }

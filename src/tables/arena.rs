@@ -230,7 +230,7 @@ unsafe impl Allocator for Arena {
 ///
 /// # Safety
 /// `ptr` is a block of this heap allocated with `old`, not used by the caller afterwards
-/// unless this fails; `new` has a non-zero size when `old` has.
+/// unless this fails.
 unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[u8]>, AllocError> {
     if old.size() != 0 && new.size() != 0 && old.align() == new.align() {
         if is_big(old) && is_big(new) {
