@@ -15,10 +15,11 @@
  *
  * A second thread, idle with SIGALRM blocked, keeps glibc out of its single-thread mode, in
  * which malloc takes no lock at all and an allocator re-entered from the handler corrupts the
- * heap instead of deadlocking; `single` leaves it out to test that mode.
+ * heap instead of deadlocking; `single` leaves it out to test that mode. `altstack` runs the
+ * handler on an alternate signal stack (as programs with a stack-overflow handler do).
  *
- * Usage: signal_alloc SECONDS INTERVAL_US [single]. Runs for SECONDS of wall time, then prints
- * its counts (which vary from run to run) and `ok`.
+ * Usage: signal_alloc SECONDS INTERVAL_US [single] [altstack]. Runs for SECONDS of wall time,
+ * then prints its counts (which vary from run to run) and `ok`.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -109,7 +110,11 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
     long interval_us = argc > 2 ? atol(argv[2]) : 100;
-    int single = argc > 3 && strcmp(argv[3], "single") == 0;
+    int single = 0, altstack = 0;
+    for (int i = 3; i < argc; i++) {
+        single |= strcmp(argv[i], "single") == 0;
+        altstack |= strcmp(argv[i], "altstack") == 0;
+    }
 
     /* Warm the tcache bins of the handler's sizes: a few blocks each, allocated and freed. */
     for (int i = 0; i < HANDLER_ALLOCS; i++) {
@@ -134,6 +139,12 @@ int main(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
     sa.sa_flags = SA_RESTART;
+    if (altstack) {
+        static char alt[256 * 1024];
+        stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
+        if (sigaltstack(&ss, NULL) != 0) return 8;
+        sa.sa_flags |= SA_ONSTACK;
+    }
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGALRM, &sa, NULL) != 0) return 2;
     struct itimerval it = {{0, interval_us}, {0, interval_us}};
