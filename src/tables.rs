@@ -2,10 +2,12 @@
 //! sampled allocations (address -> record) that let a `free` find its stack.
 //!
 //! Both are touched only on sampled paths (and on frees the filter could not reject), always with
-//! the thread's re-entrancy guard held, so any allocation they make is the profiler's own. Their
-//! locks are [`SpinMutex`]es: they never allocate while held and the `fork` handlers can take and
-//! release them all. Lock order: symbols, then stack stripes, then live shards, each in index
-//! order.
+//! the thread's re-entrancy guard held. Everything they store lives in the profiler's own heap
+//! ([`arena`]), never on the host's: a sample may be taken in a signal handler that interrupted
+//! the host's allocator with its lock held. Their locks are [`SpinMutex`]es: the host's
+//! allocator is never called while one is held (a snapshot copies out into storage reserved
+//! before it takes each lock) and the `fork` handlers can take and release them all. Lock order:
+//! symbols, then stack stripes, then live shards, each in index order, then the heap's lock.
 //!
 //! Both are split so that threads that sample at the same time mostly take different locks and
 //! write different cache lines: the stack table into [`STACK_STRIPES`] stripes, one per thread
@@ -13,6 +15,8 @@
 //! stack sampled by several threads has an entry in each of their stripes; a snapshot merges
 //! them. A stack id names its stripe (top bits) and its entry there, so a free on any thread
 //! updates the entry its sample was counted in.
+
+pub(crate) mod arena;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
@@ -23,6 +27,7 @@ use crate::histogram::MillisHistogram;
 use crate::sampler::Weight;
 use crate::spans::{SPAN_DEPTH, SpanPath};
 use crate::spin::SpinMutex;
+use arena::{Arena, ArenaVec};
 
 /// A fast, deterministic hasher for addresses and instruction-pointer arrays (no random keys:
 /// `RandomState` would touch std's thread-locals inside allocation hooks).
@@ -52,12 +57,15 @@ impl Hasher for AddrHasher {
 }
 
 type Build = BuildHasherDefault<AddrHasher>;
+/// A map in the profiler's heap.
+type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
 
-/// Running estimates of one stack.
+/// Running estimates of one stack. In a snapshot its frames are a box of their own; in the
+/// table, `F` is [`Frames`], their place in the stripe's frame array.
 #[derive(Debug, Clone)]
-pub(crate) struct StackEntry {
+pub(crate) struct StackEntry<F = Box<[usize]>> {
     /// Raw instruction pointers, innermost first.
-    pub(crate) ips: Box<[usize]>,
+    pub(crate) ips: F,
     /// Entered `tracing` spans when sampled (feature `profile_spans`), innermost first.
     pub(crate) spans: SpanPath,
     pub(crate) alloc_count: f64,
@@ -74,8 +82,15 @@ pub(crate) struct StackEntry {
     next_same_hash: u32,
 }
 
-impl StackEntry {
-    fn new(ips: Box<[usize]>, spans: SpanPath) -> Self {
+/// Where a table entry's frames are in its stripe's frame array.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frames {
+    start: usize,
+    len: usize,
+}
+
+impl<F> StackEntry<F> {
+    fn new(ips: F, spans: SpanPath) -> Self {
         Self {
             ips,
             spans,
@@ -93,9 +108,27 @@ impl StackEntry {
     }
 }
 
-impl StackEntry {
+impl<F> StackEntry<F> {
+    /// The same figures with frames `ips`.
+    fn with_ips<G>(&self, ips: G) -> StackEntry<G> {
+        StackEntry {
+            ips,
+            spans: self.spans,
+            alloc_count: self.alloc_count,
+            alloc_bytes: self.alloc_bytes,
+            live_count: self.live_count,
+            live_bytes: self.live_bytes,
+            freed_count: self.freed_count,
+            freed_bytes: self.freed_bytes,
+            samples: self.samples,
+            live_samples: self.live_samples,
+            lifetimes: self.lifetimes,
+            next_same_hash: self.next_same_hash,
+        }
+    }
+
     /// Adds `other`'s figures (the same stack's entry in another stripe).
-    pub(crate) fn absorb(&mut self, other: &StackEntry) {
+    pub(crate) fn absorb<G>(&mut self, other: &StackEntry<G>) {
         self.alloc_count += other.alloc_count;
         self.alloc_bytes += other.alloc_bytes;
         self.live_count += other.live_count;
@@ -114,11 +147,13 @@ impl StackEntry {
 /// The index maps a key's hash to the first entry with that hash; entries with equal hashes are
 /// chained through `next_same_hash`. A lookup therefore hashes the borrowed frames and compares
 /// them with the entries' own copies: no key is built (a sample costs no allocation unless its
-/// stack is new) and every stack's frames are stored once.
+/// stack is new) and every stack's frames are stored once, one stack after the other in one
+/// array (no allocation and no block header per stack).
 #[derive(Debug)]
 pub(crate) struct StackTable {
-    index: HashMap<u64, u32, Build>,
-    pub(crate) entries: Vec<StackEntry>,
+    index: ArenaMap<u64, u32>,
+    entries: ArenaVec<StackEntry<Frames>>,
+    frames: ArenaVec<usize>,
 }
 
 /// Stack entries kept (all stripes together) before new stacks go to the overflow entries.
@@ -135,19 +170,28 @@ fn key_hash(ips: &[usize], spans: &SpanPath) -> u64 {
 
 impl StackTable {
     const fn new() -> Self {
-        Self { index: HashMap::with_hasher(BuildHasherDefault::new()), entries: Vec::new() }
+        Self {
+            index: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
+            entries: ArenaVec::new_in(Arena),
+            frames: ArenaVec::new_in(Arena),
+        }
+    }
+
+    /// The frames of `e`, an entry of this table.
+    fn frames_of(&self, e: &StackEntry<Frames>) -> &[usize] {
+        self.frames.get(e.ips.start..e.ips.start + e.ips.len).unwrap_or(&[])
     }
 
     fn intern(&mut self, ips: &[usize], spans: SpanPath) -> u32 {
         if self.entries.is_empty() {
-            self.entries.push(StackEntry::new(Box::new([]), [0; SPAN_DEPTH]));
+            self.entries.push(StackEntry::new(Frames { start: 0, len: 0 }, [0; SPAN_DEPTH]));
         }
         let hash = key_hash(ips, &spans);
         let first = self.index.get(&hash).copied().unwrap_or(0);
         let mut id = first;
         while id != 0 {
             let Some(e) = self.entries.get(id as usize) else { break };
-            if *e.ips == *ips && e.spans == spans {
+            if self.frames_of(e) == ips && e.spans == spans {
                 return id;
             }
             id = e.next_same_hash;
@@ -159,7 +203,8 @@ impl StackTable {
         }
         STACK_ENTRIES.fetch_add(1, Ordering::Relaxed);
         let id = self.entries.len() as u32;
-        let mut entry = StackEntry::new(Box::from(ips), spans);
+        let mut entry = StackEntry::new(Frames { start: self.frames.len(), len: ips.len() }, spans);
+        self.frames.extend_from_slice(ips);
         entry.next_same_hash = first;
         self.entries.push(entry);
         self.index.insert(hash, id);
@@ -242,7 +287,7 @@ impl<T> Deref for Padded<T> {
     }
 }
 
-type LiveShard = SpinMutex<HashMap<usize, Record, Build>>;
+type LiveShard = SpinMutex<ArenaMap<usize, Record>>;
 
 /// Stripes of the stack table.
 pub(crate) const STACK_STRIPES: usize = 8;
@@ -298,14 +343,43 @@ pub(crate) struct MergedStack {
 
 /// Every stack in the table, its stripes' entries summed (snapshots).
 pub(crate) fn merged_stacks() -> Vec<MergedStack> {
-    let mut entries = Vec::new();
+    // Each stripe is copied under its lock into room reserved before the lock is taken, then
+    // given boxes of its own outside it: the host's allocator is never called with a table
+    // lock held (a thread sampling in a signal handler may hold the host's allocator lock and
+    // wait for ours).
+    let mut copied: Vec<(u32, StackEntry<Frames>)> = Vec::new();
+    let mut frames: Vec<usize> = Vec::new();
     for (stripe, t) in STACKS.iter().enumerate() {
-        let t = t.lock();
-        entries.reserve(t.entries.len());
-        for (i, e) in t.entries.iter().enumerate() {
-            entries.push((stack_id(stripe, i as u32), e.clone()));
+        loop {
+            let (n, f) = {
+                let t = t.lock();
+                (t.entries.len(), t.frames.len())
+            };
+            copied.reserve(n);
+            frames.reserve(f);
+            let t = t.lock();
+            if copied.capacity() - copied.len() < t.entries.len()
+                || frames.capacity() - frames.len() < t.frames.len()
+            {
+                continue; // The stripe grew in between: reserve again.
+            }
+            let base = frames.len();
+            frames.extend_from_slice(&t.frames);
+            copied.extend(t.entries.iter().enumerate().map(|(i, e)| {
+                let at = Frames { start: base + e.ips.start, len: e.ips.len };
+                (stack_id(stripe, i as u32), e.with_ips(at))
+            }));
+            break;
         }
     }
+    let entries = copied
+        .iter()
+        .map(|(id, e)| {
+            let ips = frames.get(e.ips.start..e.ips.start + e.ips.len).unwrap_or(&[]);
+            (*id, e.with_ips(Box::from(ips)))
+        })
+        .collect();
+    drop((copied, frames));
     merge(entries)
 }
 
@@ -343,7 +417,8 @@ pub(crate) fn distinct_stacks() -> usize {
     merged_stacks().iter().filter(|m| !m.overflow).count()
 }
 static LIVE: [Padded<LiveShard>; SHARDS] =
-    [const { Padded(SpinMutex::new(HashMap::with_hasher(BuildHasherDefault::new()))) }; SHARDS];
+    [const { Padded(SpinMutex::new(ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena))) };
+        SHARDS];
 
 /// Samples whose address was already in the live table (a free we never saw).
 pub(crate) static ADDRESS_CONFLICTS: AtomicU64 = AtomicU64::new(0);
@@ -392,13 +467,20 @@ pub(crate) fn take_live(ptr: usize) -> Option<Record> {
     rec
 }
 
-/// Copies every live record (for ages and the pprof `inuse` view).
+/// Copies every live record (for ages and the pprof `inuse` view), each shard into room
+/// reserved before its lock is taken (see [`merged_stacks`]).
 pub(crate) fn live_records() -> Vec<Record> {
     let mut out = Vec::new();
     for s in LIVE.iter() {
-        let g = s.lock();
-        out.reserve(g.len());
-        out.extend(g.values().copied());
+        loop {
+            let n = s.lock().len();
+            out.reserve(n);
+            let g = s.lock();
+            if out.capacity() - out.len() >= g.len() {
+                out.extend(g.values().copied());
+                break;
+            }
+        }
     }
     out
 }
@@ -421,6 +503,7 @@ pub(crate) fn clear() {
     for st in stripes.iter_mut() {
         st.entries.clear();
         st.index.clear();
+        st.frames.clear();
     }
     STACK_ENTRIES.store(0, Ordering::Relaxed);
 }
@@ -435,10 +518,13 @@ pub(crate) fn lock_all_for_fork() {
         s.lock_for_fork();
     }
     crate::unwind::lock_for_fork();
+    // Last: table locks are held while the heap's is taken, never the other way round.
+    arena::lock_for_fork();
 }
 
 /// `fork` parent and child: release what [`lock_all_for_fork`] took.
 pub(crate) fn unlock_all_after_fork() {
+    arena::unlock_after_fork();
     crate::unwind::unlock_after_fork();
     for s in LIVE.iter().rev() {
         s.force_unlock();
@@ -478,7 +564,7 @@ mod tests {
         // finding `a` now means walking past `d`.
         t.index.insert(key_hash(&[1, 2, 3], &[0; SPAN_DEPTH]), d);
         assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a, "found behind a colliding entry");
-        assert_eq!(&*t.entries[d as usize].ips, &[9, 9]);
+        assert_eq!(t.frames_of(&t.entries[d as usize]), &[9, 9]);
         assert_eq!(t.entries.len(), 5, "overflow bucket + four distinct keys");
     }
 

@@ -1,0 +1,375 @@
+//! The profiler's own heap, where the tables ([`crate::tables`]) keep everything they store.
+//!
+//! # Why
+//!
+//! The sampled path runs inside the program's allocation calls, and sometimes inside a signal
+//! handler that interrupted the program in the middle of glibc's `malloc`, with glibc's arena
+//! lock held (a handler's own small `malloc` is served from the thread's tcache without that
+//! lock, so the program itself survives). Had the tables grown on the host's heap (`malloc` in
+//! the shim, `System` in the Rust front end), a sample taken there would wait for that lock
+//! forever, or, in a single-threaded process where glibc takes no lock, re-enter glibc's
+//! allocator and corrupt its heap. So the sampled path, and the free and realloc paths that
+//! remove and re-insert live records, allocate only here: memory mapped with `mmap` and managed
+//! by this module, behind a [`SpinMutex`] no host code ever takes.
+//!
+//! # Design
+//!
+//! * **Small blocks** (below [`BIG`], 64 KiB) come from a TLSF allocator (the `rlsf` crate):
+//!   allocation and free in constant time, freed blocks merged with free neighbours and reused;
+//!   a block is its request rounded up to 32 bytes plus a 16-byte header, cut from the first
+//!   free block of a size class (16 classes per power of two) that certainly fits. Its pools
+//!   are mapped
+//!   [`POOL`] (256 KiB) at a time when no free block fits, and kept for the life of the
+//!   process.
+//! * **Big blocks** (the tables' arrays once they grow past [`BIG`]) are each a private
+//!   mapping of their own, rounded up to whole pages: a table that doubles moves with
+//!   `mremap` (no copy, the old pages go back to the kernel) and a freed one is unmapped. They
+//!   take no lock.
+//! * One lock, [`HEAP`], guards the TLSF state. It is held only for a TLSF operation and, when
+//!   a pool is added, one `mmap` call: never while calling the host's code, never across a
+//!   table operation. Lock order: every table lock (stack stripes, live shards) comes before
+//!   it; nothing is taken while it is held. The `fork` handlers take it last and release it
+//!   first ([`lock_for_fork`], [`unlock_after_fork`]).
+//! * Nothing here allocates, blocks (the lock spins, then yields) or does I/O; `mmap`,
+//!   `mremap` and `munmap` are plain system calls that take no user-space lock. A failed
+//!   mapping is an allocation failure (the tables' collections then abort, as they did when
+//!   the host's allocator failed).
+//! * Every byte mapped here counts as profiler memory ([`crate::totals`]'s internal bytes, the
+//!   "profiler memory" line of reports).
+//!
+//! # Bounds
+//!
+//! The memory mapped is at most the peak of the tables' live small blocks with their headers
+//! and rounding, plus the free space between them that TLSF keeps for reuse, plus the rest of
+//! the pool being carved up (under 256 KiB); plus the big blocks, each under a page over its
+//! size. Nothing is mapped before the first sample, which maps one pool. Big mappings number
+//! one per table array past 64 KiB (8 stack stripes with three arrays each, at most 256
+//! live-table shards), far below the kernel's limit of mappings per process. Measured: 100,000
+//! stacks of 30 frames (46 MB of entries, frames and index) map 61 MB, the slack being the
+//! arrays' doubling (pages past an array's end are mapped, not touched); 100,000 live records
+//! (4.8 MB) map 6.4 MB (the map's buckets at 7/8 load at most).
+//!
+//! [`Arena`] is the handle the tables' collections take: `hashbrown`'s map and
+//! `allocator-api2`'s `Vec` are parameterised by it.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use allocator_api2::alloc::{AllocError, Allocator};
+use rlsf::{FlexSource, FlexTlsf};
+
+use crate::spin::SpinMutex;
+
+/// Requests of at least this many bytes get a mapping of their own.
+pub(crate) const BIG: usize = 64 * 1024;
+/// The smallest pool mapped for small blocks.
+pub(crate) const POOL: usize = 256 * 1024;
+
+/// TLSF over pools from [`Pools`]: first-level classes up to 32 << 14 bytes (512 KiB, above any
+/// small block's size), 16 second-level classes each.
+type Tlsf = FlexTlsf<Pools, u16, u16, 14, 16>;
+
+/// The small-block heap.
+static HEAP: SpinMutex<Tlsf> = SpinMutex::new(FlexTlsf::new(Pools));
+/// Bytes mapped here (pools and big blocks).
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+/// The page size, read once.
+static PAGE: AtomicUsize = AtomicUsize::new(0);
+
+fn page_size() -> usize {
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: `sysconf` reads a constant of the process (from the auxiliary vector).
+    let p = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096);
+    PAGE.store(p, Ordering::Relaxed);
+    p
+}
+
+/// `len` rounded up to whole pages (`None` on overflow).
+fn pages(len: usize) -> Option<usize> {
+    len.checked_next_multiple_of(page_size())
+}
+
+fn counted_map(len: usize) {
+    MAPPED.fetch_add(len, Ordering::Relaxed);
+    crate::totals::add_internal(len);
+}
+
+fn counted_unmap(len: usize) {
+    MAPPED.fetch_sub(len, Ordering::Relaxed);
+    crate::totals::sub_internal(len);
+}
+
+/// Maps `len` bytes (a multiple of the page size) of fresh zeroed memory, counted.
+fn map(len: usize) -> Option<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
+    // existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    counted_map(len);
+    NonNull::new(p.cast())
+}
+
+/// Unmaps a mapping of `len` bytes made by [`map`] (or resized by `mremap`), counted.
+///
+/// # Safety
+/// `p` and `len` describe a whole mapping made here that nothing uses any more.
+unsafe fn unmap(p: NonNull<u8>, len: usize) {
+    // SAFETY: the caller guarantees the range is one of our mappings, no longer used.
+    unsafe { libc::munmap(p.as_ptr().cast(), len) };
+    counted_unmap(len);
+}
+
+/// Where the TLSF heap gets its pools: fresh mappings, never returned.
+#[derive(Debug)]
+struct Pools;
+
+// SAFETY: `alloc` returns a fresh mapping of at least `min_size` bytes, page-aligned (at least
+// `min_align`), owned by the heap from then on; pools are never deallocated (`supports_dealloc`
+// keeps its default, false).
+unsafe impl FlexSource for Pools {
+    unsafe fn alloc(&mut self, min_size: usize) -> Option<NonNull<[u8]>> {
+        let len = pages(min_size.max(POOL))?;
+        let p = map(len)?;
+        Some(NonNull::slice_from_raw_parts(p, len))
+    }
+
+    fn min_align(&self) -> usize {
+        page_size()
+    }
+}
+
+/// Whether a block of this layout is a big block (a mapping of its own).
+fn is_big(layout: Layout) -> bool {
+    layout.size() >= BIG
+}
+
+/// A non-null, well-aligned pointer for a zero-sized block (never dereferenced or freed).
+fn dangling(layout: Layout) -> NonNull<u8> {
+    // An address equal to the alignment is non-null and aligned; it is never dereferenced.
+    NonNull::new(std::ptr::without_provenance_mut(layout.align())).unwrap_or(NonNull::dangling())
+}
+
+/// The allocator handle of the profiler's heap (see the module docs). Zero-sized: every
+/// handle names the one heap.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Arena;
+
+// SAFETY: blocks are valid until deallocated through any `Arena` handle (they all name one
+// heap); small blocks come from the TLSF heap with the requested layout, big blocks are whole
+// page-aligned mappings at least `layout.size()` long, and an alignment a mapping cannot
+// give (beyond a page) is refused; `grow` and `shrink` keep the first
+// `min(old, new)` bytes; every returned slice is exactly `layout.size()` long, so the layout
+// a caller passes back is the one the block was made with.
+unsafe impl Allocator for Arena {
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(NonNull::slice_from_raw_parts(dangling(layout), 0));
+        }
+        let p = if is_big(layout) {
+            if layout.align() > page_size() {
+                return Err(AllocError);
+            }
+            map(pages(layout.size()).ok_or(AllocError)?)
+        } else {
+            HEAP.lock().allocate(layout)
+        };
+        p.map(|p| NonNull::slice_from_raw_parts(p, layout.size())).ok_or(AllocError)
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        if is_big(layout) {
+            // SAFETY: a big block is a whole mapping of the rounded size (see `allocate`,
+            // `grow`, `shrink`), and the caller no longer uses it.
+            unsafe { unmap(ptr, pages(layout.size()).unwrap_or(layout.size())) };
+        } else {
+            // SAFETY: a small block came from this TLSF heap with this alignment.
+            unsafe { HEAP.lock().deallocate(ptr, layout.align()) };
+        }
+    }
+
+    unsafe fn grow(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the caller's guarantees for `grow` are those of `resize`.
+        unsafe { resize(ptr, old, new) }
+    }
+
+    unsafe fn shrink(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the caller's guarantees for `shrink` are those of `resize`.
+        unsafe { resize(ptr, old, new) }
+    }
+}
+
+/// Moves the block `ptr` of layout `old` to one of layout `new`, keeping its first
+/// `min(old, new)` bytes: big to big with `mremap`, small to small with the TLSF heap (in
+/// place when it can), otherwise a new block, a copy and a free.
+///
+/// # Safety
+/// `ptr` is a block of this heap allocated with `old`, not used by the caller afterwards
+/// unless this fails.
+unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    if old.size() != 0 && new.size() != 0 && old.align() == new.align() {
+        if is_big(old) && is_big(new) {
+            let from = pages(old.size()).ok_or(AllocError)?;
+            let to = pages(new.size()).ok_or(AllocError)?;
+            // SAFETY: `ptr` is a whole mapping of `from` bytes (a big block); the kernel moves
+            // or resizes it and keeps its contents.
+            let p = unsafe { libc::mremap(ptr.as_ptr().cast(), from, to, libc::MREMAP_MAYMOVE) };
+            if p == libc::MAP_FAILED {
+                return Err(AllocError);
+            }
+            counted_unmap(from);
+            counted_map(to);
+            let p = NonNull::new(p.cast::<u8>()).ok_or(AllocError)?;
+            return Ok(NonNull::slice_from_raw_parts(p, new.size()));
+        }
+        if !is_big(old) && !is_big(new) {
+            // SAFETY: `ptr` came from this TLSF heap with the same alignment as `new`.
+            let p = unsafe { HEAP.lock().reallocate(ptr, new) }.ok_or(AllocError)?;
+            return Ok(NonNull::slice_from_raw_parts(p, new.size()));
+        }
+    }
+    let p = Arena.allocate(new)?;
+    // SAFETY: both blocks are valid for the copied length, which neither exceeds; they are
+    // distinct blocks; the old one is freed with the layout it was made with.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            ptr.as_ptr(),
+            p.cast::<u8>().as_ptr(),
+            old.size().min(new.size()),
+        );
+        Arena.deallocate(ptr, old);
+    }
+    Ok(p)
+}
+
+/// Bytes mapped by the heap: its pools and big blocks.
+#[cfg(test)]
+pub(crate) fn mapped_bytes() -> usize {
+    MAPPED.load(Ordering::Relaxed)
+}
+
+/// `fork` prepare: takes the heap's lock (after every table lock).
+pub(crate) fn lock_for_fork() {
+    HEAP.lock_for_fork();
+}
+
+/// `fork` parent and child: releases what [`lock_for_fork`] took.
+pub(crate) fn unlock_after_fork() {
+    HEAP.force_unlock();
+}
+
+/// A `Vec` in the profiler's heap.
+pub(crate) type ArenaVec<T> = allocator_api2::vec::Vec<T, Arena>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    #[test]
+    fn small_blocks_are_reused_after_free() {
+        // A heap of its own: other tests allocate from the shared one at the same time.
+        let mut heap: Tlsf = FlexTlsf::new(Pools);
+        let l = layout(200, 8);
+        let a = heap.allocate(l).unwrap();
+        // SAFETY: `a` was just allocated from `heap` with `l`'s alignment.
+        unsafe { heap.deallocate(a, l.align()) };
+        let b = heap.allocate(l).unwrap();
+        assert_eq!(a, b, "a freed block of the same size is handed out again");
+        let c = heap.allocate(layout(40_000, 8)).unwrap();
+        assert!(c != b, "a live block is not handed out twice");
+    }
+
+    #[test]
+    fn blocks_hold_their_contents_across_resizes_and_honour_alignment() {
+        let mut l = layout(24, 64);
+        let p = Arena.allocate(l).unwrap().cast::<u8>();
+        assert_eq!(p.as_ptr() as usize % 64, 0);
+        // SAFETY: `p` is valid for 24 bytes.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0xAB, 24) };
+        let mut p = p;
+        // Small to small, small to big, big to bigger, big to small.
+        for size in [4000, 100_000, 3 << 20, 1000] {
+            let n = layout(size, 64);
+            // SAFETY: `p` was allocated with `l`; it is not used again unless this fails.
+            p = unsafe {
+                if size > l.size() { Arena.grow(p, l, n) } else { Arena.shrink(p, l, n) }
+            }
+            .unwrap()
+            .cast();
+            assert_eq!(p.as_ptr() as usize % 64, 0);
+            // SAFETY: the block keeps its first 24 bytes.
+            let kept = unsafe { std::slice::from_raw_parts(p.as_ptr(), 24) };
+            assert!(kept.iter().all(|&b| b == 0xAB), "contents kept at {size} bytes");
+            // SAFETY: the block is `size` bytes long.
+            unsafe { p.as_ptr().add(size - 1).write(1) };
+            l = n;
+        }
+        // SAFETY: `p` was allocated (last resized) with `l`.
+        unsafe { Arena.deallocate(p, l) };
+    }
+
+    #[test]
+    fn big_blocks_are_mappings_counted_while_they_live() {
+        // Other tests share the heap and map or unmap a few MiB at the same time: a 64 MiB
+        // block stands out from that by far.
+        const SIZE: usize = 64 << 20;
+        const SLACK: usize = 16 << 20;
+        let l = layout(SIZE, 8);
+        let before = mapped_bytes();
+        let p = Arena.allocate(l).unwrap().cast::<u8>();
+        let during = mapped_bytes();
+        assert!(during + SLACK >= before + SIZE, "{before} -> {during}");
+        // SAFETY: `p` was just allocated with `l`.
+        unsafe { Arena.deallocate(p, l) };
+        let after = mapped_bytes();
+        assert!(after + SIZE <= during + SLACK, "the mapping is returned: {during} -> {after}");
+    }
+
+    #[test]
+    fn collections_live_in_the_arena() {
+        let mut v: ArenaVec<usize> = ArenaVec::new_in(Arena);
+        let mut m: hashbrown::HashMap<usize, usize, std::hash::RandomState, Arena> =
+            hashbrown::HashMap::with_hasher_in(std::hash::RandomState::new(), Arena);
+        for i in 0..50_000 {
+            v.push(i);
+            m.insert(i, i * 2);
+        }
+        assert_eq!(v.iter().sum::<usize>(), 50_000 * 49_999 / 2);
+        assert_eq!(m.get(&777), Some(&1554));
+        assert!(mapped_bytes() >= 50_000 * 8);
+    }
+}
