@@ -60,6 +60,7 @@
 //! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
 //! | `thread_life.rs` | threads that end unseen, `pthread_getattr_np` at thread start, small stacks |
 //! | `cancellation.rs` | `malloc` is never a cancellation point (giant refusals, samples) |
+//! | `signal_alloc.rs` | samples in a signal handler that interrupted `calloc` (glibc's arena lock held) |
 //! | `stress.rs` | the thread, cancellation and fork patterns looped over seeds and intervals |
 //! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
 //! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |

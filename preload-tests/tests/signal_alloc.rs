@@ -79,8 +79,6 @@ fn samples_in_a_handler_on_an_alternate_stack_that_interrupted_calloc_do_not_dea
 }
 
 #[test]
-#[ignore = "bug: a stack walk through a signal frame allocates in src/unwind.rs (a rule-cache \
-            miss boxes gimli's UnwindContext on glibc's heap); passes once that is fixed"]
 fn samples_in_a_signal_handler_that_interrupted_calloc_do_not_deadlock() {
     run_all("signal-alloc", &[]);
 }
