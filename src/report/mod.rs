@@ -135,8 +135,6 @@ pub fn write_report_set(
         }
     };
     let m = opts.measurement;
-    let txt = text::render(snap, ctx, m, opts.top_k, opts.expand_frames);
-    keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     let fold = folded::render_top(&snap.stacks, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
     keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
     if opts.gen_flamegraphs {
@@ -158,6 +156,14 @@ pub fn write_report_set(
     let profile = heap_profile::build(snap, &crate::symbolize::modules(), &comment);
     let gz = profile.encode_gzip().map_err(|e| io::Error::other(format!("pprof: {e}")));
     keep(gz.and_then(|b| files::write_atomic(dir, &format!("{stem}.pb.gz"), &b)), &mut paths.pprof);
+    // The text goes last: its header shows the profiler's peak memory, which the other files
+    // just set.
+    let totals = crate::totals::Totals {
+        profiler_peak_bytes: crate::totals::read().profiler_peak_bytes,
+        ..snap.totals
+    };
+    let txt = text::render_with_totals(snap, &totals, ctx, m, opts.top_k, opts.expand_frames);
+    keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     match first_err {
         Some(e) => Err(e),
         None => Ok(paths),

@@ -85,8 +85,20 @@ pub fn render(
     top_k: usize,
     expand: bool,
 ) -> String {
+    render_with_totals(snap, &snap.totals, ctx, m, top_k, expand)
+}
+
+/// The text report with the totals `t` in its header (a report set writes its text last, with
+/// the profiler's peak memory read after the other files were built).
+pub(crate) fn render_with_totals(
+    snap: &Snapshot,
+    t: &crate::totals::Totals,
+    ctx: &ReportContext,
+    m: Measurement,
+    top_k: usize,
+    expand: bool,
+) -> String {
     let mut o = String::new();
-    let t = &snap.totals;
     let (est_alloc, est_ret) = snap.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
     let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
@@ -113,6 +125,12 @@ pub fn render(
         "profiler memory:    {} ({} bytes)",
         human_bytes(t.profiler_bytes),
         t.profiler_bytes
+    );
+    let _ = writeln!(
+        o,
+        "profiler peak:      {} ({} bytes) since start",
+        human_bytes(t.profiler_peak_bytes),
+        t.profiler_peak_bytes
     );
     match (ctx.rss_kib, ctx.anon_rss_kib) {
         (Some(r), Some(a)) => {
