@@ -38,6 +38,37 @@ pub trait ProfileSource: Send + Sync + 'static {
     fn enter_profiler_thread(&self);
     /// Runs `f` as profiler code (its allocations are the profiler's own).
     fn run_guarded(&self, f: &mut dyn FnMut());
+    /// The mean sampling interval in bytes. The default asks [`ProfileSource::snapshot`] for
+    /// a snapshot without its stacks, which costs a few locks and no copy.
+    fn sample_interval(&self) -> u64 {
+        crate::snapshot::without_stacks(|| self.snapshot()).sample_interval
+    }
+}
+
+/// Writes a report set of `source`'s stacks into `dir`, from a compact snapshot taken and
+/// dropped as profiler code: its memory is bounded by the stacks' count and depth (see the
+/// `snapshot` module), not by a copy of every stack with its frames. Only the returned paths
+/// are the caller's memory.
+fn write_report_from(
+    source: &dyn ProfileSource,
+    opts: &ReportOptions,
+    dir: &Path,
+) -> io::Result<ReportPaths> {
+    let interval = source.sample_interval();
+    let ctx = ReportContext::current();
+    let mut written = None;
+    source.run_guarded(&mut || {
+        let snap = crate::snapshot::take_compact(interval);
+        written = Some(report::write_compact(&snap, &ctx, opts, dir));
+    });
+    // Copies allocated as the caller's, the originals freed as the profiler's.
+    let out = match &written {
+        Some(Ok(paths)) => Ok(paths.clone()),
+        Some(Err(e)) => Err(io::Error::new(e.kind(), e.to_string())),
+        None => Err(io::Error::other("report source ran nothing")),
+    };
+    source.run_guarded(&mut || drop(written.take()));
+    out
 }
 
 /// Decides how collected stats are reported: how often to look, how much change is worth a
@@ -336,13 +367,7 @@ impl ProfilerRunner {
 
     /// Writes a report set now, from `source`, into the reporting path.
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
-        let snap = source.snapshot();
-        report::write_report_set(
-            &snap,
-            &ReportContext::current(),
-            &self.report_options(),
-            Path::new(&self.reporting_path),
-        )
+        write_report_from(source, &self.report_options(), Path::new(&self.reporting_path))
     }
 
     /// Spawns the background thread for the `#[global_allocator]` profiler.
@@ -462,6 +487,5 @@ pub fn write_report_now(
     options: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {
-    let snap = profiler.snapshot();
-    report::write_report_set(&snap, &ReportContext::current(), options, dir)
+    write_report_from(profiler, options, dir)
 }

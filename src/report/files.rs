@@ -12,6 +12,16 @@ static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `dir/name` atomically. Errors name the path at fault.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    write_atomic_with(dir, name, |w| w.write_all(bytes))
+}
+
+/// Writes `dir/name` atomically with what `write` writes to it, through a buffer: the file
+/// does not have to be held in memory first. Errors name the path at fault.
+pub fn write_atomic_with(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<PathBuf> {
     let target = dir.join(name);
     let tmp = dir.join(format!(
         ".{name}.{}.{}.tmp",
@@ -20,15 +30,16 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf>
     ));
     let with_path =
         |e: io::Error, p: &Path| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
         .map_err(|e| with_path(e, &tmp))?;
-    let res = f.write_all(bytes).and_then(|_| f.flush());
-    drop(f);
+    let mut out = io::BufWriter::with_capacity(64 << 10, f);
+    let res = write(&mut out).and_then(|_| out.flush());
+    drop(out);
     if let Err(e) = res {
         let _ = std::fs::remove_file(&tmp);
         return Err(with_path(e, &tmp));

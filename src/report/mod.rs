@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::Measurement;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CompactSnapshot, Snapshot};
 
 /// Facts about the process that go into report headers and file names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +114,19 @@ pub fn write_report_set(
     opts: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {
+    write_compact(&CompactSnapshot::from_snapshot(snap), ctx, opts, dir)
+}
+
+/// Writes a full report set for `snap` into `dir` (see [`write_report_set`]), one output at a
+/// time: the stacks are ranked once (4 bytes a stack), the folded stacks and the flamegraph
+/// built from the top [`folded::MAX_FOLDED_STACKS`] and dropped, the pprof profile streamed to
+/// its file, and the text built from the top `opts.top_k` last.
+pub(crate) fn write_compact(
+    snap: &CompactSnapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &Path,
+) -> io::Result<ReportPaths> {
     std::fs::create_dir_all(dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -135,7 +148,9 @@ pub fn write_report_set(
         }
     };
     let m = opts.measurement;
-    let fold = folded::render_top(&snap.stacks, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
+    let ranked = snap.ranked(m);
+    let fold =
+        folded::render_ranked(snap, &ranked, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
     keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
     if opts.gen_flamegraphs {
         let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
@@ -146,6 +161,7 @@ pub fn write_report_set(
             &mut paths.svg,
         );
     }
+    drop(fold);
     let comment = format!(
         "ying {} heap profile of {} (pid {}), sample interval {} bytes",
         env!("CARGO_PKG_VERSION"),
@@ -153,16 +169,22 @@ pub fn write_report_set(
         ctx.pid,
         snap.sample_interval
     );
-    let profile = heap_profile::build(snap, &crate::symbolize::modules(), &comment);
-    let gz = profile.encode_gzip().map_err(|e| io::Error::other(format!("pprof: {e}")));
-    keep(gz.and_then(|b| files::write_atomic(dir, &format!("{stem}.pb.gz"), &b)), &mut paths.pprof);
+    let modules = crate::symbolize::modules();
+    let gz = files::write_atomic_with(dir, &format!("{stem}.pb.gz"), |w| {
+        let mut gz = pprof::gzip(w);
+        heap_profile::write(snap, &modules, &comment, &mut gz)?;
+        gz.finish().map(drop)
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")));
+    keep(gz, &mut paths.pprof);
+    drop(modules);
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.
     let totals = crate::totals::Totals {
         profiler_peak_bytes: crate::totals::read().profiler_peak_bytes,
         ..snap.totals
     };
-    let txt = text::render_with_totals(snap, &totals, ctx, m, opts.top_k, opts.expand_frames);
+    let txt = text::render_compact(snap, &ranked, &totals, ctx, m, opts.top_k, opts.expand_frames);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     match first_err {
         Some(e) => Err(e),

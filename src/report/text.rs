@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use super::{ReportContext, human_bytes, utc_timestamp};
 use crate::callstack::{Measurement, StackStats};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CompactSnapshot, Snapshot};
+use crate::totals::Totals;
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -85,14 +86,19 @@ pub fn render(
     top_k: usize,
     expand: bool,
 ) -> String {
-    render_with_totals(snap, &snap.totals, ctx, m, top_k, expand)
+    let compact = CompactSnapshot::from_snapshot(snap);
+    let ranked = compact.ranked(m);
+    render_compact(&compact, &ranked, &snap.totals, ctx, m, top_k, expand)
 }
 
-/// The text report with the totals `t` in its header (a report set writes its text last, with
-/// the profiler's peak memory read after the other files were built).
-pub(crate) fn render_with_totals(
-    snap: &Snapshot,
-    t: &crate::totals::Totals,
+/// The text report of a compact snapshot whose rows with a non-zero `m`, ranked, are `ranked`,
+/// with the totals `t` in its header (a report set writes its text last, with the profiler's
+/// peak memory read after the other files were built). Only the top `top_k` stacks are
+/// materialised.
+pub(crate) fn render_compact(
+    snap: &CompactSnapshot,
+    ranked: &[u32],
+    t: &Totals,
     ctx: &ReportContext,
     m: Measurement,
     top_k: usize,
@@ -143,26 +149,27 @@ pub(crate) fn render_with_totals(
     let _ = writeln!(
         o,
         "stacks:             {} ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
-        snap.stacks.len(),
+        snap.len(),
         snap.live_samples,
         snap.dropped_samples,
         snap.address_conflicts,
         snap.giant_refused
     );
-    let top = snap.top_k(top_k, m);
+    let top = &ranked[..ranked.len().min(top_k)];
     let _ = writeln!(
         o,
         "ranked by:          {} bytes (top {} of {})",
         m.label(),
         top.len(),
-        snap.stacks.len()
+        snap.len()
     );
     o.push('\n');
     if top.is_empty() {
         let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
     }
-    for (i, s) in top.iter().enumerate() {
-        o.push_str(&stack_block(s, Some((i + 1, est_alloc, est_ret)), true, expand));
+    for (i, &r) in top.iter().enumerate() {
+        let s = snap.stack_stats(r);
+        o.push_str(&stack_block(&s, Some((i + 1, est_alloc, est_ret)), true, expand));
         o.push('\n');
     }
     o
