@@ -36,7 +36,7 @@ use crate::callstack::{Frame, Measurement, StackStats, StdCallstack};
 use crate::histogram::MillisHistogram;
 use crate::hooks::Host;
 use crate::spans::{SpanInfo, SpanPath};
-use crate::tables::{self, AddrHasher, STACK_STRIPES, StackEntry};
+use crate::tables::{self, AddrHasher, StackEntry};
 use crate::totals::{self, Totals};
 
 /// Everything one report needs, taken at one moment.
@@ -127,8 +127,8 @@ pub(crate) struct Row {
     est: [f64; 6],
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
-    pub(crate) lifetimes: MillisHistogram,
-    pub(crate) retained_age: MillisHistogram,
+    /// The first stack-table entry summed into it (see [`entry_key`]).
+    entry: u64,
     /// The row's location indices are `locs[start..start + len]`, innermost first.
     start: u32,
     len: u32,
@@ -175,6 +175,28 @@ pub(crate) struct CompactSnapshot {
     locations: Vec<Location>,
     /// Distinct span paths, outermost span first; entry 0 is the empty path.
     span_paths: Vec<Vec<SpanInfo>>,
+    /// `(row, entry)` for each further stack-table entry summed into a row (a stack sampled
+    /// on threads of several stripes).
+    extra_entries: Vec<(u32, u64)>,
+    /// The histograms of every row, for a snapshot made from [`StackStats`] (which bring
+    /// their own); None for one taken from the tables, which are asked (see
+    /// [`CompactSnapshot::histograms`]).
+    stored_histograms: Option<Vec<Histograms>>,
+}
+
+/// The histograms of one stack: what [`CompactSnapshot::histograms`] reads for the stacks a
+/// report lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Histograms {
+    /// Lifetimes of the freed allocations (weighted counts).
+    pub(crate) lifetimes: MillisHistogram,
+    /// Age of the retained bytes (weighted by bytes).
+    pub(crate) retained_age: MillisHistogram,
+}
+
+/// A key naming a stack-table entry by its stripe and its index there.
+fn entry_key(stripe: usize, index: u32) -> u64 {
+    (stripe as u64) << 32 | u64::from(index)
 }
 
 /// The pseudo-frame ending the stack of samples whose stack was not kept.
@@ -207,8 +229,7 @@ struct Builder {
     /// are chained through `next_same_hash`.
     by_hash: HashMap<u64, u32, Build>,
     next_same_hash: Vec<u32>,
-    /// The row of each stripe's entries (`NO_ROW` for entries without samples).
-    row_of: [Vec<u32>; STACK_STRIPES],
+    extra_entries: Vec<(u32, u64)>,
     span_index: HashMap<SpanPath, u32, Build>,
     raw_spans: Vec<SpanPath>,
 }
@@ -256,10 +277,7 @@ impl Builder {
     }
 
     fn add(&mut self, stripe: usize, index: u32, e: &StackEntry) {
-        let row_of = &mut self.row_of[stripe];
-        row_of.resize(index as usize, NO_ROW);
         if e.samples == 0 {
-            row_of.push(NO_ROW);
             return;
         }
         let overflow = index == 0;
@@ -297,8 +315,7 @@ impl Builder {
                 est,
                 samples: e.samples,
                 live_samples: e.live_samples,
-                lifetimes: e.lifetimes,
-                retained_age: MillisHistogram::new(),
+                entry: entry_key(stripe, index),
                 start,
                 len: self.locs.len() as u32 - start,
                 spans,
@@ -312,9 +329,8 @@ impl Builder {
             }
             row.samples += e.samples;
             row.live_samples += e.live_samples;
-            row.lifetimes.merge(&e.lifetimes);
+            self.extra_entries.push((r, entry_key(stripe, index)));
         }
-        self.row_of[stripe].push(r);
     }
 }
 
@@ -324,9 +340,8 @@ pub(crate) fn take_compact(sample_interval: u64) -> CompactSnapshot {
     let mut b = Builder::new();
     // Counted first, so the big arrays are allocated once at their size: grown by doubling,
     // each would take up to twice that, and its old copy while it moves.
-    let (mut entries, mut frames, mut per_stripe) = (0usize, 0usize, [0usize; STACK_STRIPES]);
-    tables::for_each_stack(|stripe, _, e| {
-        per_stripe[stripe] += 1;
+    let (mut entries, mut frames) = (0usize, 0usize);
+    tables::for_each_stack(|_, _, e| {
         if e.samples > 0 {
             entries += 1;
             frames += e.ips.len().max(1);
@@ -336,23 +351,9 @@ pub(crate) fn take_compact(sample_interval: u64) -> CompactSnapshot {
     b.next_same_hash.reserve_exact(entries);
     b.by_hash.reserve(entries);
     b.locs.reserve_exact(frames);
-    for (v, n) in b.row_of.iter_mut().zip(per_stripe) {
-        v.reserve_exact(n);
-    }
     tables::for_each_stack(|stripe, index, e| b.add(stripe, index, e));
-    let Builder { mut rows, locs, ips, row_of, raw_spans, .. } = b;
-    let now = crate::clock::now_ns();
-    let mut live_samples = 0u64;
-    tables::for_each_live(|r| {
-        live_samples += 1;
-        let (stripe, index) = tables::stripe_and_index(r.stack);
-        let row = row_of.get(stripe).and_then(|v| v.get(index as usize)).copied();
-        if let Some(row) = row.and_then(|r| rows.get_mut(r as usize)) {
-            let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
-            row.retained_age.add_weighted(age_ms, r.weight.bytes);
-        }
-    });
-    drop(row_of);
+    let Builder { mut rows, locs, ips, raw_spans, extra_entries, .. } = b;
+    let live_samples = tables::live_len() as u64;
     let symbols = crate::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
     let empty: Arc<[Frame]> = Arc::from(Vec::new());
     let locations: Vec<Location> = ips
@@ -386,6 +387,8 @@ pub(crate) fn take_compact(sample_interval: u64) -> CompactSnapshot {
         locs,
         locations,
         span_paths,
+        extra_entries,
+        stored_histograms: None,
     }
 }
 
@@ -447,8 +450,7 @@ impl CompactSnapshot {
                 ],
                 samples: s.samples,
                 live_samples: s.live_samples,
-                lifetimes: s.lifetimes,
-                retained_age: s.retained_age,
+                entry: 0,
                 start,
                 len: locs.len() as u32 - start,
                 spans,
@@ -467,7 +469,53 @@ impl CompactSnapshot {
             locs,
             locations,
             span_paths,
+            extra_entries: Vec::new(),
+            stored_histograms: Some(
+                stacks
+                    .iter()
+                    .map(|s| Histograms { lifetimes: s.lifetimes, retained_age: s.retained_age })
+                    .collect(),
+            ),
         }
+    }
+
+    /// The histograms of rows `rows`, in that order. For a snapshot taken from the tables they
+    /// are read from the tables now, in one pass over the stack table and one over the live
+    /// blocks: a report needs them for the few stacks it lists, and keeping two 88-byte
+    /// histograms for every stack would double what a snapshot costs. So they describe the
+    /// moment they are read, a little after the figures (the time it took to symbolize and
+    /// rank).
+    pub(crate) fn histograms(&self, rows: &[u32]) -> Vec<Histograms> {
+        if let Some(stored) = &self.stored_histograms {
+            return rows.iter().map(|&r| stored[r as usize]).collect();
+        }
+        let mut slot_of: HashMap<u32, usize, Build> = HashMap::default();
+        let mut want: HashMap<u64, usize, Build> = HashMap::default();
+        for (slot, &r) in rows.iter().enumerate() {
+            slot_of.insert(r, slot);
+            want.insert(self.row(r).entry, slot);
+        }
+        for &(r, entry) in &self.extra_entries {
+            if let Some(&slot) = slot_of.get(&r) {
+                want.insert(entry, slot);
+            }
+        }
+        drop(slot_of);
+        let mut out = vec![Histograms::default(); rows.len()];
+        tables::for_each_stack(|stripe, index, e| {
+            if let Some(&slot) = want.get(&entry_key(stripe, index)) {
+                out[slot].lifetimes.merge(&e.lifetimes);
+            }
+        });
+        let now = crate::clock::now_ns();
+        tables::for_each_live(|r| {
+            let (stripe, index) = tables::stripe_and_index(r.stack);
+            if let Some(&slot) = want.get(&entry_key(stripe, index)) {
+                let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
+                out[slot].retained_age.add_weighted(age_ms, r.weight.bytes);
+            }
+        });
+        out
     }
 
     /// Number of stacks.
@@ -570,7 +618,7 @@ impl CompactSnapshot {
     }
 
     /// Row `r` as a [`StackStats`] (its frames copied out of the shared locations).
-    pub(crate) fn stack_stats(&self, r: u32) -> StackStats {
+    pub(crate) fn stack_stats(&self, r: u32, h: &Histograms) -> StackStats {
         let row = self.row(r);
         let ips: Vec<usize> = self.ips_of(r).map(|ip| ip as usize).collect();
         StackStats {
@@ -583,20 +631,23 @@ impl CompactSnapshot {
             samples: row.samples,
             live_samples: row.live_samples,
             frames: self.frames_of(r).cloned().collect(),
-            lifetimes: row.lifetimes,
-            retained_age: row.retained_age,
+            lifetimes: h.lifetimes,
+            retained_age: h.retained_age,
             stack: StdCallstack::from_ips(&ips),
             spans: self.spans_of(r).to_vec(),
         }
     }
 
-    /// The public form, every stack materialised.
-    fn to_snapshot(&self) -> Snapshot {
+    /// The public form, every stack materialised, with `histograms` (of every row).
+    fn to_snapshot(&self, histograms: &[Histograms]) -> Snapshot {
         Snapshot {
             taken_at: self.taken_at,
             totals: self.totals,
             sample_interval: self.sample_interval,
-            stacks: (0..self.rows.len() as u32).map(|r| self.stack_stats(r)).collect(),
+            stacks: (0..self.rows.len() as u32)
+                .zip(histograms)
+                .map(|(r, h)| self.stack_stats(r, h))
+                .collect(),
             live_samples: self.live_samples,
             dropped_samples: self.dropped_samples,
             address_conflicts: self.address_conflicts,
@@ -645,9 +696,13 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     }
     let guard = ts.enter();
     let compact = take_compact(sample_interval);
+    let all: Vec<u32> = (0..compact.len() as u32).collect();
+    let histograms = compact.histograms(&all);
+    drop(all);
     drop(guard);
-    let snap = compact.to_snapshot();
+    let snap = compact.to_snapshot(&histograms);
     let _g = ts.enter();
     drop(compact);
+    drop(histograms);
     snap
 }

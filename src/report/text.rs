@@ -167,8 +167,9 @@ pub(crate) fn render_compact(
     if top.is_empty() {
         let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
     }
-    for (i, &r) in top.iter().enumerate() {
-        let s = snap.stack_stats(r);
+    let histograms = snap.histograms(top);
+    for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
+        let s = snap.stack_stats(r, h);
         o.push_str(&stack_block(&s, Some((i + 1, est_alloc, est_ret)), true, expand));
         o.push('\n');
     }
