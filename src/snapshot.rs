@@ -2,29 +2,31 @@
 //!
 //! # Two forms
 //!
-//! A [`CompactSnapshot`] is what reports are written from. It is taken under the re-entrancy
-//! guard (its memory is the profiler's) in two passes over the tables, each table part under
-//! its own short lock hold, copying nothing but figures: the stack table's stripes, whose
-//! entries of the same stack are summed into one row, then the live table, whose blocks add
-//! their age to their row. A row holds its stack as 4-byte indices into one table of
-//! *locations* (one per distinct address, with its symbolized frames shared with the symbol
-//! cache), so a deep stack costs 4 bytes a frame, and no name is copied.
+//! A `CompactSnapshot` is what reports are written from. It is taken under the re-entrancy
+//! guard (its memory is the profiler's) by walking the stack table in place, each stripe under
+//! its own short lock hold, copying nothing but figures: the entries of one stack in different
+//! stripes are summed into one row, and a row holds its stack as 4-byte indices into one table
+//! of *locations* (one per distinct address, with its symbolized frames shared with the symbol
+//! cache), so a deep stack costs 4 bytes a frame and no name is copied. The lifetime and age
+//! histograms are read later, for the rows a report lists (`CompactSnapshot::histograms`).
 //!
-//! A [`Snapshot`] is the public form: every stack as a [`StackStats`] with its own frames. It is
-//! built from a compact snapshot *without* the guard: it is handed to the caller, so its memory
-//! is the program's and is counted as such when it is later freed. Under the guard again the
-//! compact snapshot is dropped. Memory allocated as the profiler's is thus always freed as the
-//! profiler's.
+//! A [`Snapshot`] is the public form: every stack as a [`StackStats`] with its own frames and
+//! histograms. It is built from a compact snapshot *without* the guard: it is handed to the
+//! caller, so its memory is the program's and is counted as such when it is later freed. Under
+//! the guard again the compact snapshot is dropped. Memory allocated as the profiler's is thus
+//! always freed as the profiler's.
 //!
 //! # What a report costs
 //!
-//! A compact snapshot of `S` stacks of `F` frames on average takes about `S * (270 + 4 * F)`
-//! bytes (a row of figures and two histograms, the frame indices) plus, while the stripes are
-//! merged, about `S * 24` bytes of index; the location table is a few hundred bytes per
-//! distinct address. The outputs then add little: the text report materialises its top K
-//! stacks only, the folded stacks and the flamegraph 2,000 stacks at most, and the pprof
-//! profile is streamed to its file one sample at a time (see [`crate::report::pprof`]). The
-//! README's *Limits* section gives the measured formula.
+//! A compact snapshot of `S` stacks of `F` frames on average takes about `S * (110 + 4 * F)`
+//! bytes: an 88-byte row of figures, the frame indices, and while the stripes are merged a
+//! hash index of about 20 bytes a stack (the arrays are counted first and allocated once, at
+//! their size). The location table is a few hundred bytes per distinct address. The outputs
+//! then add a bounded amount, about 8 MiB with the symbolization they need: the ranking is
+//! 4 bytes a stack, the text report materialises its top K stacks only, the folded stacks and
+//! the flamegraph 2,000 stacks at most, and the pprof profile is streamed to its file one
+//! sample at a time (see [`crate::report::pprof`]). Measured: 92,137 stacks of about 46 frames,
+//! 27.5 MiB at the peak (BENCHMARKS.md); the README's *Limits* section gives the formula.
 
 use std::cell::Cell;
 use std::collections::HashMap;

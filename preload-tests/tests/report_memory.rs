@@ -20,8 +20,7 @@ const FIXED: u64 = 8 << 20;
 #[test]
 fn a_report_of_many_stacks_stays_within_its_memory_formula() {
     let dir = TestDir::new("report-memory");
-    let exe =
-        dir.compile_c("many_stacks.c", &["-fno-optimize-sibling-calls", "-fno-ipa-icf"]);
+    let exe = dir.compile_c("many_stacks.c", &["-fno-optimize-sibling-calls", "-fno-ipa-icf"]);
     let run = Run::new(&exe).arg(STACKS.to_string());
     let c = compare(&run, EXACT, &dir.reports("exact"));
     c.check(c.with.success(), "many_stacks failed under the shim");
