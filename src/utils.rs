@@ -30,6 +30,10 @@ pub const DEFAULT_PCT_CHANGE_TRIGGER: usize = 10;
 pub const DEFAULT_TOP_K: usize = 20;
 
 /// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
+///
+/// Both front ends keep their stacks in the same tables, so report sets are written from those
+/// tables directly (a compact snapshot, see [`crate::snapshot`]); a source supplies the sample
+/// interval and the guard its reports run under.
 pub trait ProfileSource: Send + Sync + 'static {
     /// Everything known now.
     fn snapshot(&self) -> Snapshot;
@@ -39,7 +43,8 @@ pub trait ProfileSource: Send + Sync + 'static {
     /// Runs `f` as profiler code (its allocations are the profiler's own).
     fn run_guarded(&self, f: &mut dyn FnMut());
     /// The mean sampling interval in bytes. The default asks [`ProfileSource::snapshot`] for
-    /// a snapshot without its stacks, which costs a few locks and no copy.
+    /// a snapshot without its stacks, which for this crate's sources costs a few locks and no
+    /// copy; a source whose `snapshot` is expensive otherwise should override it.
     fn sample_interval(&self) -> u64 {
         crate::snapshot::without_stacks(|| self.snapshot()).sample_interval
     }
@@ -469,15 +474,26 @@ pub fn gen_flamegraph(
     measurement: Measurement,
     path: &PathBuf,
 ) -> Result<(), String> {
-    let snap = profiler.snapshot();
-    let folded = report::folded::render(&snap.stacks, measurement, false);
-    let svg = report::flamegraph::render_svg(&folded, measurement, "")?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| format!("{}: not a file path", path.display()))?;
-    report::files::write_atomic(dir, name, &svg).map(|_| ()).map_err(|e| e.to_string())
+    let interval = ProfileSource::sample_interval(profiler);
+    let mut written = Ok(());
+    // Every stack is folded (no cut, as in 0.3.0), from a compact snapshot taken and dropped
+    // as profiler code, like a report set's.
+    profiler.run_guarded(&mut || {
+        let snap = crate::snapshot::take_compact(interval);
+        let ranked = snap.ranked(measurement);
+        let folded = report::folded::render_ranked(&snap, &ranked, measurement, false, usize::MAX);
+        written = report::flamegraph::render_svg(&folded, measurement, "").and_then(|svg| {
+            report::files::write_atomic(dir, name, &svg).map(drop).map_err(|e| e.to_string())
+        });
+    });
+    let out = written.as_ref().map(|_| ()).map_err(|e| e.clone());
+    profiler.run_guarded(&mut || drop(std::mem::replace(&mut written, Ok(()))));
+    out
 }
 
 /// Writes a full report set for `profiler` into `dir` right now (for an HTTP endpoint or a
