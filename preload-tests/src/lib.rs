@@ -58,6 +58,7 @@
 //! | `dlopen.rs` | dlopen and dynamic TLS from 8 threads (C and python3 imports) |
 //! | `bad_config.rs` | invalid values, unusable reporting paths, giant allocations |
 //! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
+//! | `report_memory.rs` | the profiler memory a 20,000-stack exit report takes, against the README's formula |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
