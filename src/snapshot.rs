@@ -679,6 +679,25 @@ pub(crate) fn without_stacks<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// The `k` stacks ranked highest by `m` (as [`Snapshot::top_k`] ranks them), for the front end
+/// `H`: only those `k` are materialised, out of a compact snapshot taken and dropped as
+/// profiler code.
+pub fn top_k<H: Host>(sample_interval: u64, k: usize, m: Measurement) -> Vec<StackStats> {
+    let ts = H::thread_state();
+    let guard = ts.enter();
+    let compact = take_compact(sample_interval);
+    let mut ranked = compact.ranked(m);
+    ranked.truncate(k);
+    let histograms = compact.histograms(&ranked);
+    drop(guard);
+    let top = ranked.iter().zip(&histograms).map(|(&r, h)| compact.stack_stats(r, h)).collect();
+    let _g = ts.enter();
+    drop(compact);
+    drop(ranked);
+    drop(histograms);
+    top
+}
+
 /// Takes a snapshot for the front end `H` (see the module docs for the phases).
 pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let ts = H::thread_state();
