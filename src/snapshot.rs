@@ -396,7 +396,8 @@ pub(crate) fn take_compact(sample_interval: u64) -> CompactSnapshot {
 
 impl CompactSnapshot {
     /// The form of a [`Snapshot`] someone built or took (the public report functions take
-    /// those). A stack's frames become one location per run of frames with the same address.
+    /// those). A stack's frames become one location per address they pass through: a run of
+    /// inlined frames and the frame they are inlined into.
     pub(crate) fn from_snapshot(snap: &Snapshot) -> Self {
         let mut out = Self::from_stacks(&snap.stacks);
         out.taken_at = snap.taken_at;
@@ -419,7 +420,9 @@ impl CompactSnapshot {
         let mut span_paths: Vec<Vec<SpanInfo>> = vec![Vec::new()];
         for s in stacks {
             let start = locs.len() as u32;
-            for group in s.frames.chunk_by(|a, b| a.ip == b.ip) {
+            // An address's frames end with its one frame that is not inlined; the next frame
+            // starts another location even at the same address (recursion).
+            for group in s.frames.chunk_by(|a, b| a.ip == b.ip && a.inlined) {
                 let ip = group[0].ip;
                 let known = by_ip.entry(ip).or_default();
                 let l = match known.iter().find(|&&l| *locations[l as usize].frames == *group) {

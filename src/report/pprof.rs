@@ -1061,6 +1061,67 @@ mod tests {
         assert_eq!(empty.default_sample_type, "inuse_space");
     }
 
+    /// A report set's profile is streamed from a compact snapshot and keeps every stack (the
+    /// folded stacks and flamegraph are cut at 2,000; pprof is not), one location per address
+    /// with its inlined frames as lines, recursion through one address included.
+    #[test]
+    fn streamed_heap_profile_keeps_every_stack() {
+        use crate::callstack::{Frame, StackStats, StdCallstack};
+        use crate::histogram::MillisHistogram;
+        use crate::snapshot::CompactSnapshot;
+        let frame = |ip: usize, name: &str, inlined: bool| Frame {
+            ip,
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined,
+            module: None,
+        };
+        let n = 3000;
+        let stacks: Vec<StackStats> = (0..n)
+            .map(|i| {
+                let frames = vec![
+                    frame(0x10_0000 + i, &format!("leaf_{i}"), false),
+                    frame(0x2000, "inlined_helper", true),
+                    frame(0x2000, "caller", false),
+                    frame(0x2000, "inlined_helper", true),
+                    frame(0x2000, "caller", false),
+                ];
+                StackStats {
+                    allocated_bytes: 100 + i as u64,
+                    num_allocations: 2,
+                    freed_bytes: 0,
+                    num_frees: 0,
+                    retained_bytes: i as u64,
+                    retained_count: 1,
+                    samples: 1,
+                    live_samples: 1,
+                    stack: StdCallstack::from_ips(&[0x10_0000 + i, 0x2000, 0x2000]),
+                    frames,
+                    lifetimes: MillisHistogram::new(),
+                    retained_age: MillisHistogram::new(),
+                    spans: Vec::new(),
+                }
+            })
+            .collect();
+        let snap = CompactSnapshot::from_stacks(&stacks);
+        let mut raw = Vec::new();
+        crate::report::heap_profile::write(&snap, &[], "streamed", &mut raw).unwrap();
+        let d = decode(&raw);
+        assert_eq!(d.samples.len(), n);
+        assert_eq!(d.comments, ["streamed"]);
+        let total: i64 = d.samples.iter().map(|s| s.values[1]).sum();
+        assert_eq!(total, (0..n as i64).map(|i| 100 + i).sum::<i64>());
+        // n leaves and one location for the shared caller address.
+        assert_eq!(d.locations.len(), n + 1);
+        let s = &d.samples[7];
+        assert_eq!(s.values, [2, 107, 1, 7]);
+        assert_eq!(d.names(s.location_ids[0]), ["leaf_7"]);
+        assert_eq!(s.location_ids.len(), 3, "{:?}", s.location_ids);
+        assert_eq!(s.location_ids[1], s.location_ids[2], "one address, one location");
+        assert_eq!(d.names(s.location_ids[1]), ["inlined_helper", "caller"]);
+    }
+
     #[test]
     fn output_is_deterministic() {
         let p = two_samples();
