@@ -105,6 +105,21 @@ def read_meta(path):
     return meta, notes
 
 
+MIB = 1024 * 1024
+# Mean frames kept per stack of bench/stacks.c (depth 1..100 plus main and libc's start-up,
+# at most 64).
+RMEM_FRAMES = 46
+# The same measurement before reports were written from a compact snapshot (commit a27f717, which
+# added the peak to the header; same machine, load average about 5): kept here because a run of
+# this script measures only the code it builds.
+RMEM_BEFORE = (
+    "Before the compact snapshot (commit a27f717, same machine): 9,563 stacks peaked at 108.5 "
+    "MiB of profiler memory (peak RSS 116.3 MiB, write time 0.765 s) and 92,137 stacks at "
+    "1,061.1 MiB (peak RSS 1,103.7 MiB, write time 8.652 s); the tables held the same 7.8 and "
+    "70.3 MiB, so the reports' own memory was 100.7 and 990.8 MiB."
+)
+
+
 def fnum(x, digits=3):
     return "%.*f" % (digits, x)
 
@@ -430,9 +445,67 @@ def main():
         rs_ok = (total < 2_000_000 and secs < 1.0, total, secs)
         if m("stacks_profiler_memory"):
             md.append("")
-            md.append("Profiler memory in that report's header: %s." % m("stacks_profiler_memory"))
+            md.append(
+                "Profiler memory in that report's header (held when the report began): %s."
+                % m("stacks_profiler_memory")
+            )
     else:
         md.append("not measured: %s" % m("stacks_error", "the run failed"))
+    md.append("")
+
+    # What a report costs the profiler.
+    md.append("## Profiler memory of a report")
+    md.append("")
+    md.append(
+        "`bench/stacks.c` with 10,000 and 100,000 allocations (as above: one stack each, "
+        "recursion depth 1..100, at most 64 frames kept), every allocation sampled, exit report "
+        "only. From the report's header: `profiler memory` (what the profiler held when the "
+        "report began: its tables) and `profiler peak` (the high-water mark of the profiler's "
+        "own bytes, which the report set reaches before its text is written). The report's own "
+        "memory is their difference; the formula is the README's `S * (110 + 4 * F)` bytes + "
+        "8 MiB for S stacks of F = %d frames on average. Peak RSS (median of %s runs) without "
+        "a profiler, under Ying without the exit report, and with it; write time as above."
+        % (RMEM_FRAMES, m("stacks_reps", "?"))
+    )
+    md.append("")
+    rmem_rows = []
+    rmem_ok = None
+    for n in ("10000", "100000"):
+        if not m("rmem%s_peak" % n, "").isdigit():
+            rmem_rows.append([n, "not measured: %s" % m("rmem%s_error" % n, "the run failed")]
+                             + [""] * 6)
+            continue
+        stacks = int(m("rmem%s_stacks" % n))
+        before = int(m("rmem%s_before" % n))
+        peak = int(m("rmem%s_peak" % n))
+        own = peak - before
+        bound = stacks * (110 + 4 * RMEM_FRAMES) + 8 * MIB
+        if n == "100000":
+            rmem_ok = (own < 64 * MIB, own / MIB)
+        rmem_rows.append(
+            [
+                fbytes(stacks),
+                fnum(before / MIB, 1),
+                fnum(peak / MIB, 1),
+                fnum(own / MIB, 1),
+                fnum(bound / MIB, 1),
+                " / ".join(
+                    fnum(int(m("rmem%s_%s" % (n, k), 0)) / 1024, 1)
+                    for k in ("rss_plain", "rss_noreport", "rss")
+                ),
+                fnum(float(m("rmem%s_write_s" % n, "nan"))),
+            ]
+        )
+    md.append(
+        table(
+            ["stacks in the report", "profiler memory before MiB", "profiler peak MiB",
+             "report's own MiB", "formula MiB", "peak RSS MiB (none / no report / report)",
+             "write time s"],
+            rmem_rows,
+        )
+    )
+    md.append("")
+    md.append(RMEM_BEFORE)
     md.append("")
 
     # Budget.
@@ -494,6 +567,17 @@ def main():
                 "report set for 10k stacks < 2 MB and < 1 s",
                 "%s bytes, %s s" % (fbytes(rs_ok[1]), fnum(rs_ok[2])),
                 verdict(rs_ok[0]),
+            ]
+        )
+    if rmem_ok is None:
+        brows.append(["report of ~100k stacks: its own profiler memory < 64 MiB", "not measured",
+                      "MISS"])
+    else:
+        brows.append(
+            [
+                "report of ~100k stacks: its own profiler memory < 64 MiB",
+                "%s MiB" % fnum(rmem_ok[1], 1),
+                verdict(rmem_ok[0]),
             ]
         )
     md.append(table(["target", "measured", "verdict"], brows))

@@ -397,6 +397,59 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
+# What a report costs the profiler, at ~10,000 and ~100,000 stacks
+# ---------------------------------------------------------------------------------------------
+say "report memory: $BIN/stacks with 10000 and 100000 stacks, every allocation sampled"
+# header_bytes KEY FILE: the byte count in parentheses on the text report's line `KEY: ...`.
+header_bytes() {
+    awk -v k="$1:" 'index($0, k) == 1 { sub(/^[^(]*\(/, ""); print $1; exit }' "$2"
+}
+# report_mem_run N AT_EXIT DIR [env...]: one measured run of bench/stacks.c with N stacks; sets
+# RM_S (seconds from main's last timestamp to the process's exit) and RM_RSS (peak RSS, kB).
+report_mem_run() {
+    local n=$1 at_exit=$2 dir=$3 done_ns end_ns
+    shift 3
+    measure "$WORK/rmem.log" env "$@" YING_SAMPLE_INTERVAL_BYTES=1 YING_TOP_K=20 \
+        YING_CHECK_INTERVAL_SECS=0 "YING_REPORT_AT_EXIT=$at_exit" "YING_REPORTING_PATH=$dir" \
+        "$BIN/stacks" "$n"
+    end_ns=$(date +%s%N)
+    done_ns=$(awk '/^main_done_ns/ { print $2 }' "$WORK/rmem.log")
+    RM_RSS=$M_RSS
+    RM_S=""
+    [ "$M_RC" = 0 ] && [ -n "$done_ns" ] || return 1
+    RM_S=$(awk -v a="$done_ns" -v b="$end_ns" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }')
+}
+for n in 10000 100000; do
+    : >"$WORK/rmem_times"
+    : >"$WORK/rmem_rss"
+    : >"$WORK/rmem_rss_none"
+    : >"$WORK/rmem_rss_plain"
+    RMEM_OK=1
+    for ((i = 0; i < STACKS_REPS; i++)); do
+        rm -rf "$WORK/rmem" "$WORK/rmem-none"
+        report_mem_run "$n" true "$WORK/rmem" "LD_PRELOAD=$LIBYING" || RMEM_OK=0
+        echo "$RM_S" >>"$WORK/rmem_times"
+        echo "$RM_RSS" >>"$WORK/rmem_rss"
+        report_mem_run "$n" false "$WORK/rmem-none" "LD_PRELOAD=$LIBYING" || RMEM_OK=0
+        echo "$RM_RSS" >>"$WORK/rmem_rss_none"
+        report_mem_run "$n" false "$WORK/rmem-none" YING_ENABLED=false || RMEM_OK=0
+        echo "$RM_RSS" >>"$WORK/rmem_rss_plain"
+    done
+    txt=$(find "$WORK/rmem" -name '*.txt' 2>/dev/null | head -n 1)
+    if [ "$RMEM_OK" = 1 ] && [ -n "$txt" ]; then
+        meta "rmem${n}_stacks" "$(awk '/^stacks:/ { print $2; exit }' "$txt")"
+        meta "rmem${n}_before" "$(header_bytes 'profiler memory' "$txt")"
+        meta "rmem${n}_peak" "$(header_bytes 'profiler peak' "$txt")"
+        meta "rmem${n}_write_s" "$(median <"$WORK/rmem_times")"
+        meta "rmem${n}_rss" "$(median <"$WORK/rmem_rss")"
+        meta "rmem${n}_rss_noreport" "$(median <"$WORK/rmem_rss_none")"
+        meta "rmem${n}_rss_plain" "$(median <"$WORK/rmem_rss_plain")"
+    else
+        meta "rmem${n}_error" "bench/stacks.c $n under the shim failed: $(tail -n 1 "$WORK/rmem.log")"
+    fi
+done
+
+# ---------------------------------------------------------------------------------------------
 # BENCHMARKS.md
 # ---------------------------------------------------------------------------------------------
 meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"

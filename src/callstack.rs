@@ -14,11 +14,11 @@ use crate::histogram::MillisHistogram;
 
 pub use crate::capture::MAX_FRAMES;
 
-/// Raw instruction pointers of one stack, innermost first (at most `NF`).
+/// Raw instruction pointers of one stack, innermost first (at most `NF`). Stored as long as
+/// the stack is, not `NF` long: a snapshot holds one per stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Callstack<const NF: usize> {
-    frames: [u64; NF],
-    len: usize,
+    frames: Box<[u64]>,
 }
 
 /// The callstack type the profiler uses.
@@ -27,12 +27,7 @@ pub type StdCallstack = Callstack<MAX_FRAMES>;
 impl<const NF: usize> Callstack<NF> {
     /// A stack from raw addresses (extra addresses are cut off).
     pub fn from_ips(ips: &[usize]) -> Self {
-        let mut frames = [0u64; NF];
-        let len = ips.len().min(NF);
-        for (d, s) in frames.iter_mut().zip(ips) {
-            *d = *s as u64;
-        }
-        Self { frames, len }
+        Self { frames: ips.iter().take(NF).map(|&ip| ip as u64).collect() }
     }
 
     /// A stack from an unresolved `backtrace::Backtrace` (0.3.0 compatibility).
@@ -43,7 +38,7 @@ impl<const NF: usize> Callstack<NF> {
 
     /// The addresses, innermost first.
     pub fn ips(&self) -> &[u64] {
-        self.frames.get(..self.len).unwrap_or(&[])
+        &self.frames
     }
 
     /// A stable 64-bit hash of the addresses.
@@ -279,24 +274,7 @@ impl StackStats {
     /// one that is not a standard-library internal (so an async function inlined into `poll`
     /// is named by that function, not by `alloc::vec::from_elem` above it).
     pub fn display_frames(&self, expand: bool) -> Vec<&Frame> {
-        let visible = self.frames.iter().filter(|f| !f.is_noise() && !f.is_poll_glue());
-        if expand {
-            return visible.collect();
-        }
-        fn pick<'a>(group: &[&'a Frame]) -> Option<&'a Frame> {
-            group.iter().find(|f| !f.is_std_internal()).or(group.first()).copied()
-        }
-        let mut out: Vec<&Frame> = Vec::new();
-        let mut group: Vec<&Frame> = Vec::new();
-        for f in visible {
-            if group.first().is_some_and(|g| g.ip != f.ip) {
-                out.extend(pick(&group));
-                group.clear();
-            }
-            group.push(f);
-        }
-        out.extend(pick(&group));
-        out
+        display_frames(self.frames.iter(), expand)
     }
 
     /// A human-readable block (0.3.0 signature): figures, histogram and frames.
@@ -321,4 +299,31 @@ impl StackStats {
     ) -> String {
         crate::report::folded::line(self, measurement, false)
     }
+}
+
+/// The frames reports show of a stack whose frames are `frames` (innermost first, inlined
+/// frames expanded): see [`StackStats::display_frames`]. Reports of the profiler's own stacks
+/// pass frames they share between stacks, without building a [`StackStats`].
+pub(crate) fn display_frames<'a>(
+    frames: impl Iterator<Item = &'a Frame>,
+    expand: bool,
+) -> Vec<&'a Frame> {
+    let visible = frames.filter(|f| !f.is_noise() && !f.is_poll_glue());
+    if expand {
+        return visible.collect();
+    }
+    fn pick<'a>(group: &[&'a Frame]) -> Option<&'a Frame> {
+        group.iter().find(|f| !f.is_std_internal()).or(group.first()).copied()
+    }
+    let mut out: Vec<&Frame> = Vec::new();
+    let mut group: Vec<&Frame> = Vec::new();
+    for f in visible {
+        if group.first().is_some_and(|g| g.ip != f.ip) {
+            out.extend(pick(&group));
+            group.clear();
+        }
+        group.push(f);
+    }
+    out.extend(pick(&group));
+    out
 }

@@ -162,12 +162,12 @@ impl YingProfiler {
 
     /// The `k` stacks with the most estimated allocated bytes.
     pub fn top_k_stacks_by_allocated(&self, k: usize) -> Vec<StackStats> {
-        self.snapshot().top_k(k, Measurement::AllocatedBytes)
+        snapshot::top_k::<RustHost>(self.sample_interval(), k, Measurement::AllocatedBytes)
     }
 
     /// The `k` stacks with the most estimated retained bytes.
     pub fn top_k_stacks_by_retained(&self, k: usize) -> Vec<StackStats> {
-        self.snapshot().top_k(k, Measurement::RetainedBytes)
+        snapshot::top_k::<RustHost>(self.sample_interval(), k, Measurement::RetainedBytes)
     }
 
     /// Forgets every stack and live sample (exact totals are kept). For tests.

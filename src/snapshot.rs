@@ -1,18 +1,44 @@
 //! Consistent snapshots of everything the profiler knows, for reports and the stats API.
 //!
-//! Taking one has three phases. Under the re-entrancy guard (profiler memory) the tables are
-//! copied under short lock holds and every address is symbolized. Without the guard the public
-//! [`StackStats`] values are built: they are handed to the caller, so their memory is the
-//! program's and is counted as such when it is later freed. Under the guard again the internal
-//! copies are dropped. Memory allocated as the profiler's is thus always freed as the profiler's.
+//! # Two forms
+//!
+//! A `CompactSnapshot` is what reports are written from. It is taken under the re-entrancy
+//! guard (its memory is the profiler's) by walking the stack table in place, each stripe under
+//! its own short lock hold, copying nothing but figures: the entries of one stack in different
+//! stripes are summed into one row, and a row holds its stack as 4-byte indices into one table
+//! of *locations* (one per distinct address, with its symbolized frames shared with the symbol
+//! cache), so a deep stack costs 4 bytes a frame and no name is copied. The lifetime and age
+//! histograms are read later, for the rows a report lists (`CompactSnapshot::histograms`).
+//!
+//! A [`Snapshot`] is the public form: every stack as a [`StackStats`] with its own frames and
+//! histograms. It is built from a compact snapshot *without* the guard: it is handed to the
+//! caller, so its memory is the program's and is counted as such when it is later freed. Under
+//! the guard again the compact snapshot is dropped. Memory allocated as the profiler's is thus
+//! always freed as the profiler's.
+//!
+//! # What a report costs
+//!
+//! A compact snapshot of `S` stacks of `F` frames on average takes about `S * (110 + 4 * F)`
+//! bytes: an 88-byte row of figures, the frame indices, and while the stripes are merged a
+//! hash index of about 20 bytes a stack (the arrays are counted first and allocated once, at
+//! their size). The location table is a few hundred bytes per distinct address. The outputs
+//! then add a bounded amount, about 8 MiB with the symbolization they need: the ranking is
+//! 4 bytes a stack, the text report materialises its top K stacks only, the folded stacks and
+//! the flamegraph 2,000 stacks at most, and the pprof profile is streamed to its file one
+//! sample at a time (see [`crate::report::pprof`]). Measured: 92,137 stacks of about 46 frames,
+//! 27.5 MiB at the peak (BENCHMARKS.md); the README's *Limits* section gives the formula.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::callstack::{Measurement, StackStats, StdCallstack};
+use crate::callstack::{Frame, Measurement, StackStats, StdCallstack};
 use crate::histogram::MillisHistogram;
 use crate::hooks::Host;
-use crate::tables;
+use crate::spans::{SpanInfo, SpanPath};
+use crate::tables::{self, AddrHasher, Frames, StackEntry};
 use crate::totals::{self, Totals};
 
 /// Everything one report needs, taken at one moment.
@@ -68,12 +94,17 @@ impl Snapshot {
     }
 }
 
-/// Sorts by `m` descending, then by the other measure, then by frame names and addresses.
-pub(crate) fn sort_stacks(v: &mut [&StackStats], m: Measurement) {
-    let other = match m {
+/// The other measure: the first tie-breaker of a ranking by `m`.
+fn other(m: Measurement) -> Measurement {
+    match m {
         Measurement::AllocatedBytes => Measurement::RetainedBytes,
         Measurement::RetainedBytes => Measurement::AllocatedBytes,
-    };
+    }
+}
+
+/// Sorts by `m` descending, then by the other measure, then by frame names and addresses.
+pub(crate) fn sort_stacks(v: &mut [&StackStats], m: Measurement) {
+    let other = other(m);
     v.sort_by(|a, b| {
         b.measure(m)
             .cmp(&a.measure(m))
@@ -92,81 +123,248 @@ fn round(x: f64) -> u64 {
     if x.is_finite() && x > 0.0 { x.round() as u64 } else { 0 }
 }
 
-/// Takes a snapshot for the front end `H` (see the module docs for the phases).
-pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
-    let ts = H::thread_state();
-    let guard = ts.enter();
-    let entries = tables::merged_stacks();
-    let live = tables::live_records();
-    // Read with the tables, before this function's own unguarded allocations below (the
-    // stacks it returns), so that at interval 1 the estimates equal the totals.
-    let totals = totals::read();
-    let refused = crate::giant::recent();
-    // Scoped so that the address list is freed here, under the guard that allocated it (freed
-    // after the guard, it was counted as a free of the program's).
-    let symbols = {
-        let mut ips: Vec<usize> = entries
-            .iter()
-            .flat_map(|m| m.entry.ips.iter().copied())
-            .chain(refused.iter().flat_map(|r| r.ips.iter().copied()))
-            .collect();
-        ips.sort_unstable();
-        ips.dedup();
-        crate::symbolize::resolve_many(&ips)
-    };
-    let now = crate::clock::now_ns();
-    let mut ages: HashMap<u32, MillisHistogram> = HashMap::new();
-    for r in live.iter() {
-        let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
-        ages.entry(r.stack).or_default().add_weighted(age_ms, r.weight.bytes);
-    }
-    let cache_len = crate::symbolize::cache_len() as u64;
-    drop(guard);
+/// One distinct address and its frames (innermost first), shared by every stack through it.
+#[derive(Debug, Clone)]
+pub(crate) struct Location {
+    pub(crate) ip: usize,
+    pub(crate) frames: Arc<[Frame]>,
+}
 
-    let mut stacks = Vec::with_capacity(entries.len());
-    for m in entries.iter() {
-        let e = &m.entry;
-        if e.samples == 0 {
-            continue;
+/// Indices of a row's estimates.
+const ALLOC_BYTES: usize = 0;
+const ALLOC_COUNT: usize = 1;
+const FREED_BYTES: usize = 2;
+const FREED_COUNT: usize = 3;
+const LIVE_BYTES: usize = 4;
+const LIVE_COUNT: usize = 5;
+
+/// One stack of a [`CompactSnapshot`]: the figures of a [`StackStats`] and where its frames are.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    /// Unrounded estimates (sums over the stripes), see the `ALLOC_BYTES`... indices.
+    est: [f64; 6],
+    pub(crate) samples: u64,
+    pub(crate) live_samples: u64,
+    /// The first stack-table entry summed into it (see [`entry_key`]).
+    entry: u64,
+    /// The row's location indices are `locs[start..start + len]`, innermost first.
+    start: u32,
+    len: u32,
+    /// Index of its span path in `span_paths` (0: none).
+    spans: u32,
+}
+
+impl Row {
+    /// The figure that `m` ranks by.
+    pub(crate) fn measure(&self, m: Measurement) -> u64 {
+        match m {
+            Measurement::AllocatedBytes => round(self.est[ALLOC_BYTES]),
+            Measurement::RetainedBytes => round(self.est[LIVE_BYTES]),
         }
-        let mut frames = Vec::new();
-        for ip in e.ips.iter() {
-            if let Some(fs) = symbols.get(ip) {
-                frames.extend(fs.iter().cloned());
-            }
-        }
-        if m.overflow {
-            frames.push(crate::callstack::Frame {
-                ip: 0,
-                function: "[stack table full: YING_MAX_STACKS]".into(),
-                file: None,
-                line: None,
-                inlined: false,
-                module: None,
-            });
-        }
-        stacks.push(StackStats {
-            allocated_bytes: round(e.alloc_bytes),
-            num_allocations: round(e.alloc_count),
-            freed_bytes: round(e.freed_bytes),
-            num_frees: round(e.freed_count),
-            retained_bytes: round(e.live_bytes),
-            retained_count: round(e.live_count),
-            samples: e.samples,
-            live_samples: e.live_samples,
-            frames,
-            lifetimes: e.lifetimes,
-            retained_age: m.ids.iter().fold(MillisHistogram::default(), |mut h, id| {
-                if let Some(a) = ages.get(id) {
-                    h.merge(a);
-                }
-                h
-            }),
-            stack: StdCallstack::from_ips(&e.ips),
-            spans: crate::spans::resolve(&e.spans),
-        });
     }
-    let giant_refusals = refused
+
+    fn range(&self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+
+    /// Go's four heap values: allocated objects and bytes, retained objects and bytes.
+    pub(crate) fn pprof_values(&self) -> [i64; 4] {
+        [ALLOC_COUNT, ALLOC_BYTES, LIVE_COUNT, LIVE_BYTES]
+            .map(|i| i64::try_from(round(self.est[i])).unwrap_or(i64::MAX))
+    }
+}
+
+/// The report form of a snapshot (see the module docs): rows of figures, each stack as indices
+/// into one table of locations.
+#[derive(Debug)]
+pub(crate) struct CompactSnapshot {
+    pub(crate) taken_at: SystemTime,
+    /// Read before the snapshot was taken: `profiler_bytes` is what the profiler held before
+    /// this report.
+    pub(crate) totals: Totals,
+    pub(crate) sample_interval: u64,
+    pub(crate) unit: crate::sampler::ByteUnit,
+    pub(crate) live_samples: u64,
+    pub(crate) dropped_samples: u64,
+    pub(crate) address_conflicts: u64,
+    pub(crate) giant_refused: u64,
+    pub(crate) giant_refusals: Vec<GiantRefusal>,
+    pub(crate) symbol_cache_entries: u64,
+    rows: Vec<Row>,
+    locs: Vec<u32>,
+    locations: Vec<Location>,
+    /// Distinct span paths, outermost span first; entry 0 is the empty path.
+    span_paths: Vec<Vec<SpanInfo>>,
+    /// `(row, entry)` for each further stack-table entry summed into a row (a stack sampled
+    /// on threads of several stripes).
+    extra_entries: Vec<(u32, u64)>,
+    /// The histograms of every row, for a snapshot made from [`StackStats`] (which bring
+    /// their own); None for one taken from the tables, which are asked (see
+    /// [`CompactSnapshot::histograms`]).
+    stored_histograms: Option<Vec<Histograms>>,
+}
+
+/// The histograms of one stack: what [`CompactSnapshot::histograms`] reads for the stacks a
+/// report lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Histograms {
+    /// Lifetimes of the freed allocations (weighted counts).
+    pub(crate) lifetimes: MillisHistogram,
+    /// Age of the retained bytes (weighted by bytes).
+    pub(crate) retained_age: MillisHistogram,
+}
+
+/// A key naming a stack-table entry by its stripe and its index there.
+fn entry_key(stripe: usize, index: u32) -> u64 {
+    (stripe as u64) << 32 | u64::from(index)
+}
+
+/// The pseudo-frame ending the stack of samples whose stack was not kept.
+fn overflow_frame() -> Frame {
+    Frame {
+        ip: 0,
+        function: "[stack table full: YING_MAX_STACKS]".into(),
+        file: None,
+        line: None,
+        inlined: false,
+        module: None,
+    }
+}
+
+/// A row index that names no row.
+const NO_ROW: u32 = u32::MAX;
+
+type Build = BuildHasherDefault<AddrHasher>;
+
+/// Builds the rows of a compact snapshot from the stack table's entries, summing the entries of
+/// one (stack, span path) from different stripes.
+#[derive(Default)]
+struct Builder {
+    rows: Vec<Row>,
+    locs: Vec<u32>,
+    /// Distinct addresses; index 0 stands for the overflow pseudo-location.
+    ips: Vec<usize>,
+    ip_index: HashMap<usize, u32, Build>,
+    /// Hash of (overflow, ips, spans) -> the last row with that hash; rows with equal hashes
+    /// are chained through `next_same_hash`.
+    by_hash: HashMap<u64, u32, Build>,
+    next_same_hash: Vec<u32>,
+    extra_entries: Vec<(u32, u64)>,
+    span_index: HashMap<SpanPath, u32, Build>,
+    raw_spans: Vec<SpanPath>,
+}
+
+impl Builder {
+    fn new() -> Self {
+        let mut b = Self::default();
+        b.ips.push(0);
+        b.raw_spans.push(SpanPath::default());
+        b.span_index.insert(SpanPath::default(), 0);
+        b
+    }
+
+    fn span_id(&mut self, spans: &SpanPath) -> u32 {
+        if let Some(&i) = self.span_index.get(spans) {
+            return i;
+        }
+        let i = self.raw_spans.len() as u32;
+        self.raw_spans.push(*spans);
+        self.span_index.insert(*spans, i);
+        i
+    }
+
+    fn ip_id(&mut self, ip: usize) -> u32 {
+        if let Some(&i) = self.ip_index.get(&ip) {
+            return i;
+        }
+        let i = self.ips.len() as u32;
+        self.ips.push(ip);
+        self.ip_index.insert(ip, i);
+        i
+    }
+
+    /// Whether row `r` is the stack `ips` (the overflow entry's when `overflow`) under `spans`.
+    fn is(&self, r: u32, overflow: bool, ips: &[usize], spans: u32) -> bool {
+        let row = &self.rows[r as usize];
+        let locs = &self.locs[row.range()];
+        row.spans == spans
+            && if overflow {
+                locs == [0]
+            } else {
+                locs.len() == ips.len()
+                    && locs.iter().zip(ips).all(|(&l, &ip)| l != 0 && self.ips[l as usize] == ip)
+            }
+    }
+
+    fn add(&mut self, stripe: usize, index: u32, e: &StackEntry<Frames>, ips: &[usize]) {
+        if e.samples == 0 {
+            return;
+        }
+        let overflow = index == 0;
+        let spans = self.span_id(&e.spans);
+        let mut h = AddrHasher::default();
+        overflow.hash(&mut h);
+        ips.hash(&mut h);
+        spans.hash(&mut h);
+        let hash = h.finish();
+        let head = self.by_hash.get(&hash).copied().unwrap_or(NO_ROW);
+        let mut r = head;
+        while r != NO_ROW && !self.is(r, overflow, ips, spans) {
+            r = self.next_same_hash[r as usize];
+        }
+        let est = [
+            e.alloc_bytes,
+            e.alloc_count,
+            e.freed_bytes,
+            e.freed_count,
+            e.live_bytes,
+            e.live_count,
+        ];
+        if r == NO_ROW {
+            r = self.rows.len() as u32;
+            let start = self.locs.len() as u32;
+            if overflow {
+                self.locs.push(0);
+            } else {
+                for &ip in ips.iter() {
+                    let l = self.ip_id(ip);
+                    self.locs.push(l);
+                }
+            }
+            self.rows.push(Row {
+                est,
+                samples: e.samples,
+                live_samples: e.live_samples,
+                entry: entry_key(stripe, index),
+                start,
+                len: self.locs.len() as u32 - start,
+                spans,
+            });
+            self.next_same_hash.push(head);
+            self.by_hash.insert(hash, r);
+        } else {
+            let row = &mut self.rows[r as usize];
+            for (a, b) in row.est.iter_mut().zip(est) {
+                *a += b;
+            }
+            row.samples += e.samples;
+            row.live_samples += e.live_samples;
+            self.extra_entries.push((r, entry_key(stripe, index)));
+        }
+    }
+}
+
+/// The kept giant refusals (see `giant`), named. The caller holds the re-entrancy guard.
+fn named_refusals() -> Vec<GiantRefusal> {
+    let refused = crate::giant::recent();
+    if refused.is_empty() {
+        return Vec::new();
+    }
+    let mut ips: Vec<usize> = refused.iter().flat_map(|r| r.ips.iter().copied()).collect();
+    ips.sort_unstable();
+    ips.dedup();
+    let symbols = crate::symbolize::resolve_many(&ips);
+    refused
         .iter()
         .map(|r| GiantRefusal {
             number: r.number,
@@ -178,25 +376,414 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
                 .flat_map(|fs| fs.iter().cloned())
                 .collect(),
         })
+        .collect()
+}
+
+/// Takes a compact snapshot (see the module docs). The caller holds the re-entrancy guard.
+pub(crate) fn take_compact(
+    sample_interval: u64,
+    unit: crate::sampler::ByteUnit,
+) -> CompactSnapshot {
+    let totals = totals::read();
+    let giant_refusals = named_refusals();
+    let mut b = Builder::new();
+    // Counted first, so the big arrays are allocated once at their size: grown by doubling,
+    // each would take up to twice that, and its old copy while it moves.
+    let (mut entries, mut frames) = (0usize, 0usize);
+    tables::for_each_stack(|_, _, e, ips| {
+        if e.samples > 0 {
+            entries += 1;
+            frames += ips.len().max(1);
+        }
+    });
+    b.rows.reserve_exact(entries);
+    b.next_same_hash.reserve_exact(entries);
+    b.by_hash.reserve(entries);
+    b.locs.reserve_exact(frames);
+    tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
+    let Builder { mut rows, locs, ips, raw_spans, extra_entries, .. } = b;
+    let live_samples = tables::live_len() as u64;
+    let symbols = crate::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
+    let empty: Arc<[Frame]> = Arc::from(Vec::new());
+    let locations: Vec<Location> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, &ip)| Location {
+            ip,
+            frames: if i == 0 {
+                Arc::from(vec![overflow_frame()])
+            } else {
+                symbols.get(&ip).cloned().unwrap_or_else(|| empty.clone())
+            },
+        })
         .collect();
-    let snap = Snapshot {
+    drop(symbols);
+    drop(ips);
+    let span_paths = raw_spans.iter().map(crate::spans::resolve).collect();
+    rows.shrink_to_fit();
+    let mut locs = locs;
+    locs.shrink_to_fit();
+    CompactSnapshot {
         taken_at: SystemTime::now(),
         totals,
         sample_interval,
-        unit: H::UNIT,
-        stacks,
-        live_samples: live.len() as u64,
+        unit,
+        live_samples,
         dropped_samples: tables::DROPPED_SAMPLES.load(std::sync::atomic::Ordering::Relaxed),
         address_conflicts: tables::ADDRESS_CONFLICTS.load(std::sync::atomic::Ordering::Relaxed),
         giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
         giant_refusals,
-        symbol_cache_entries: cache_len,
-    };
+        symbol_cache_entries: crate::symbolize::cache_len() as u64,
+        rows,
+        locs,
+        locations,
+        span_paths,
+        extra_entries,
+        stored_histograms: None,
+    }
+}
+
+impl CompactSnapshot {
+    /// The form of a [`Snapshot`] someone built or took (the public report functions take
+    /// those). A stack's frames become one location per address they pass through: a run of
+    /// inlined frames and the frame they are inlined into.
+    pub(crate) fn from_snapshot(snap: &Snapshot) -> Self {
+        let mut out = Self::from_stacks(&snap.stacks);
+        out.taken_at = snap.taken_at;
+        out.totals = snap.totals;
+        out.sample_interval = snap.sample_interval;
+        out.live_samples = snap.live_samples;
+        out.dropped_samples = snap.dropped_samples;
+        out.address_conflicts = snap.address_conflicts;
+        out.giant_refused = snap.giant_refused;
+        out.giant_refusals = snap.giant_refusals.clone();
+        out.unit = snap.unit;
+        out.symbol_cache_entries = snap.symbol_cache_entries;
+        out
+    }
+
+    /// A snapshot of `stacks` alone (header figures zero).
+    pub(crate) fn from_stacks(stacks: &[StackStats]) -> Self {
+        let mut rows = Vec::with_capacity(stacks.len());
+        let mut locs = Vec::new();
+        let mut locations: Vec<Location> = Vec::new();
+        let mut by_ip: HashMap<usize, Vec<u32>, Build> = HashMap::default();
+        let mut span_paths: Vec<Vec<SpanInfo>> = vec![Vec::new()];
+        for s in stacks {
+            let start = locs.len() as u32;
+            // An address's frames end with its one frame that is not inlined; the next frame
+            // starts another location even at the same address (recursion).
+            for group in s.frames.chunk_by(|a, b| a.ip == b.ip && a.inlined) {
+                let ip = group[0].ip;
+                let known = by_ip.entry(ip).or_default();
+                let l = match known.iter().find(|&&l| *locations[l as usize].frames == *group) {
+                    Some(&l) => l,
+                    None => {
+                        let l = locations.len() as u32;
+                        locations.push(Location { ip, frames: Arc::from(group) });
+                        known.push(l);
+                        l
+                    }
+                };
+                locs.push(l);
+            }
+            let spans = match span_paths.iter().position(|p| *p == s.spans) {
+                Some(i) => i as u32,
+                None => {
+                    span_paths.push(s.spans.clone());
+                    span_paths.len() as u32 - 1
+                }
+            };
+            let f = |v: u64| v as f64;
+            rows.push(Row {
+                est: [
+                    f(s.allocated_bytes),
+                    f(s.num_allocations),
+                    f(s.freed_bytes),
+                    f(s.num_frees),
+                    f(s.retained_bytes),
+                    f(s.retained_count),
+                ],
+                samples: s.samples,
+                live_samples: s.live_samples,
+                entry: 0,
+                start,
+                len: locs.len() as u32 - start,
+                spans,
+            });
+        }
+        Self {
+            taken_at: std::time::UNIX_EPOCH,
+            totals: Totals::default(),
+            sample_interval: 0,
+            live_samples: 0,
+            dropped_samples: 0,
+            address_conflicts: 0,
+            giant_refused: 0,
+            giant_refusals: Vec::new(),
+            unit: crate::sampler::ByteUnit::Requested,
+            symbol_cache_entries: 0,
+            rows,
+            locs,
+            locations,
+            span_paths,
+            extra_entries: Vec::new(),
+            stored_histograms: Some(
+                stacks
+                    .iter()
+                    .map(|s| Histograms { lifetimes: s.lifetimes, retained_age: s.retained_age })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The histograms of rows `rows`, in that order. For a snapshot taken from the tables they
+    /// are read from the tables now, in one pass over the stack table and one over the live
+    /// blocks: a report needs them for the few stacks it lists, and keeping two 88-byte
+    /// histograms for every stack would double what a snapshot costs. So they describe the
+    /// moment they are read, a little after the figures (the time it took to symbolize and
+    /// rank).
+    pub(crate) fn histograms(&self, rows: &[u32]) -> Vec<Histograms> {
+        if let Some(stored) = &self.stored_histograms {
+            return rows.iter().map(|&r| stored[r as usize]).collect();
+        }
+        let mut slot_of: HashMap<u32, usize, Build> = HashMap::default();
+        let mut want: HashMap<u64, usize, Build> = HashMap::default();
+        for (slot, &r) in rows.iter().enumerate() {
+            slot_of.insert(r, slot);
+            want.insert(self.row(r).entry, slot);
+        }
+        for &(r, entry) in &self.extra_entries {
+            if let Some(&slot) = slot_of.get(&r) {
+                want.insert(entry, slot);
+            }
+        }
+        drop(slot_of);
+        let mut out = vec![Histograms::default(); rows.len()];
+        tables::for_each_stack(|stripe, index, e, _| {
+            if let Some(&slot) = want.get(&entry_key(stripe, index)) {
+                out[slot].lifetimes.merge(&e.lifetimes);
+            }
+        });
+        let now = crate::clock::now_ns();
+        tables::for_each_live(|r| {
+            let (stripe, index) = tables::stripe_and_index(r.stack);
+            if let Some(&slot) = want.get(&entry_key(stripe, index)) {
+                let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
+                out[slot].retained_age.add_weighted(age_ms, r.weight.bytes);
+            }
+        });
+        out
+    }
+
+    /// Number of stacks.
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Row `r`.
+    pub(crate) fn row(&self, r: u32) -> &Row {
+        &self.rows[r as usize]
+    }
+
+    /// The locations of row `r`, innermost first.
+    pub(crate) fn locations_of(&self, r: u32) -> impl Iterator<Item = &Location> {
+        let row = &self.rows[r as usize];
+        self.locs[row.range()].iter().map(|&l| &self.locations[l as usize])
+    }
+
+    /// The frames of row `r`, innermost first, inlined frames expanded.
+    pub(crate) fn frames_of(&self, r: u32) -> impl Iterator<Item = &Frame> {
+        self.locations_of(r).flat_map(|l| l.frames.iter())
+    }
+
+    /// The span path of row `r`, outermost first.
+    pub(crate) fn spans_of(&self, r: u32) -> &[SpanInfo] {
+        &self.span_paths[self.rows[r as usize].spans as usize]
+    }
+
+    /// The raw addresses of row `r` (the overflow pseudo-location has none).
+    fn ips_of(&self, r: u32) -> impl Iterator<Item = u64> {
+        self.locations_of(r).map(|l| l.ip as u64).filter(|&ip| ip != 0)
+    }
+
+    /// Location `i` of the location table, and how many there are.
+    pub(crate) fn locations(&self) -> &[Location] {
+        &self.locations
+    }
+
+    /// The location indices of row `r`.
+    pub(crate) fn location_ids_of(&self, r: u32) -> &[u32] {
+        &self.locs[self.rows[r as usize].range()]
+    }
+
+    /// Estimated allocated and retained bytes summed over all stacks.
+    pub(crate) fn estimated_totals(&self) -> (u64, u64) {
+        self.rows.iter().fold((0, 0), |(a, r), row| {
+            (
+                a + row.measure(Measurement::AllocatedBytes),
+                r + row.measure(Measurement::RetainedBytes),
+            )
+        })
+    }
+
+    /// The rows with a non-zero `m`, ranked as [`Snapshot::top_k`] ranks stacks: by `m`
+    /// descending, then the other measure, then frame names, addresses and span names.
+    pub(crate) fn ranked(&self, m: Measurement) -> Vec<u32> {
+        let other = other(m);
+        let mut v: Vec<u32> =
+            (0..self.rows.len() as u32).filter(|&r| self.row(r).measure(m) > 0).collect();
+        v.sort_unstable_by(|&a, &b| {
+            let (ra, rb) = (self.row(a), self.row(b));
+            rb.measure(m)
+                .cmp(&ra.measure(m))
+                .then(rb.measure(other).cmp(&ra.measure(other)))
+                .then_with(|| self.cmp_function_names(a, b))
+                .then_with(|| self.ips_of(a).cmp(self.ips_of(b)))
+                .then_with(|| {
+                    let sa = self.spans_of(a).iter().map(|s| s.name);
+                    sa.cmp(self.spans_of(b).iter().map(|s| s.name))
+                })
+        });
+        v
+    }
+
+    /// Rows `a` and `b` compared by the names of their frames, innermost first (as
+    /// [`sort_stacks`] compares stacks). The locations both start with are skipped unread:
+    /// ranking 100,000 stacks that tie on their bytes compares millions of names otherwise.
+    fn cmp_function_names(&self, a: u32, b: u32) -> std::cmp::Ordering {
+        let (la, lb) = (self.location_ids_of(a), self.location_ids_of(b));
+        let same = la.iter().zip(lb).take_while(|(x, y)| x == y).count();
+        let mut na = self.names(&la[same..]);
+        let mut nb = self.names(&lb[same..]);
+        loop {
+            match (na.next(), nb.next()) {
+                (None, None) => return std::cmp::Ordering::Equal,
+                (None, Some(_)) => return std::cmp::Ordering::Less,
+                (Some(_), None) => return std::cmp::Ordering::Greater,
+                (Some(x), Some(y)) if Arc::ptr_eq(x, y) => {}
+                (Some(x), Some(y)) => match x.cmp(y) {
+                    std::cmp::Ordering::Equal => {}
+                    other => return other,
+                },
+            }
+        }
+    }
+
+    /// The function names of the frames at locations `locs`, in order.
+    fn names<'a>(&'a self, locs: &'a [u32]) -> impl Iterator<Item = &'a Arc<str>> {
+        locs.iter().flat_map(|&l| self.locations[l as usize].frames.iter()).map(|f| &f.function)
+    }
+
+    /// Row `r` as a [`StackStats`] (its frames copied out of the shared locations).
+    pub(crate) fn stack_stats(&self, r: u32, h: &Histograms) -> StackStats {
+        let row = self.row(r);
+        let ips: Vec<usize> = self.ips_of(r).map(|ip| ip as usize).collect();
+        StackStats {
+            allocated_bytes: round(row.est[ALLOC_BYTES]),
+            num_allocations: round(row.est[ALLOC_COUNT]),
+            freed_bytes: round(row.est[FREED_BYTES]),
+            num_frees: round(row.est[FREED_COUNT]),
+            retained_bytes: round(row.est[LIVE_BYTES]),
+            retained_count: round(row.est[LIVE_COUNT]),
+            samples: row.samples,
+            live_samples: row.live_samples,
+            frames: self.frames_of(r).cloned().collect(),
+            lifetimes: h.lifetimes,
+            retained_age: h.retained_age,
+            stack: StdCallstack::from_ips(&ips),
+            spans: self.spans_of(r).to_vec(),
+        }
+    }
+
+    /// The public form, every stack materialised, with `histograms` (of every row).
+    fn to_snapshot(&self, histograms: &[Histograms]) -> Snapshot {
+        Snapshot {
+            taken_at: self.taken_at,
+            totals: self.totals,
+            sample_interval: self.sample_interval,
+            unit: self.unit,
+            stacks: (0..self.rows.len() as u32)
+                .zip(histograms)
+                .map(|(r, h)| self.stack_stats(r, h))
+                .collect(),
+            live_samples: self.live_samples,
+            dropped_samples: self.dropped_samples,
+            address_conflicts: self.address_conflicts,
+            giant_refused: self.giant_refused,
+            giant_refusals: self.giant_refusals.clone(),
+            symbol_cache_entries: self.symbol_cache_entries,
+        }
+    }
+}
+
+thread_local! {
+    /// Set while [`without_stacks`] runs on this thread. Const-initialised and without a
+    /// destructor: no allocation and no destructor registration on first use.
+    static WITHOUT_STACKS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every [`take`] on this thread leaving the stacks out (`stacks` empty): a
+/// report writer asks its source for the header figures only and reads the stacks itself, in
+/// compact form.
+pub(crate) fn without_stacks<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WITHOUT_STACKS.set(self.0);
+        }
+    }
+    let _restore = Restore(WITHOUT_STACKS.replace(true));
+    f()
+}
+
+/// The `k` stacks ranked highest by `m` (as [`Snapshot::top_k`] ranks them), for the front end
+/// `H`: only those `k` are materialised, out of a compact snapshot taken and dropped as
+/// profiler code.
+pub fn top_k<H: Host>(sample_interval: u64, k: usize, m: Measurement) -> Vec<StackStats> {
+    let ts = H::thread_state();
+    let guard = ts.enter();
+    let compact = take_compact(sample_interval, H::UNIT);
+    let mut ranked = compact.ranked(m);
+    ranked.truncate(k);
+    let histograms = compact.histograms(&ranked);
+    drop(guard);
+    let top = ranked.iter().zip(&histograms).map(|(&r, h)| compact.stack_stats(r, h)).collect();
     let _g = ts.enter();
-    drop(entries);
-    drop(live);
-    drop(refused);
-    drop(symbols);
-    drop(ages);
+    drop(compact);
+    drop(ranked);
+    drop(histograms);
+    top
+}
+
+/// Takes a snapshot for the front end `H` (see the module docs for the phases).
+pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
+    let ts = H::thread_state();
+    if WITHOUT_STACKS.get() {
+        let _g = ts.enter();
+        return Snapshot {
+            taken_at: SystemTime::now(),
+            totals: totals::read(),
+            sample_interval,
+            unit: H::UNIT,
+            stacks: Vec::new(),
+            live_samples: tables::live_len() as u64,
+            dropped_samples: tables::DROPPED_SAMPLES.load(std::sync::atomic::Ordering::Relaxed),
+            address_conflicts: tables::ADDRESS_CONFLICTS.load(std::sync::atomic::Ordering::Relaxed),
+            giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
+            giant_refusals: Vec::new(),
+            symbol_cache_entries: 0,
+        };
+    }
+    let guard = ts.enter();
+    let compact = take_compact(sample_interval, H::UNIT);
+    let all: Vec<u32> = (0..compact.len() as u32).collect();
+    let histograms = compact.histograms(&all);
+    drop(all);
+    drop(guard);
+    let snap = compact.to_snapshot(&histograms);
+    let _g = ts.enter();
+    drop(compact);
+    drop(histograms);
     snap
 }

@@ -405,6 +405,33 @@ fn merge(entries: Vec<(u32, StackEntry)>) -> Vec<MergedStack> {
     out
 }
 
+/// Calls `f(stripe, index, entry)` for every entry of the stack table, one stripe at a time
+/// under its lock, without copying anything (reports build their compact snapshot from it). `f`
+/// must not take a profiler lock. Index 0 of a stripe is its overflow entry.
+pub(crate) fn for_each_stack(mut f: impl FnMut(usize, u32, &StackEntry<Frames>, &[usize])) {
+    for (stripe, t) in STACKS.iter().enumerate() {
+        let t = t.lock();
+        for (i, e) in t.entries.iter().enumerate() {
+            f(stripe, i as u32, e, t.frames_of(e));
+        }
+    }
+}
+
+/// The stripe and the index in it of stack id `id` (as [`for_each_stack`] names entries).
+pub(crate) fn stripe_and_index(id: u32) -> (usize, u32) {
+    ((id >> STRIPE_SHIFT) as usize % STACK_STRIPES, id & ((1 << STRIPE_SHIFT) - 1))
+}
+
+/// Calls `f` with every live record, one shard at a time under its lock, without copying them.
+/// `f` must not take a profiler lock.
+pub(crate) fn for_each_live(mut f: impl FnMut(&Record)) {
+    for s in LIVE.iter() {
+        for r in s.lock().values() {
+            f(r);
+        }
+    }
+}
+
 /// Estimated allocated and retained bytes summed over every stack.
 pub(crate) fn estimated_bytes() -> (f64, f64) {
     STACKS.iter().fold((0.0, 0.0), |(a, r), t| {
@@ -465,24 +492,6 @@ pub(crate) fn take_live(ptr: usize) -> Option<Record> {
         crate::filter::remove(ptr);
     }
     rec
-}
-
-/// Copies every live record (for ages and the pprof `inuse` view), each shard into room
-/// reserved before its lock is taken (see [`merged_stacks`]).
-pub(crate) fn live_records() -> Vec<Record> {
-    let mut out = Vec::new();
-    for s in LIVE.iter() {
-        loop {
-            let n = s.lock().len();
-            out.reserve(n);
-            let g = s.lock();
-            if out.capacity() - out.len() >= g.len() {
-                out.extend(g.values().copied());
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// Number of live sampled allocations.

@@ -50,6 +50,10 @@ static SHARED: Shared = Shared::new();
 /// Bytes the profiler holds for itself (symbol caches, tables), reported separately.
 static INTERNAL: AtomicU64 = AtomicU64::new(0);
 static INTERNAL_FREED: AtomicU64 = AtomicU64::new(0);
+/// The highest `INTERNAL - INTERNAL_FREED` seen after an allocation of the profiler's own: its
+/// high-water mark, which a report's peak shows up in (reports allocate and free within one
+/// call, so the current figure alone never shows what a report cost).
+static INTERNAL_PEAK: AtomicU64 = AtomicU64::new(0);
 
 /// Registers the calling thread's state; false when the registry is full.
 pub(crate) fn register(ts: &ThreadState) -> bool {
@@ -95,7 +99,13 @@ pub(crate) fn add_free_shared(bytes: usize) {
 
 /// Counts memory the profiler allocated for itself.
 pub(crate) fn add_internal(bytes: usize) {
-    INTERNAL.fetch_add(bytes as u64, Ordering::Relaxed);
+    let held = (INTERNAL.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64)
+        .saturating_sub(INTERNAL_FREED.load(Ordering::Relaxed));
+    // A load first: the peak moves rarely, and a read-modify-write on every allocation would
+    // pull its line into each allocating core.
+    if held > INTERNAL_PEAK.load(Ordering::Relaxed) {
+        INTERNAL_PEAK.fetch_max(held, Ordering::Relaxed);
+    }
 }
 
 /// Counts memory the profiler released.
@@ -139,6 +149,9 @@ pub struct Totals {
     pub freed_bytes: u64,
     /// Bytes the profiler itself currently holds (not part of the program's totals).
     pub profiler_bytes: u64,
+    /// The most bytes the profiler held at any moment since the process started (its high-water
+    /// mark, reports included).
+    pub profiler_peak_bytes: u64,
 }
 
 impl Totals {
@@ -174,5 +187,6 @@ pub(crate) fn read() -> Totals {
         profiler_bytes: INTERNAL
             .load(Ordering::Relaxed)
             .saturating_sub(INTERNAL_FREED.load(Ordering::Relaxed)),
+        profiler_peak_bytes: INTERNAL_PEAK.load(Ordering::Relaxed),
     }
 }

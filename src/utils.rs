@@ -41,6 +41,10 @@ pub const DEFAULT_PCT_CHANGE_TRIGGER: usize = 10;
 pub const DEFAULT_TOP_K: usize = 20;
 
 /// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
+///
+/// Both front ends keep their stacks in the same tables, so report sets are written from those
+/// tables directly (a compact snapshot, see [`crate::snapshot`]); a source supplies the sample
+/// interval and the guard its reports run under.
 pub trait ProfileSource: Send + Sync + 'static {
     /// Everything known now.
     fn snapshot(&self) -> Snapshot;
@@ -49,6 +53,41 @@ pub trait ProfileSource: Send + Sync + 'static {
     fn enter_profiler_thread(&self);
     /// Runs `f` as profiler code (its allocations are the profiler's own).
     fn run_guarded(&self, f: &mut dyn FnMut());
+    /// The mean sampling interval in bytes. The default asks [`ProfileSource::snapshot`] for
+    /// a snapshot without its stacks, which for this crate's sources costs a few locks and no
+    /// copy; a source whose `snapshot` is expensive otherwise should override it.
+    fn sample_interval(&self) -> u64 {
+        crate::snapshot::without_stacks(|| self.snapshot()).sample_interval
+    }
+}
+
+/// Writes a report set of `source`'s stacks into `dir`, from a compact snapshot taken and
+/// dropped as profiler code: its memory is bounded by the stacks' count and depth (see the
+/// `snapshot` module), not by a copy of every stack with its frames. Only the returned paths
+/// are the caller's memory.
+fn write_report_from(
+    source: &dyn ProfileSource,
+    opts: &ReportOptions,
+    dir: &ReportDir,
+) -> io::Result<ReportPaths> {
+    let (interval, unit) = {
+        let header = crate::snapshot::without_stacks(|| source.snapshot());
+        (header.sample_interval, header.unit)
+    };
+    let ctx = ReportContext::current();
+    let mut written = None;
+    source.run_guarded(&mut || {
+        let snap = crate::snapshot::take_compact(interval, unit);
+        written = Some(report::write_compact(&snap, &ctx, opts, dir));
+    });
+    // Copies allocated as the caller's, the originals freed as the profiler's.
+    let out = match &written {
+        Some(Ok(paths)) => Ok(paths.clone()),
+        Some(Err(e)) => Err(io::Error::new(e.kind(), e.to_string())),
+        None => Err(io::Error::other("report source ran nothing")),
+    };
+    source.run_guarded(&mut || drop(written.take()));
+    out
 }
 
 /// Decides how collected stats are reported: how often to look, how much change is worth a
@@ -435,8 +474,7 @@ impl ProfilerRunner {
         source.run_guarded(&mut || opened = Some(self.reporting_dir()));
         let dir =
             opened.unwrap_or_else(|| Err(io::Error::other("reporting directory not opened")))?;
-        let snap = source.snapshot();
-        report::write_report_set_in(&snap, &ReportContext::current(), &self.report_options(), dir)
+        write_report_from(source, &self.report_options(), dir)
     }
 
     /// Spawns the background thread for the `#[global_allocator]` profiler.
@@ -540,15 +578,26 @@ pub fn gen_flamegraph(
     measurement: Measurement,
     path: &PathBuf,
 ) -> Result<(), String> {
-    let snap = profiler.snapshot();
-    let folded = report::folded::render(&snap.stacks, measurement, false);
-    let svg = report::flamegraph::render_svg(&folded, measurement, "")?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| format!("{}: not a file path", path.display()))?;
-    report::files::write_atomic(dir, name, &svg).map(|_| ()).map_err(|e| e.to_string())
+    let interval = ProfileSource::sample_interval(profiler);
+    let mut written = Ok(());
+    // Every stack is folded (no cut, as in 0.3.0), from a compact snapshot taken and dropped
+    // as profiler code, like a report set's.
+    profiler.run_guarded(&mut || {
+        let snap = crate::snapshot::take_compact(interval, crate::sampler::ByteUnit::Requested);
+        let ranked = snap.ranked(measurement);
+        let folded = report::folded::render_ranked(&snap, &ranked, measurement, false, usize::MAX);
+        written = report::flamegraph::render_svg(&folded, measurement, "").and_then(|svg| {
+            report::files::write_atomic(dir, name, &svg).map(drop).map_err(|e| e.to_string())
+        });
+    });
+    let out = written.as_ref().map(|_| ()).map_err(|e| e.clone());
+    profiler.run_guarded(&mut || drop(std::mem::replace(&mut written, Ok(()))));
+    out
 }
 
 /// Writes a full report set for `profiler` into `dir` right now (for an HTTP endpoint or a
@@ -558,6 +607,14 @@ pub fn write_report_now(
     options: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {
-    let snap = profiler.snapshot();
-    report::write_report_set(&snap, &ReportContext::current(), options, dir)
+    // The directory is the profiler's memory: opened and dropped as profiler code.
+    let mut opened: Option<io::Result<ReportDir>> = None;
+    profiler.run_guarded(&mut || opened = Some(ReportDir::open(dir, DEFAULT_FILE_MODE)));
+    let out = match &opened {
+        Some(Ok(d)) => write_report_from(profiler, options, d),
+        Some(Err(e)) => Err(io::Error::new(e.kind(), e.to_string())),
+        None => Err(io::Error::other("reporting directory not opened")),
+    };
+    profiler.run_guarded(&mut || drop(opened.take()));
+    out
 }

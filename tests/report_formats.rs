@@ -73,6 +73,7 @@ fn fixture() -> (Snapshot, ReportContext) {
             allocated_bytes: 80 << 20,
             freed_bytes: 70 << 20,
             profiler_bytes: 3 << 20,
+            profiler_peak_bytes: 5 << 20,
         },
         sample_interval: 524_288,
         unit: ying_profiler::sampler::ByteUnit::Chunk,

@@ -65,6 +65,7 @@
 //! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
 //! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
+//! | `report_memory.rs` | the profiler memory a 20,000-stack exit report takes, against the README's formula |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.

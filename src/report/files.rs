@@ -214,6 +214,17 @@ impl ReportDir {
     /// Writes `bytes` to the file `name` (one path component) in this directory atomically.
     /// Errors name the path at fault.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+        self.write_atomic_with(name, |w| w.write_all(bytes))
+    }
+
+    /// Writes the file `name` (one path component) in this directory atomically with what
+    /// `write` writes to it, through a buffer: the file does not have to be held in memory
+    /// first. Errors name the path at fault.
+    pub fn write_atomic_with(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<PathBuf> {
         let target = self.path.join(name);
         if name.is_empty() || name == "." || name == ".." || name.contains('/') {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "not a file name");
@@ -222,9 +233,9 @@ impl ReportDir {
         let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
         let target_c = cstr(name.as_bytes())?;
         let (tmp, tmp_c, file) = self.create_temp(dir.fd, name)?;
-        let mut file = file;
-        let res = file.write_all(bytes).and_then(|_| file.flush());
-        drop(file);
+        let mut out = io::BufWriter::with_capacity(64 << 10, file);
+        let res = write(&mut out).and_then(|_| out.flush());
+        drop(out);
         let unlink = || {
             // SAFETY: `tmp_c` is NUL-terminated; `dir.fd` is an open directory.
             unsafe { libc::unlinkat(dir.fd, tmp_c.as_ptr(), 0) };

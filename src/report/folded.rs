@@ -1,7 +1,9 @@
 //! Collapsed ("folded") stacks: `root;caller;...;leaf value`, one line per stack, the input
 //! format of flamegraph tools. Values are estimated bytes of the chosen measure.
 
-use crate::callstack::{Measurement, StackStats};
+use crate::callstack::{Frame, Measurement, StackStats};
+use crate::snapshot::CompactSnapshot;
+use crate::spans::SpanInfo;
 
 /// Escapes a frame name for the folded format: `;` separates frames and a line ends at a
 /// newline, so both are replaced; a trailing ` <digits>` would be read as the value.
@@ -12,12 +14,22 @@ pub fn escape(name: &str) -> String {
 /// The folded line of one stack (root first), or an empty string when its value is 0. Its span
 /// path, if any, comes first as `[span target::name]` root frames.
 pub fn line(s: &StackStats, m: Measurement, expand: bool) -> String {
-    let v = s.measure(m);
+    line_of(s.frames.iter(), &s.spans, s.measure(m), expand)
+}
+
+/// The folded line of a stack with frames `frames` (innermost first), spans `spans` and value
+/// `v`; see [`line`].
+fn line_of<'a>(
+    frames: impl Iterator<Item = &'a Frame>,
+    spans: &[SpanInfo],
+    v: u64,
+    expand: bool,
+) -> String {
     if v == 0 {
         return String::new();
     }
-    let frames = s.display_frames(expand);
-    let mut parts: Vec<String> = s.spans.iter().map(|sp| escape(&format!("[span {sp}]"))).collect();
+    let frames = crate::callstack::display_frames(frames, expand);
+    let mut parts: Vec<String> = spans.iter().map(|sp| escape(&format!("[span {sp}]"))).collect();
     parts.extend(frames.iter().rev().map(|f| escape(&f.function)));
     if parts.is_empty() {
         parts.push("[unknown]".to_string());
@@ -37,12 +49,26 @@ pub fn render(stacks: &[StackStats], m: Measurement, expand: bool) -> String {
 /// The `limit` stacks largest by `m` folded, sorted; the others become one
 /// `[N smaller stacks]` line carrying their total, so the file still adds up to the whole.
 pub fn render_top(stacks: &[StackStats], m: Measurement, expand: bool, limit: usize) -> String {
-    let mut ranked: Vec<&StackStats> = stacks.iter().filter(|s| s.measure(m) > 0).collect();
-    crate::snapshot::sort_stacks(&mut ranked, m);
-    let rest = ranked.split_off(ranked.len().min(limit));
-    let mut lines: Vec<String> = ranked.iter().map(|s| line(s, m, expand)).collect();
+    let snap = CompactSnapshot::from_stacks(stacks);
+    render_ranked(&snap, &snap.ranked(m), m, expand, limit)
+}
+
+/// [`render_top`] of a compact snapshot whose rows with a non-zero `m`, ranked, are `ranked`.
+/// Only the `limit` lines written are built.
+pub(crate) fn render_ranked(
+    snap: &CompactSnapshot,
+    ranked: &[u32],
+    m: Measurement,
+    expand: bool,
+    limit: usize,
+) -> String {
+    let (top, rest) = ranked.split_at(ranked.len().min(limit));
+    let mut lines: Vec<String> = top
+        .iter()
+        .map(|&r| line_of(snap.frames_of(r), snap.spans_of(r), snap.row(r).measure(m), expand))
+        .collect();
     if !rest.is_empty() {
-        let total: u64 = rest.iter().map(|s| s.measure(m)).sum();
+        let total: u64 = rest.iter().map(|&r| snap.row(r).measure(m)).sum();
         lines.push(format!("[{} smaller stacks] {total}", rest.len()));
     }
     lines.sort();

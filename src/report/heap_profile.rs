@@ -1,17 +1,21 @@
-//! A [`Snapshot`] as a pprof heap profile: one sample per stack with Go's four values
+//! A snapshot as a pprof heap profile: one sample per stack with Go's four values
 //! (`alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`, already unbiased), one
 //! location per address with its inlined frames as extra lines, and the loaded modules as
 //! mappings (so unsymbolized addresses can still be resolved offline).
+//!
+//! Report sets stream it ([`write`]): each distinct address becomes a pprof location once, and
+//! each stack is written as a sample of location ids as soon as it is built, so the profile of
+//! 100,000 stacks is never held in memory.
 
+use std::io::{self, Write};
 use std::time::UNIX_EPOCH;
 
-use super::pprof::{PprofLine, PprofLocation, PprofMapping, PprofProfile, PprofSample};
-use crate::snapshot::Snapshot;
+use super::pprof::{Label, PprofLine, PprofLocation, PprofMapping, PprofProfile, ProfileWriter};
+use crate::snapshot::{CompactSnapshot, Location, Snapshot};
 use crate::symbolize::{Module, module_of};
 
-/// Builds the profile; `modules` are the process's loaded modules (see `symbolize::modules`).
-pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile {
-    let mappings: Vec<PprofMapping> = modules
+fn mappings(modules: &[Module]) -> Vec<PprofMapping> {
+    modules
         .iter()
         .map(|m| PprofMapping {
             memory_start: m.start as u64,
@@ -21,57 +25,103 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
             build_id: m.build_id.clone(),
             has_functions: true,
         })
-        .collect();
-    let mapping_index = |ip: usize| {
-        let m = module_of(modules, ip)?;
-        modules.iter().position(|x| x.start == m.start)
-    };
+        .collect()
+}
+
+/// The pprof location of `loc`: its frames but the allocator plumbing as lines; None when
+/// nothing is left.
+fn location(loc: &Location, modules: &[Module]) -> Option<PprofLocation> {
     let empty: std::sync::Arc<str> = "".into();
-    let mut samples = Vec::with_capacity(snap.stacks.len());
-    for s in &snap.stacks {
-        let mut locations: Vec<PprofLocation> = Vec::new();
-        for f in &s.frames {
-            if f.is_noise() {
-                continue;
+    let lines: Vec<PprofLine> = loc
+        .frames
+        .iter()
+        .filter(|f| !f.is_noise())
+        .map(|f| PprofLine {
+            function: f.function.clone(),
+            system_name: f.function.clone(),
+            file: f.file.clone().unwrap_or_else(|| empty.clone()),
+            line: f.line.map(i64::from).unwrap_or(0),
+        })
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let mapping =
+        module_of(modules, loc.ip).and_then(|m| modules.iter().position(|x| x.start == m.start));
+    Some(PprofLocation { address: loc.ip as u64, lines, mapping })
+}
+
+/// Streams the profile of `snap` to `out`; `modules` are the process's loaded modules (see
+/// `symbolize::modules`).
+pub(crate) fn write(
+    snap: &CompactSnapshot,
+    modules: &[Module],
+    comment: &str,
+    out: impl Write,
+) -> io::Result<()> {
+    let mut w = ProfileWriter::new(mappings(modules), out)?;
+    // The pprof id of each location of the snapshot (0: not yet written; u64::MAX: no lines).
+    let mut ids = vec![0u64; snap.locations().len()];
+    let mut stack: Vec<u64> = Vec::new();
+    for r in 0..snap.len() as u32 {
+        stack.clear();
+        for &l in snap.location_ids_of(r) {
+            let id = &mut ids[l as usize];
+            if *id == 0 {
+                *id = match location(&snap.locations()[l as usize], modules) {
+                    Some(loc) => w.location_id(&loc),
+                    None => u64::MAX,
+                };
             }
-            let line = PprofLine {
-                function: f.function.clone(),
-                system_name: f.function.clone(),
-                file: f.file.clone().unwrap_or_else(|| empty.clone()),
-                line: f.line.map(i64::from).unwrap_or(0),
-            };
-            match locations.last_mut() {
-                Some(loc) if loc.address == f.ip as u64 => loc.lines.push(line),
-                _ => locations.push(PprofLocation {
-                    address: f.ip as u64,
-                    lines: vec![line],
-                    mapping: mapping_index(f.ip),
-                }),
+            if *id != u64::MAX {
+                stack.push(*id);
             }
         }
-        let v = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
-        samples.push(PprofSample {
-            locations,
-            values: [
-                v(s.num_allocations),
-                v(s.allocated_bytes),
-                v(s.retained_count),
-                v(s.retained_bytes),
-            ],
-            // One `span` label per entered span (so -tagfocus=span=<name> matches any level)
-            // and the whole path.
-            labels: s
-                .spans
-                .iter()
-                .map(|sp| ("span".to_string(), sp.name.to_string()))
-                .chain((!s.spans.is_empty()).then(|| {
-                    let path: Vec<String> = s.spans.iter().map(|sp| sp.to_string()).collect();
-                    ("span_path".to_string(), path.join(" > "))
-                }))
-                .collect(),
-            num_labels: Vec::new(),
+        // One `span` label per entered span (so -tagfocus=span=<name> matches any level) and
+        // the whole path.
+        let spans = snap.spans_of(r);
+        let path = (!spans.is_empty()).then(|| {
+            let names: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
+            names.join(" > ")
         });
+        let labels = spans
+            .iter()
+            .map(|sp| Label { key: "span", str: sp.name, num: 0, unit: "" })
+            .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }));
+        w.sample(&stack, snap.row(r).pprof_values(), labels)?;
     }
+    let time_nanos = snap
+        .taken_at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let period = i64::try_from(snap.sample_interval).unwrap_or(i64::MAX);
+    w.finish(period, time_nanos, 0, &[comment.to_string()])?;
+    Ok(())
+}
+
+/// Builds the profile of `snap` in memory; `modules` are the process's loaded modules (see
+/// `symbolize::modules`).
+pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile {
+    let compact = CompactSnapshot::from_snapshot(snap);
+    let samples = (0..compact.len() as u32)
+        .map(|r| super::pprof::PprofSample {
+            locations: compact.locations_of(r).filter_map(|l| location(l, modules)).collect(),
+            values: compact.row(r).pprof_values(),
+            labels: {
+                let spans = compact.spans_of(r);
+                spans
+                    .iter()
+                    .map(|sp| ("span".to_string(), sp.name.to_string()))
+                    .chain((!spans.is_empty()).then(|| {
+                        let path: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
+                        ("span_path".to_string(), path.join(" > "))
+                    }))
+                    .collect()
+            },
+            num_labels: Vec::new(),
+        })
+        .collect();
     let time_nanos = snap
         .taken_at
         .duration_since(UNIX_EPOCH)
@@ -79,7 +129,7 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
         .unwrap_or(0);
     PprofProfile {
         samples,
-        mappings,
+        mappings: mappings(modules),
         period: i64::try_from(snap.sample_interval).unwrap_or(i64::MAX),
         time_nanos,
         duration_nanos: 0,

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::Measurement;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CompactSnapshot, Snapshot};
 
 /// Facts about the process that go into report headers and file names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,10 +110,10 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 static REFUSALS_NAMED: AtomicU64 = AtomicU64::new(0);
 
 /// Names on stderr, once each, the giant refusals that only had raw frames when they happened.
-fn print_new_refusals(snap: &Snapshot) {
+fn print_new_refusals(refusals: &[crate::snapshot::GiantRefusal]) {
     let named = REFUSALS_NAMED.load(Ordering::Relaxed);
     let mut out = String::new();
-    for r in snap.giant_refusals.iter().filter(|r| r.number > named) {
+    for r in refusals.iter().filter(|r| r.number > named) {
         out.push_str(&format!(
             "ying: refusal #{} ({} bytes) was requested at:\n",
             r.number, r.size
@@ -122,7 +122,7 @@ fn print_new_refusals(snap: &Snapshot) {
             out.push_str(&format!("ying:   {f}\n"));
         }
     }
-    if let Some(last) = snap.giant_refusals.last() {
+    if let Some(last) = refusals.last() {
         REFUSALS_NAMED.fetch_max(last.number, Ordering::Relaxed);
     }
     crate::sys::write_stderr(out.as_bytes());
@@ -140,16 +140,30 @@ pub fn write_report_set(
     write_report_set_in(snap, ctx, opts, &dir)
 }
 
-/// Writes a full report set for `snap` into the open directory `dir`. Every file is attempted;
-/// the first error is returned after the others were written.
+/// Writes a full report set for `snap` into the open directory `dir` (see
+/// [`write_report_set`]).
 pub fn write_report_set_in(
     snap: &Snapshot,
     ctx: &ReportContext,
     opts: &ReportOptions,
     dir: &files::ReportDir,
 ) -> io::Result<ReportPaths> {
+    write_compact(&CompactSnapshot::from_snapshot(snap), ctx, opts, dir)
+}
+
+/// Writes a full report set for `snap` into `dir`, one output at a time: the stacks are ranked
+/// once (4 bytes a stack), the folded stacks and the flamegraph built from the top
+/// [`folded::MAX_FOLDED_STACKS`] and dropped, the pprof profile streamed to its file, and the
+/// text built from the top `opts.top_k` last. Every file is attempted; the first error is
+/// returned after the others were written.
+pub(crate) fn write_compact(
+    snap: &CompactSnapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &files::ReportDir,
+) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    print_new_refusals(snap);
+    print_new_refusals(&snap.giant_refusals);
     let stem = format!(
         "ying.{}.{}.{}.{}",
         ctx.exe_name(),
@@ -168,9 +182,9 @@ pub fn write_report_set_in(
         }
     };
     let m = opts.measurement;
-    let txt = text::render(snap, ctx, m, opts.top_k, opts.expand_frames);
-    keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
-    let fold = folded::render_top(&snap.stacks, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
+    let ranked = snap.ranked(m);
+    let fold =
+        folded::render_ranked(snap, &ranked, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
     keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
     if opts.gen_flamegraphs {
         let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
@@ -181,6 +195,7 @@ pub fn write_report_set_in(
             &mut paths.svg,
         );
     }
+    drop(fold);
     let comment = format!(
         "ying {} heap profile of {} (pid {}), sample interval {} bytes",
         env!("CARGO_PKG_VERSION"),
@@ -188,9 +203,24 @@ pub fn write_report_set_in(
         ctx.pid,
         snap.sample_interval
     );
-    let profile = heap_profile::build(snap, &crate::symbolize::modules(), &comment);
-    let gz = profile.encode_gzip().map_err(|e| io::Error::other(format!("pprof: {e}")));
-    keep(gz.and_then(|b| files::write_atomic(dir, &format!("{stem}.pb.gz"), &b)), &mut paths.pprof);
+    let modules = crate::symbolize::modules();
+    let gz = dir
+        .write_atomic_with(&format!("{stem}.pb.gz"), |w| {
+            let mut gz = pprof::gzip(w);
+            heap_profile::write(snap, &modules, &comment, &mut gz)?;
+            gz.finish().map(drop)
+        })
+        .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")));
+    keep(gz, &mut paths.pprof);
+    drop(modules);
+    // The text goes last: its header shows the profiler's peak memory, which the other files
+    // just set.
+    let totals = crate::totals::Totals {
+        profiler_peak_bytes: crate::totals::read().profiler_peak_bytes,
+        ..snap.totals
+    };
+    let txt = text::render_compact(snap, &ranked, &totals, ctx, m, opts.top_k, opts.expand_frames);
+    keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     match first_err {
         Some(e) => Err(e),
         None => Ok(paths),

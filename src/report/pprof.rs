@@ -34,6 +34,9 @@
 //!   of silently dropping the second.)
 //! * **Determinism.** All tables are filled in first-seen order and looked up through
 //!   `BTreeMap`s, so the same profile always encodes to the same bytes.
+//! * **Streaming.** [`ProfileWriter`] writes each sample as it is given and keeps only the
+//!   shared tables (strings, functions, locations) for the end, so a report of 100,000 stacks
+//!   never holds its samples twice; [`PprofProfile`] is the same writer fed from memory.
 //!
 //! The encoder never panics: out-of-range mapping indices are treated as "no mapping", and every
 //! integer is representable on the wire.
@@ -141,16 +144,41 @@ pub struct PprofProfile {
 impl PprofProfile {
     /// Serialises to uncompressed profile.proto bytes.
     pub fn encode(&self) -> Vec<u8> {
-        Tables::build(self).encode(self)
+        let mut raw = Vec::new();
+        // Writing to a `Vec` cannot fail.
+        let _ = self.write_to(&mut raw);
+        raw
     }
 
     /// Serialises and gzips (what `go tool pprof` and every backend read; files end in .pb.gz).
     pub fn encode_gzip(&self) -> io::Result<Vec<u8>> {
-        let raw = self.encode();
-        let mut gz = GzEncoder::new(Vec::with_capacity(raw.len() / 4 + 64), Compression::default());
-        gz.write_all(&raw)?;
+        let mut gz = gzip(Vec::new());
+        self.write_to(&mut gz)?;
         gz.finish()
     }
+
+    /// Serialises to `out`, through a [`ProfileWriter`].
+    pub fn write_to(&self, out: impl Write) -> io::Result<()> {
+        let mut w = ProfileWriter::new(self.mappings.clone(), out)?;
+        let mut ids = Vec::new();
+        for s in &self.samples {
+            ids.clear();
+            for loc in &s.locations {
+                ids.push(w.location_id(loc));
+            }
+            let labels = s.labels.iter().map(|(k, v)| Label { key: k, str: v, num: 0, unit: "" });
+            let nums =
+                s.num_labels.iter().map(|(k, n, u)| Label { key: k, str: "", num: *n, unit: u });
+            w.sample(&ids, s.values, labels.chain(nums))?;
+        }
+        w.finish(self.period, self.time_nanos, self.duration_nanos, &self.comments)?;
+        Ok(())
+    }
+}
+
+/// A gzip stream into `out` at the compression every profile uses.
+pub fn gzip<W: Write>(out: W) -> GzEncoder<W> {
+    GzEncoder::new(out, Compression::default())
 }
 
 /// Field numbers from profile.proto, one module per message.
@@ -283,24 +311,37 @@ impl Writer {
     }
 }
 
-/// The string table: index 0 is `""`, the rest in first-use order.
+/// The string table: index 0 is `""`, the rest in first-use order. Each string is held once,
+/// shared with the table's index (and with the caller when it comes as an `Arc`).
 #[derive(Debug)]
-struct Strings<'a> {
-    table: Vec<&'a str>,
-    index: BTreeMap<&'a str, i64>,
+struct Strings {
+    table: Vec<Arc<str>>,
+    index: BTreeMap<Arc<str>, i64>,
 }
 
-impl<'a> Strings<'a> {
+impl Strings {
     fn new() -> Self {
-        Strings { table: vec![""], index: BTreeMap::from([("", 0)]) }
+        let empty: Arc<str> = Arc::from("");
+        Strings { table: vec![empty.clone()], index: BTreeMap::from([(empty, 0)]) }
     }
 
-    fn intern(&mut self, s: &'a str) -> i64 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
+    fn intern(&mut self, s: &str) -> i64 {
+        match self.index.get(s) {
+            Some(&i) => i,
+            None => self.insert(Arc::from(s)),
         }
+    }
+
+    fn intern_arc(&mut self, s: &Arc<str>) -> i64 {
+        match self.index.get(&**s) {
+            Some(&i) => i,
+            None => self.insert(Arc::clone(s)),
+        }
+    }
+
+    fn insert(&mut self, s: Arc<str>) -> i64 {
         let i = self.table.len() as i64;
-        self.table.push(s);
+        self.table.push(Arc::clone(&s));
         self.index.insert(s, i);
         i
     }
@@ -325,104 +366,83 @@ struct LocationRow {
     lines: Vec<LineRow>,
 }
 
-/// `Label` with string-table indices (`str` is 0 for numeric labels, `num` 0 for string ones).
-#[derive(Debug)]
-struct LabelRow {
-    key: i64,
-    str: i64,
-    num: i64,
-    num_unit: i64,
+/// One label of a sample, as [`ProfileWriter::sample`] takes it: a string label (`num` 0,
+/// `unit` empty) or a numeric one (`str` empty).
+#[derive(Debug, Clone, Copy)]
+pub struct Label<'a> {
+    /// The key, e.g. `span`.
+    pub key: &'a str,
+    /// The string value.
+    pub str: &'a str,
+    /// The numeric value.
+    pub num: i64,
+    /// The unit of `num`; may be empty.
+    pub unit: &'a str,
 }
 
-/// `Sample` with its stack as location ids.
+/// Writes a profile one sample at a time: the samples go out as they come (in a profile of
+/// 100,000 stacks they are nearly all of it) and only the tables samples share (strings,
+/// functions, locations, mappings) are kept until [`ProfileWriter::finish`] appends them.
+/// Fields still go out in field-number order: sample types, samples, mappings, locations,
+/// functions, strings, then the scalars.
 #[derive(Debug)]
-struct SampleRow {
-    location_ids: Vec<u64>,
-    values: [i64; 4],
-    labels: Vec<LabelRow>,
-}
-
-/// `Mapping` with string-table indices for the strings; the rest comes from [`PprofMapping`].
-#[derive(Debug)]
-struct MappingRow {
-    filename: i64,
-    build_id: i64,
-}
-
-/// Everything that needs ids or string indices, resolved before any byte is written (the string
-/// table has to be complete when it is emitted).
-#[derive(Debug)]
-struct Tables<'a> {
-    strings: Strings<'a>,
-    sample_types: [(i64, i64); 4],
+pub struct ProfileWriter<W: Write> {
+    out: W,
+    strings: Strings,
     period_type: (i64, i64),
     default_sample_type: i64,
-    comments: Vec<i64>,
-    mappings: Vec<MappingRow>,
+    mappings: Vec<PprofMapping>,
+    mapping_names: Vec<(i64, i64)>,
     functions: Vec<FunctionRow>,
     function_ids: BTreeMap<(i64, i64, i64), u64>,
     locations: Vec<LocationRow>,
     location_ids: BTreeMap<(u64, u64, Vec<LineRow>), u64>,
-    samples: Vec<SampleRow>,
+    /// Scratch buffer of one message.
+    buf: Writer,
 }
 
-impl<'a> Tables<'a> {
-    fn build(profile: &'a PprofProfile) -> Self {
+impl<W: Write> ProfileWriter<W> {
+    /// Starts a profile of processes with the loaded modules `mappings` (indexed by
+    /// [`PprofLocation::mapping`]) and writes its sample types to `out`.
+    pub fn new(mappings: Vec<PprofMapping>, mut out: W) -> io::Result<Self> {
+        use field::{profile as prof, value_type};
         let mut strings = Strings::new();
         let sample_types =
             SAMPLE_TYPES.map(|(ty, unit)| (strings.intern(ty), strings.intern(unit)));
         let period_type = (strings.intern(PERIOD_TYPE.0), strings.intern(PERIOD_TYPE.1));
         let default_sample_type = strings.intern(DEFAULT_SAMPLE_TYPE);
-        let mappings = profile
-            .mappings
+        let mapping_names = mappings
             .iter()
-            .map(|m| MappingRow {
-                filename: strings.intern(&m.filename),
-                build_id: strings.intern(&m.build_id),
-            })
+            .map(|m| (strings.intern(&m.filename), strings.intern(&m.build_id)))
             .collect();
-        let mut tables = Tables {
+        let mut w = Writer::default();
+        for &(ty, unit) in &sample_types {
+            w.message(prof::SAMPLE_TYPE, |w| {
+                w.int(value_type::TYPE, ty);
+                w.int(value_type::UNIT, unit);
+            });
+        }
+        out.write_all(&w.buf)?;
+        w.buf.clear();
+        Ok(Self {
+            out,
             strings,
-            sample_types,
             period_type,
             default_sample_type,
-            comments: Vec::new(),
             mappings,
+            mapping_names,
             functions: Vec::new(),
             function_ids: BTreeMap::new(),
             locations: Vec::new(),
             location_ids: BTreeMap::new(),
-            samples: Vec::with_capacity(profile.samples.len()),
-        };
-        for sample in &profile.samples {
-            let row = tables.sample(sample, profile.mappings.len());
-            tables.samples.push(row);
-        }
-        tables.comments = profile.comments.iter().map(|c| tables.strings.intern(c)).collect();
-        tables
-    }
-
-    fn sample(&mut self, sample: &'a PprofSample, mapping_count: usize) -> SampleRow {
-        let location_ids =
-            sample.locations.iter().map(|loc| self.location(loc, mapping_count)).collect();
-        let mut labels = Vec::with_capacity(sample.labels.len() + sample.num_labels.len());
-        for (key, value) in &sample.labels {
-            let key = self.strings.intern(key);
-            let str = self.strings.intern(value);
-            labels.push(LabelRow { key, str, num: 0, num_unit: 0 });
-        }
-        for (key, num, unit) in &sample.num_labels {
-            let key = self.strings.intern(key);
-            let num_unit = self.strings.intern(unit);
-            labels.push(LabelRow { key, str: 0, num: *num, num_unit });
-        }
-        SampleRow { location_ids, values: sample.values, labels }
+            buf: w,
+        })
     }
 
     /// Id of the location, adding it (and its functions) on first sight.
-    fn location(&mut self, loc: &'a PprofLocation, mapping_count: usize) -> u64 {
+    pub fn location_id(&mut self, loc: &PprofLocation) -> u64 {
         let mapping_id = match loc.mapping {
-            Some(index) if index < mapping_count => index as u64 + 1,
+            Some(index) if index < self.mappings.len() => index as u64 + 1,
             _ => 0,
         };
         let lines: Vec<LineRow> = loc.lines.iter().map(|l| (self.function(l), l.line)).collect();
@@ -437,14 +457,14 @@ impl<'a> Tables<'a> {
     }
 
     /// Id of the line's function, adding it on first sight.
-    fn function(&mut self, line: &'a PprofLine) -> u64 {
-        let name = self.strings.intern(&line.function);
+    fn function(&mut self, line: &PprofLine) -> u64 {
+        let name = self.strings.intern_arc(&line.function);
         let system_name = if line.system_name.is_empty() {
             name // pprof's convention for "no separate system name"; see `PprofLine`.
         } else {
-            self.strings.intern(&line.system_name)
+            self.strings.intern_arc(&line.system_name)
         };
-        let filename = self.strings.intern(&line.file);
+        let filename = self.strings.intern_arc(&line.file);
         let next_id = self.functions.len() as u64 + 1;
         let id = *self.function_ids.entry((name, system_name, filename)).or_insert(next_id);
         if id == next_id {
@@ -453,40 +473,66 @@ impl<'a> Tables<'a> {
         id
     }
 
-    /// Writes the `Profile` message, fields in field-number order.
-    fn encode(&self, profile: &PprofProfile) -> Vec<u8> {
-        use field::value_type;
-        use field::{function as fun, label, line, location, mapping, profile as prof, sample};
+    /// Writes one sample: its stack as location ids (leaf first, from
+    /// [`ProfileWriter::location_id`]), its values in [`SAMPLE_TYPES`] order and its labels.
+    pub fn sample<'l>(
+        &mut self,
+        location_ids: &[u64],
+        values: [i64; 4],
+        labels: impl IntoIterator<Item = Label<'l>>,
+    ) -> io::Result<()> {
+        use field::{label, profile as prof, sample};
+        let labels: Vec<(i64, i64, i64, i64)> = labels
+            .into_iter()
+            .map(|l| {
+                (
+                    self.strings.intern(l.key),
+                    self.strings.intern(l.str),
+                    l.num,
+                    self.strings.intern(l.unit),
+                )
+            })
+            .collect();
+        self.buf.buf.clear();
+        self.buf.message(prof::SAMPLE, |w| {
+            w.packed(sample::LOCATION_ID, location_ids.iter().copied());
+            w.packed(sample::VALUE, values.iter().map(|&v| v as u64));
+            for &(key, str, num, num_unit) in &labels {
+                w.message(sample::LABEL, |w| {
+                    w.int(label::KEY, key);
+                    w.int(label::STR, str);
+                    w.int(label::NUM, num);
+                    w.int(label::NUM_UNIT, num_unit);
+                });
+            }
+        });
+        self.out.write_all(&self.buf.buf)
+    }
 
-        let mut w = Writer::default();
-        for &(ty, unit) in &self.sample_types {
-            w.message(prof::SAMPLE_TYPE, |w| {
-                w.int(value_type::TYPE, ty);
-                w.int(value_type::UNIT, unit);
-            });
-        }
-        for row in &self.samples {
-            w.message(prof::SAMPLE, |w| {
-                w.packed(sample::LOCATION_ID, row.location_ids.iter().copied());
-                w.packed(sample::VALUE, row.values.iter().map(|&v| v as u64));
-                for l in &row.labels {
-                    w.message(sample::LABEL, |w| {
-                        w.int(label::KEY, l.key);
-                        w.int(label::STR, l.str);
-                        w.int(label::NUM, l.num);
-                        w.int(label::NUM_UNIT, l.num_unit);
-                    });
-                }
-            });
-        }
-        for (i, (row, m)) in self.mappings.iter().zip(&profile.mappings).enumerate() {
+    /// Writes everything after the samples and returns the output.
+    pub fn finish(
+        mut self,
+        period: i64,
+        time_nanos: i64,
+        duration_nanos: i64,
+        comments: &[String],
+    ) -> io::Result<W> {
+        use field::value_type;
+        use field::{function as fun, line, location, mapping, profile as prof};
+
+        let comments: Vec<i64> = comments.iter().map(|c| self.strings.intern(c)).collect();
+        let mut w = std::mem::take(&mut self.buf);
+        w.buf.clear();
+        for (i, (&(filename, build_id), m)) in
+            self.mapping_names.iter().zip(&self.mappings).enumerate()
+        {
             w.message(prof::MAPPING, |w| {
                 w.uint(mapping::ID, i as u64 + 1);
                 w.uint(mapping::MEMORY_START, m.memory_start);
                 w.uint(mapping::MEMORY_LIMIT, m.memory_limit);
                 w.uint(mapping::FILE_OFFSET, m.file_offset);
-                w.int(mapping::FILENAME, row.filename);
-                w.int(mapping::BUILD_ID, row.build_id);
+                w.int(mapping::FILENAME, filename);
+                w.int(mapping::BUILD_ID, build_id);
                 w.bool(mapping::HAS_FUNCTIONS, m.has_functions);
                 w.bool(mapping::HAS_FILENAMES, m.has_functions);
                 w.bool(mapping::HAS_LINE_NUMBERS, m.has_functions);
@@ -517,16 +563,17 @@ impl<'a> Tables<'a> {
         for s in &self.strings.table {
             w.bytes(prof::STRING_TABLE, s.as_bytes());
         }
-        w.int(prof::TIME_NANOS, profile.time_nanos);
-        w.int(prof::DURATION_NANOS, profile.duration_nanos);
+        w.int(prof::TIME_NANOS, time_nanos);
+        w.int(prof::DURATION_NANOS, duration_nanos);
         w.message(prof::PERIOD_TYPE, |w| {
             w.int(value_type::TYPE, self.period_type.0);
             w.int(value_type::UNIT, self.period_type.1);
         });
-        w.int(prof::PERIOD, profile.period);
-        w.packed(prof::COMMENT, self.comments.iter().map(|&c| c as u64));
+        w.int(prof::PERIOD, period);
+        w.packed(prof::COMMENT, comments.iter().map(|&c| c as u64));
         w.int(prof::DEFAULT_SAMPLE_TYPE, self.default_sample_type);
-        w.buf
+        self.out.write_all(&w.buf)?;
+        Ok(self.out)
     }
 }
 
@@ -1014,6 +1061,67 @@ mod tests {
         assert_eq!(empty.sample_types.len(), 4);
         assert!(empty.samples.is_empty() && empty.locations.is_empty());
         assert_eq!(empty.default_sample_type, "inuse_space");
+    }
+
+    /// A report set's profile is streamed from a compact snapshot and keeps every stack (the
+    /// folded stacks and flamegraph are cut at 2,000; pprof is not), one location per address
+    /// with its inlined frames as lines, recursion through one address included.
+    #[test]
+    fn streamed_heap_profile_keeps_every_stack() {
+        use crate::callstack::{Frame, StackStats, StdCallstack};
+        use crate::histogram::MillisHistogram;
+        use crate::snapshot::CompactSnapshot;
+        let frame = |ip: usize, name: &str, inlined: bool| Frame {
+            ip,
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined,
+            module: None,
+        };
+        let n = 3000;
+        let stacks: Vec<StackStats> = (0..n)
+            .map(|i| {
+                let frames = vec![
+                    frame(0x10_0000 + i, &format!("leaf_{i}"), false),
+                    frame(0x2000, "inlined_helper", true),
+                    frame(0x2000, "caller", false),
+                    frame(0x2000, "inlined_helper", true),
+                    frame(0x2000, "caller", false),
+                ];
+                StackStats {
+                    allocated_bytes: 100 + i as u64,
+                    num_allocations: 2,
+                    freed_bytes: 0,
+                    num_frees: 0,
+                    retained_bytes: i as u64,
+                    retained_count: 1,
+                    samples: 1,
+                    live_samples: 1,
+                    stack: StdCallstack::from_ips(&[0x10_0000 + i, 0x2000, 0x2000]),
+                    frames,
+                    lifetimes: MillisHistogram::new(),
+                    retained_age: MillisHistogram::new(),
+                    spans: Vec::new(),
+                }
+            })
+            .collect();
+        let snap = CompactSnapshot::from_stacks(&stacks);
+        let mut raw = Vec::new();
+        crate::report::heap_profile::write(&snap, &[], "streamed", &mut raw).unwrap();
+        let d = decode(&raw);
+        assert_eq!(d.samples.len(), n);
+        assert_eq!(d.comments, ["streamed"]);
+        let total: i64 = d.samples.iter().map(|s| s.values[1]).sum();
+        assert_eq!(total, (0..n as i64).map(|i| 100 + i).sum::<i64>());
+        // n leaves and one location for the shared caller address.
+        assert_eq!(d.locations.len(), n + 1);
+        let s = &d.samples[7];
+        assert_eq!(s.values, [2, 107, 1, 7]);
+        assert_eq!(d.names(s.location_ids[0]), ["leaf_7"]);
+        assert_eq!(s.location_ids.len(), 3, "{:?}", s.location_ids);
+        assert_eq!(s.location_ids[1], s.location_ids[2], "one address, one location");
+        assert_eq!(d.names(s.location_ids[1]), ["inlined_helper", "caller"]);
     }
 
     #[test]

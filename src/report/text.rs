@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use super::{ReportContext, human_bytes, utc_timestamp};
 use crate::callstack::{Measurement, StackStats};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CompactSnapshot, Snapshot};
+use crate::totals::Totals;
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -85,8 +86,25 @@ pub fn render(
     top_k: usize,
     expand: bool,
 ) -> String {
+    let compact = CompactSnapshot::from_snapshot(snap);
+    let ranked = compact.ranked(m);
+    render_compact(&compact, &ranked, &snap.totals, ctx, m, top_k, expand)
+}
+
+/// The text report of a compact snapshot whose rows with a non-zero `m`, ranked, are `ranked`,
+/// with the totals `t` in its header (a report set writes its text last, with the profiler's
+/// peak memory read after the other files were built). Only the top `top_k` stacks are
+/// materialised.
+pub(crate) fn render_compact(
+    snap: &CompactSnapshot,
+    ranked: &[u32],
+    t: &Totals,
+    ctx: &ReportContext,
+    m: Measurement,
+    top_k: usize,
+    expand: bool,
+) -> String {
     let mut o = String::new();
-    let t = &snap.totals;
     let (est_alloc, est_ret) = snap.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
     let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
@@ -119,6 +137,12 @@ pub fn render(
         human_bytes(t.profiler_bytes),
         t.profiler_bytes
     );
+    let _ = writeln!(
+        o,
+        "profiler peak:      {} ({} bytes) since start",
+        human_bytes(t.profiler_peak_bytes),
+        t.profiler_peak_bytes
+    );
     match (ctx.rss_kib, ctx.anon_rss_kib) {
         (Some(r), Some(a)) => {
             let _ = writeln!(o, "rss:                {} kB (anonymous {} kB)", r, a);
@@ -130,36 +154,38 @@ pub fn render(
     let _ = writeln!(
         o,
         "stacks:             {} ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
-        snap.stacks.len(),
+        snap.len(),
         snap.live_samples,
         snap.dropped_samples,
         snap.address_conflicts,
         snap.giant_refused
     );
-    let top = snap.top_k(top_k, m);
+    let top = &ranked[..ranked.len().min(top_k)];
     let _ = writeln!(
         o,
         "ranked by:          {} bytes (top {} of {})",
         m.label(),
         top.len(),
-        snap.stacks.len()
+        snap.len()
     );
     o.push('\n');
     if top.is_empty() {
         let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
     }
-    for (i, s) in top.iter().enumerate() {
-        o.push_str(&stack_block(s, Some((i + 1, est_alloc, est_ret)), true, expand));
+    let histograms = snap.histograms(top);
+    for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
+        let s = snap.stack_stats(r, h);
+        o.push_str(&stack_block(&s, Some((i + 1, est_alloc, est_ret)), true, expand));
         o.push('\n');
     }
-    o.push_str(&giant_refusals(snap));
+    o.push_str(&giant_refusals(&snap.giant_refusals));
     o
 }
 
 /// The kept giant refusals, each with the stack that asked (empty when there were none).
-pub(crate) fn giant_refusals(snap: &Snapshot) -> String {
+pub(crate) fn giant_refusals(refusals: &[crate::snapshot::GiantRefusal]) -> String {
     let mut o = String::new();
-    for r in &snap.giant_refusals {
+    for r in refusals {
         let _ = writeln!(
             o,
             "giant allocation refused (refusal #{}): {} ({} bytes), requested at:",

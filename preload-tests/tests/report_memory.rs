@@ -1,0 +1,55 @@
+//! What a report costs the profiler (`programs/many_stacks.c`): the exit report of 20,000
+//! distinct stacks stays within the formula the README gives (about `110 + 4 * frames` bytes a
+//! stack plus a few MiB), read from the report's own header: `profiler memory` (what the
+//! profiler held when the report began) and `profiler peak` (its high-water mark, which the
+//! report set sets before the text is written).
+
+use preload_tests::{EXACT, Run, TestDir, compare};
+
+// Mirrors many_stacks.c: one block per stack, call depth up to 60.
+const STACKS: u64 = 20_000;
+/// Frames a stack can have at most (`MAX_FRAMES`); many_stacks.c's have up to 64 with main and
+/// libc's start-up frames.
+const MAX_FRAMES: u64 = 64;
+/// The README's formula: bytes per stack and frame, and the part that does not grow with the
+/// stacks (symbolization, gzip state, the flamegraph of at most 2,000 stacks), with some room.
+const PER_STACK: u64 = 110;
+const PER_FRAME: u64 = 4;
+const FIXED: u64 = 8 << 20;
+
+#[test]
+fn a_report_of_many_stacks_stays_within_its_memory_formula() {
+    let dir = TestDir::new("report-memory");
+    let exe = dir.compile_c("many_stacks.c", &["-fno-optimize-sibling-calls", "-fno-ipa-icf"]);
+    let run = Run::new(&exe).arg(STACKS.to_string());
+    let c = compare(&run, EXACT, &dir.reports("exact"));
+    c.check(c.with.success(), "many_stacks failed under the shim");
+    c.assert_no_ying_lines();
+    let text = c.main_report().text_report();
+    let stacks: u64 = text
+        .header
+        .get("stacks")
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    // Shallow recursions have few paths, so some i share one (17,594 distinct stacks).
+    c.check(stacks > STACKS * 8 / 10, format!("{stacks} stacks in the report"));
+    let before = text.header_bytes("profiler memory").unwrap_or(u64::MAX);
+    let peak = text.header_bytes("profiler peak").unwrap_or(u64::MAX);
+    println!("{stacks} stacks: profiler memory {before} bytes before the report, peak {peak}");
+    let bound = stacks * (PER_STACK + PER_FRAME * MAX_FRAMES) + FIXED;
+    c.check(
+        peak.saturating_sub(before) <= bound,
+        format!(
+            "the report took {} bytes at its peak ({peak} - {before}), more than {bound} \
+             ({stacks} stacks * ({PER_STACK} + {PER_FRAME} * {MAX_FRAMES}) + {FIXED})",
+            peak.saturating_sub(before)
+        ),
+    );
+    // What the profiler held before the report is its tables (about 1 KiB a stack of this
+    // depth), not a copy a report made of them.
+    let tables_bound = stacks * 2048 + FIXED;
+    c.check(
+        before <= tables_bound,
+        format!("profiler memory before the report: {before} bytes > {tables_bound}"),
+    );
+}
