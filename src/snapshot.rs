@@ -38,6 +38,7 @@ use crate::callstack::{Frame, Measurement, StackStats, StdCallstack};
 use crate::histogram::MillisHistogram;
 use crate::hooks::Host;
 use crate::spans::{SpanInfo, SpanPath};
+use crate::tables::arena::{Arena, ArenaVec};
 use crate::tables::{self, AddrHasher, Frames, StackEntry};
 use crate::totals::{self, Totals};
 
@@ -190,14 +191,14 @@ pub(crate) struct CompactSnapshot {
     pub(crate) giant_refused: u64,
     pub(crate) giant_refusals: Vec<GiantRefusal>,
     pub(crate) symbol_cache_entries: u64,
-    rows: Vec<Row>,
-    locs: Vec<u32>,
+    rows: ArenaVec<Row>,
+    locs: ArenaVec<u32>,
     locations: Vec<Location>,
     /// Distinct span paths, outermost span first; entry 0 is the empty path.
     span_paths: Vec<Vec<SpanInfo>>,
     /// `(row, entry)` for each further stack-table entry summed into a row (a stack sampled
     /// on threads of several stripes).
-    extra_entries: Vec<(u32, u64)>,
+    extra_entries: ArenaVec<(u32, u64)>,
     /// The histograms of every row, for a snapshot made from [`StackStats`] (which bring
     /// their own); None for one taken from the tables, which are asked (see
     /// [`CompactSnapshot::histograms`]).
@@ -236,27 +237,42 @@ const NO_ROW: u32 = u32::MAX;
 
 type Build = BuildHasherDefault<AddrHasher>;
 
+/// A map in the profiler's own heap.
+type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
+
 /// Builds the rows of a compact snapshot from the stack table's entries, summing the entries of
-/// one (stack, span path) from different stripes.
-#[derive(Default)]
+/// one (stack, span path) from different stripes. It runs with a stripe's lock held, so all its
+/// memory is in the profiler's own heap (`tables::arena`): growing it never calls the host's
+/// allocator, whose lock a thread sampling in a signal handler (and waiting for the stripe's
+/// lock) may hold.
 struct Builder {
-    rows: Vec<Row>,
-    locs: Vec<u32>,
+    rows: ArenaVec<Row>,
+    locs: ArenaVec<u32>,
     /// Distinct addresses; index 0 stands for the overflow pseudo-location.
-    ips: Vec<usize>,
-    ip_index: HashMap<usize, u32, Build>,
+    ips: ArenaVec<usize>,
+    ip_index: ArenaMap<usize, u32>,
     /// Hash of (overflow, ips, spans) -> the last row with that hash; rows with equal hashes
     /// are chained through `next_same_hash`.
-    by_hash: HashMap<u64, u32, Build>,
-    next_same_hash: Vec<u32>,
-    extra_entries: Vec<(u32, u64)>,
-    span_index: HashMap<SpanPath, u32, Build>,
-    raw_spans: Vec<SpanPath>,
+    by_hash: ArenaMap<u64, u32>,
+    next_same_hash: ArenaVec<u32>,
+    extra_entries: ArenaVec<(u32, u64)>,
+    span_index: ArenaMap<SpanPath, u32>,
+    raw_spans: ArenaVec<SpanPath>,
 }
 
 impl Builder {
     fn new() -> Self {
-        let mut b = Self::default();
+        let mut b = Self {
+            rows: ArenaVec::new_in(Arena),
+            locs: ArenaVec::new_in(Arena),
+            ips: ArenaVec::new_in(Arena),
+            ip_index: ArenaMap::with_hasher_in(Build::default(), Arena),
+            by_hash: ArenaMap::with_hasher_in(Build::default(), Arena),
+            next_same_hash: ArenaVec::new_in(Arena),
+            extra_entries: ArenaVec::new_in(Arena),
+            span_index: ArenaMap::with_hasher_in(Build::default(), Arena),
+            raw_spans: ArenaVec::new_in(Arena),
+        };
         b.ips.push(0);
         b.raw_spans.push(SpanPath::default());
         b.span_index.insert(SpanPath::default(), 0);
@@ -464,8 +480,8 @@ impl CompactSnapshot {
 
     /// A snapshot of `stacks` alone (header figures zero).
     pub(crate) fn from_stacks(stacks: &[StackStats]) -> Self {
-        let mut rows = Vec::with_capacity(stacks.len());
-        let mut locs = Vec::new();
+        let mut rows = ArenaVec::with_capacity_in(stacks.len(), Arena);
+        let mut locs = ArenaVec::new_in(Arena);
         let mut locations: Vec<Location> = Vec::new();
         let mut by_ip: HashMap<usize, Vec<u32>, Build> = HashMap::default();
         let mut span_paths: Vec<Vec<SpanInfo>> = vec![Vec::new()];
@@ -527,7 +543,7 @@ impl CompactSnapshot {
             locs,
             locations,
             span_paths,
-            extra_entries: Vec::new(),
+            extra_entries: ArenaVec::new_in(Arena),
             stored_histograms: Some(
                 stacks
                     .iter()
