@@ -22,7 +22,7 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -252,7 +252,11 @@ fn finish_dumps_in_flight() {
             );
             return;
         }
-        std::thread::sleep(Duration::from_millis(2));
+        // The raw system call: the preload shim exports `nanosleep` (a safe point), and this is
+        // no place to go through it.
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: 2_000_000 };
+        // SAFETY: `ts` is a valid timespec; a null remainder pointer is allowed.
+        unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
     }
 }
 
@@ -261,9 +265,24 @@ pub fn exiting() -> bool {
     EXITING.load(Ordering::SeqCst)
 }
 
-/// A `fork` child has no report thread (yet): nothing of its parent's is in flight.
+/// Whether this process took a sample since it started or forked.
+static SAMPLED: AtomicBool = AtomicBool::new(false);
+/// Giant refusals counted when this process started or forked (a child inherits the count).
+static GIANT_REFUSED_AT_START: AtomicU64 = AtomicU64::new(0);
+
+/// Notes that this process took a sample (the sample path; one store, no allocation).
+pub(crate) fn note_sample() {
+    SAMPLED.store(true, Ordering::Relaxed);
+}
+
+/// A `fork` child has no report thread (yet): nothing of its parent's is in flight; and it has
+/// taken no sample of its own (the records it inherited are its parent's samples: a child that
+/// samples nothing itself, such as a shell's subshell, writes no report).
 extern "C" fn dumps_after_fork_child() {
     DUMPS_IN_FLIGHT.store(0, Ordering::SeqCst);
+    SAMPLED.store(false, Ordering::Relaxed);
+    let refused = crate::tables::GIANT_REFUSED.load(Ordering::Relaxed);
+    GIANT_REFUSED_AT_START.store(refused, Ordering::Relaxed);
 }
 
 /// Registered with `atexit` once a report thread or an exit report exists.
@@ -498,15 +517,14 @@ impl ProfilerRunner {
     }
 
     /// Whether an automatic report (a periodic check's, the exit report) is worth writing: not
-    /// when the process took no sample and refused nothing (its report would list no stack),
-    /// unless its `malloc` is another allocator's (the report then says Ying saw none of it).
-    /// Runs as profiler code (it reads the stack tables).
+    /// when the process took no sample and refused nothing since it started or forked (its
+    /// report would list no stack of its own), unless its `malloc` is another allocator's (the
+    /// report then says Ying saw none of it).
     fn worth_a_report(&self) -> bool {
-        use crate::tables;
         foreign_malloc().is_some()
-            || tables::distinct_stacks() > 0
-            || tables::DROPPED_SAMPLES.load(Ordering::Relaxed) > 0
-            || tables::GIANT_REFUSED.load(Ordering::Relaxed) > 0
+            || SAMPLED.load(Ordering::Relaxed)
+            || crate::tables::GIANT_REFUSED.load(Ordering::Relaxed)
+                > GIANT_REFUSED_AT_START.load(Ordering::Relaxed)
     }
 
     /// Writes a report set now, from `source`, into the reporting directory (opened at the

@@ -11,6 +11,22 @@
 //! are async-signal-safe.
 //!
 //! Each export costs the program one relaxed load per call once the thread has started.
+//!
+//! # Hazards of starting the thread lazily
+//!
+//! - Creating a thread allocates (its TLS, our start record) and takes glibc's locks (the stack
+//!   cache, the loader's TLS lock). From inside an allocation function, those locks or the
+//!   arena's may already be held by the same thread (glibc allocates while holding them), and
+//!   from a signal handler by the interrupted code: a deadlock or a half-updated loader state.
+//!   Hence only these exports, never the hooks, ever start it.
+//! - Our own `pthread_create` is both a safe point and the way the thread is created: the state
+//!   moves to "started" before the creation, so the nested call does nothing.
+//! - At exit (`exit` sleeping while it waits for a dump in flight calls `nanosleep`) no thread
+//!   may start: the safe point checks the exit flag first.
+//! - A `fork` child inherits "started" from a parent whose thread did not survive the fork: the
+//!   child handler sets it back to "due".
+//! - A program that calls `unshare(CLONE_NEWUSER)` after a safe point is multi-threaded by then
+//!   (see the README's Limits); one that never reaches a safe point gets no periodic reports.
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
