@@ -62,6 +62,7 @@
 //! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
 //! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
+//! | `process.rs` | single-threaded start, `unshare --user`, no report without a sample, exit during a dump, foreign `malloc` |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
