@@ -55,6 +55,22 @@ fn a_process_that_took_no_sample_writes_no_report() {
 }
 
 #[test]
+fn fork_children_that_take_no_sample_write_no_report() {
+    // The children inherit the parent's records but sample nothing themselves (subshells).
+    let dir = TestDir::new("fork-idle");
+    let exe = dir.compile_c("fork_idle.c", &[]);
+    let c = compare(&Run::new(&exe), DEFAULTS, &dir.reports("idle"));
+    c.check(c.with.success(), "fork_idle failed");
+    c.check(c.with.stdout_str() == "3 children exited with 0\n", "unexpected output");
+    c.assert_no_ying_lines();
+    let pids: Vec<u32> = c.report_sets().iter().map(|s| s.pid).collect();
+    c.check(
+        pids == [c.with.pid],
+        format!("report sets from pids {pids:?}, expected the parent only"),
+    );
+}
+
+#[test]
 fn a_fork_child_starts_its_own_report_thread_at_a_safe_point() {
     let dir = TestDir::new("fork-sleep");
     let exe = dir.compile_c("fork_sleep.c", &[]);
