@@ -7,7 +7,11 @@
 //! compares it with the level at the last report it wrote. If it moved (up or down) by at least
 //! `report_pct_change_trigger` percent of that level, a report set is written and the level is
 //! updated. The first check always writes a baseline report. With `report_at_exit`, a final
-//! report set is written when the process exits through `exit()` or by returning from `main`.
+//! report set is written when the process exits through `exit()` or by returning from `main`;
+//! the exit waits (at most 30 s) for a periodic report being written, so that no set is cut off
+//! between its files. Neither a check nor the exit writes anything for a process that took no
+//! sample (nor refused a giant allocation) since it started or forked: its report would list no
+//! stack of its own.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
 //!
 //! # Where reports go
