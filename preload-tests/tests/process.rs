@@ -4,7 +4,12 @@
 //! points, complete report sets when the program exits during a periodic dump, and a warning
 //! plus a report header line when the program's `malloc` is not the shim's.
 
-use preload_tests::{EXACT, Run, TestDir, compare, find_in_path, report_sets, require_tool};
+use std::time::Duration;
+
+use preload_tests::{
+    EXACT, Run, TestDir, compare, find_in_path, programs_dir, report_sets, require_tool,
+    workspace_root,
+};
 
 /// Default settings, but a fixed seed.
 const DEFAULTS: &[(&str, &str)] = &[("YING_SEED", "1")];
@@ -178,4 +183,41 @@ fn rustc_with_its_own_jemalloc_is_named() {
         sets.iter().any(|s| s.text_report().header.contains_key("heap not seen")),
         "no report header saying Ying saw nothing of rustc's heap",
     );
+}
+
+#[test]
+fn a_rust_program_with_the_jemalloc_crate_is_named() {
+    // programs/jemalloc_crate: tikv-jemallocator built in unprefixed. Built offline into a
+    // target directory of its own that later runs reuse; skipped where its crates are missing.
+    let manifest = programs_dir().join("jemalloc_crate/Cargo.toml");
+    let target = workspace_root().join("target/preload-tests-jemalloc");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let build = Run::new(cargo)
+        .args(&["build", "--release", "--offline", "--locked", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .timeout(Duration::from_secs(900))
+        .run();
+    if !build.success() {
+        let why = build.stderr_str().lines().last().unwrap_or("").to_string();
+        eprintln!("SKIPPED: the jemalloc crate program does not build offline here ({why})");
+        return;
+    }
+    let exe = target.join("release/ying-test-jemalloc-crate");
+    let dir = TestDir::new("jemalloc-crate");
+    let c = compare(&Run::new(&exe), DEFAULTS, &dir.reports("jemalloc"));
+    c.check(c.with.success(), "the jemalloc crate program failed");
+    c.check(c.with.stdout_str() == "jemalloc crate: 100000 strings\n", "unexpected output");
+    let named = exe.display().to_string();
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.len() == 1
+            && lines[0].starts_with("ying: warning: malloc is defined by ")
+            && lines[0].contains(&named),
+        format!("expected one warning naming {named}, got {lines:?}"),
+    );
+    let r = c.main_report().text_report();
+    let line = r.header.get("heap not seen").cloned().unwrap_or_default();
+    c.check(line.contains(&named), format!("no `heap not seen` header naming {named}: {line:?}"));
 }
