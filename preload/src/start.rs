@@ -1,6 +1,8 @@
 //! Start-up of the shim, outside every hook: read `YING_*` once, decide whether this process is
-//! profiled, find our own code range, warm the unwinder, install `fork` handlers, start the
-//! report thread and the exit report. Runs from `.init_array`, after libc is ready.
+//! profiled, find our own code range, warm the unwinder, install `fork` handlers, open the
+//! reporting directory and register the exit report. Runs from `.init_array`, after libc is
+//! ready. The report thread is not started here but at the program's first safe point
+//! ([`safe_point`], see `safe_points`), so the program's `main` starts single-threaded.
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
