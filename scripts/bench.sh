@@ -450,8 +450,19 @@ for n in 10000 100000; do
 done
 
 # ---------------------------------------------------------------------------------------------
+# Per-process cost (/bin/true, make -j2 of 50 files, 1,000 bash subshells)
+# ---------------------------------------------------------------------------------------------
+say "per-process cost: bench/process_cost.sh"
+if [ "$QUICK" = 1 ]; then PROC_ROUNDS=1; else PROC_ROUNDS=5; fi
+bench/process_cost.sh "$LIBYING" "$PROC_ROUNDS" >"$BUILD/process_cost.md"
+
+# ---------------------------------------------------------------------------------------------
 # BENCHMARKS.md
 # ---------------------------------------------------------------------------------------------
 meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/report.py "$RAW" "$META" BENCHMARKS.md
+{
+    echo
+    cat "$BUILD/process_cost.md"
+} >>BENCHMARKS.md
 say "wrote BENCHMARKS.md (raw data: $RAW, $META)"

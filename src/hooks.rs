@@ -476,6 +476,7 @@ fn alloc_slow<H: Host>(
 #[inline(always)]
 fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, w: sampler::Weight) {
     let _g = ts.enter();
+    crate::utils::note_sample();
     let mut ips = [0usize; MAX_FRAMES];
     let n = capture::<H>(ts, &mut ips);
     let born_ns = crate::clock::now_ns();

@@ -7,7 +7,11 @@
 //! compares it with the level at the last report it wrote. If it moved (up or down) by at least
 //! `report_pct_change_trigger` percent of that level, a report set is written and the level is
 //! updated. The first check always writes a baseline report. With `report_at_exit`, a final
-//! report set is written when the process exits through `exit()` or by returning from `main`.
+//! report set is written when the process exits through `exit()` or by returning from `main`;
+//! the exit waits (at most 30 s) for a periodic report being written, so that no set is cut off
+//! between its files. Neither a check nor the exit writes anything for a process that took no
+//! sample (nor refused a giant allocation) since it started or forked: its report would list no
+//! stack of its own.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
 //!
 //! # Where reports go
@@ -22,6 +26,7 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -268,15 +273,103 @@ impl RunnerHandle {
 /// The runner registered for the exit report (one per process).
 static EXIT_RUNNER: OnceLock<(ProfilerRunner, &'static dyn ProfileSource)> = OnceLock::new();
 
-extern "C" fn report_at_exit() {
+/// Periodic dumps being written now (0 or 1 per report thread).
+static DUMPS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
+/// Set by the exit path: no report thread starts a new dump after it.
+static EXITING: AtomicBool = AtomicBool::new(false);
+/// Longest the exit path waits for a periodic dump in flight to finish its files.
+const EXIT_WAIT: Duration = Duration::from_secs(30);
+
+/// Tells report threads that the process is exiting and waits (at most [`EXIT_WAIT`]) until no
+/// periodic dump is being written: `exit()` ends every other thread at once, and a dump cut
+/// off between its files would leave a report set without its last files (the `.pb.gz` is
+/// written last). Polls with a short sleep instead of waiting on a lock, so that nothing a
+/// `fork` could copy in a locked state is involved.
+fn finish_dumps_in_flight() {
+    EXITING.store(true, Ordering::SeqCst);
+    let start = std::time::Instant::now();
+    while DUMPS_IN_FLIGHT.load(Ordering::SeqCst) != 0 {
+        if start.elapsed() >= EXIT_WAIT {
+            crate::sys::warn(
+                "a periodic report was still being written after 30 s at exit; its set may be incomplete",
+            );
+            return;
+        }
+        // The raw system call: the preload shim exports `nanosleep` (a safe point), and this is
+        // no place to go through it.
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: 2_000_000 };
+        // SAFETY: `ts` is a valid timespec; a null remainder pointer is allowed.
+        unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
+    }
+}
+
+/// Whether the process is exiting (the exit path has begun): no report thread should start.
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::SeqCst)
+}
+
+/// Whether this process took a sample since it started or forked.
+static SAMPLED: AtomicBool = AtomicBool::new(false);
+/// Giant refusals counted when this process started or forked (a child inherits the count).
+static GIANT_REFUSED_AT_START: AtomicU64 = AtomicU64::new(0);
+
+/// Notes that this process took a sample (the sample path; one store, no allocation).
+pub(crate) fn note_sample() {
+    SAMPLED.store(true, Ordering::Relaxed);
+}
+
+/// A `fork` child has no report thread (yet): nothing of its parent's is in flight; and it has
+/// taken no sample of its own (the records it inherited are its parent's samples: a child that
+/// samples nothing itself, such as a shell's subshell, writes no report).
+extern "C" fn dumps_after_fork_child() {
+    DUMPS_IN_FLIGHT.store(0, Ordering::SeqCst);
+    SAMPLED.store(false, Ordering::Relaxed);
+    let refused = crate::tables::GIANT_REFUSED.load(Ordering::Relaxed);
+    GIANT_REFUSED_AT_START.store(refused, Ordering::Relaxed);
+}
+
+/// Registered with `atexit` once a report thread or an exit report exists.
+extern "C" fn at_exit() {
+    finish_dumps_in_flight();
     if let Some((runner, source)) = EXIT_RUNNER.get() {
         let mut f = || {
+            if !runner.worth_a_report() {
+                return;
+            }
             if let Err(e) = runner.write_now(*source) {
                 crate::sys::warn(&format!("final report not written: {e}"));
             }
         };
         source.run_guarded(&mut f);
     }
+}
+
+/// Registers [`at_exit`] and the fork handler once per process.
+fn register_exit_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `at_exit` and `dumps_after_fork_child` are plain `extern "C" fn()`s with no
+        // captured state; they only touch atomics, our own statics and report code.
+        unsafe {
+            libc::atexit(at_exit);
+            libc::pthread_atfork(None, None, Some(dumps_after_fork_child));
+        }
+    });
+}
+
+/// The owner of the `malloc` the program's calls reach, when it is not the profiler's (a
+/// program or library exporting its own allocator), set at start by the preload shim.
+static FOREIGN_MALLOC: OnceLock<String> = OnceLock::new();
+
+/// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
+/// profiler: reports then say that the profiler saw nothing of that heap.
+pub fn set_foreign_malloc(owner: String) {
+    let _ = FOREIGN_MALLOC.set(owner);
+}
+
+/// The object that owns the program's `malloc`, when it is not the profiler's.
+pub fn foreign_malloc() -> Option<&'static str> {
+    FOREIGN_MALLOC.get().map(String::as_str)
 }
 
 impl ProfilerRunner {
@@ -466,6 +559,17 @@ impl ProfilerRunner {
         }
     }
 
+    /// Whether an automatic report (a periodic check's, the exit report) is worth writing: not
+    /// when the process took no sample and refused nothing since it started or forked (its
+    /// report would list no stack of its own), unless its `malloc` is another allocator's (the
+    /// report then says Ying saw none of it).
+    fn worth_a_report(&self) -> bool {
+        foreign_malloc().is_some()
+            || SAMPLED.load(Ordering::Relaxed)
+            || crate::tables::GIANT_REFUSED.load(Ordering::Relaxed)
+                > GIANT_REFUSED_AT_START.load(Ordering::Relaxed)
+    }
+
     /// Writes a report set now, from `source`, into the reporting directory (opened at the
     /// runner's start, see the [module documentation](self)).
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
@@ -486,9 +590,14 @@ impl ProfilerRunner {
     /// resolved, created and opened first (a failure is reported on stderr; reports are then
     /// skipped until the directory can be created at the same absolute path).
     pub fn spawn_for(&self, source: &'static dyn ProfileSource) -> RunnerHandle {
-        let shared =
-            Arc::new(Shared { state: Mutex::new(Control::default()), wake: Condvar::new() });
-        let handle = RunnerHandle { shared: Arc::clone(&shared) };
+        self.prepare_for(source);
+        self.spawn_thread_for(source)
+    }
+
+    /// Everything of [`spawn_for`](Self::spawn_for) but the thread: resolves, creates and opens
+    /// the reporting directory and registers the exit report. A caller that starts the report
+    /// thread later, with [`spawn_thread_for`](Self::spawn_thread_for), calls this at start.
+    pub fn prepare_for(&self, source: &'static dyn ProfileSource) {
         let runner = self.clone();
         let mut start = || {
             crate::sys::save_stderr();
@@ -501,9 +610,23 @@ impl ProfilerRunner {
             if runner.report_at_exit {
                 runner.register_exit_report(source);
             }
-            if runner.check_interval_secs == 0 {
-                return;
-            }
+        };
+        source.run_guarded(&mut start);
+    }
+
+    /// Starts the report thread (none when `check_interval_secs` is 0), after
+    /// [`prepare_for`](Self::prepare_for). Never call it from inside an allocation function or a
+    /// signal handler: creating a thread allocates and takes glibc's locks.
+    pub fn spawn_thread_for(&self, source: &'static dyn ProfileSource) -> RunnerHandle {
+        let shared =
+            Arc::new(Shared { state: Mutex::new(Control::default()), wake: Condvar::new() });
+        let handle = RunnerHandle { shared: Arc::clone(&shared) };
+        if self.check_interval_secs == 0 {
+            return handle;
+        }
+        let runner = self.clone();
+        let mut start = || {
+            register_exit_handler();
             let r = runner.clone();
             let sh = Arc::clone(&shared);
             let body = Box::new(move || {
@@ -528,10 +651,7 @@ impl ProfilerRunner {
     /// from `main` (once per process; later calls are ignored).
     pub fn register_exit_report(&self, source: &'static dyn ProfileSource) {
         if EXIT_RUNNER.set((self.clone(), source)).is_ok() {
-            // SAFETY: `report_at_exit` is a plain `extern "C" fn()` with no captured state.
-            unsafe {
-                libc::atexit(report_at_exit);
-            }
+            register_exit_handler();
         }
     }
 
@@ -554,13 +674,22 @@ impl ProfilerRunner {
                 }
                 std::mem::take(&mut c.dump_requested)
             };
+            // Announce the dump before looking at the exit flag (both sequentially consistent):
+            // either the exit path sees it in flight and waits, or this thread sees the exit.
+            DUMPS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+            if EXITING.load(Ordering::SeqCst) {
+                DUMPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
             let now = crate::totals::read().retained_bytes();
-            if forced || self.should_report(last, now) {
+            let worth = forced || self.worth_a_report();
+            if worth && (forced || self.should_report(last, now)) {
                 match self.write_now(source) {
                     Ok(_) => last = Some(now),
                     Err(e) => crate::sys::warn(&format!("report not written: {e}")),
                 }
             }
+            DUMPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
             if let Ok(mut c) = shared.state.lock() {
                 if forced {
                     c.dumps_done += 1;

@@ -11,16 +11,20 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 14 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 14] = [
+/// The 18 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 18] = [
     "aligned_alloc",
     "calloc",
     "cfree",
+    "clock_nanosleep",
     "dlclose",
+    "epoll_pwait",
+    "epoll_wait",
     "free",
     "malloc",
     "malloc_usable_size",
     "memalign",
+    "nanosleep",
     "posix_memalign",
     "pthread_create",
     "pvalloc",

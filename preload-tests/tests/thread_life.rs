@@ -29,7 +29,8 @@ fn detached_threads_that_never_allocate_end_safely() {
         c.check(c.with.success(), "detached_exit.c failed under the shim");
         c.check(c.with.stdout_str() == "detached 16, checksum 124716\n", "unexpected output");
         c.assert_no_ying_lines();
-        c.check(!c.main_reports().is_empty(), "no exit report");
+        // The exit handlers ran (the status says so); a report set only if a sample was taken.
+        c.check(c.main_reports().iter().all(|r| r.has("txt")), "incomplete exit report");
     }
 }
 
@@ -41,7 +42,9 @@ fn first_malloc_in_the_last_destructor_round_on_a_vanished_stack() {
         let c = compare(&Run::new(&exe).arg("late"), vars, &dir.reports(&format!("l{i}")));
         c.check(c.with.success(), "detached_exit.c late failed under the shim");
         c.check(c.with.stdout_str() == "detached 0, checksum 124716\n", "unexpected output");
-        c.check(!c.main_reports().is_empty(), "no exit report");
+        // Every allocation sampled: an exit report (with default sampling, one only if a
+        // sample was taken).
+        c.check(i == 0 || !c.main_reports().is_empty(), "no exit report");
     }
 }
 

@@ -4,11 +4,13 @@
 //! few lines that call glibc's own allocator (`__libc_*`, no `dlsym`) through the engine's hooks.
 //! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
 //! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
-//! starts (`thread_start`). Everything else lives in `host` (per-thread state, our frames),
+//! starts (`thread_start`), and a few blocking calls tell when the report thread can start
+//! (`safe_points`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 
 mod host;
 mod libc_alloc;
+mod safe_points;
 mod start;
 mod thread_start;
 
@@ -38,15 +40,19 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 14] = [
+pub const EXPORTED_SYMBOLS: [&str; 18] = [
     "aligned_alloc",
     "calloc",
     "cfree",
+    "clock_nanosleep",
     "dlclose",
+    "epoll_pwait",
+    "epoll_wait",
     "free",
     "malloc",
     "malloc_usable_size",
     "memalign",
+    "nanosleep",
     "posix_memalign",
     "pthread_create",
     "pvalloc",

@@ -1,10 +1,12 @@
 //! Start-up of the shim, outside every hook: read `YING_*` once, decide whether this process is
-//! profiled, find our own code range, warm the unwinder, install `fork` handlers, start the
-//! report thread and the exit report. Runs from `.init_array`, after libc is ready.
+//! profiled, find our own code range, warm the unwinder, install `fork` handlers, open the
+//! reporting directory and register the exit report. Runs from `.init_array`, after libc is
+//! ready. The report thread is not started here but at the program's first safe point
+//! ([`safe_point`], see `safe_points`), so the program's `main` starts single-threaded.
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use ying_profiler::config::Config;
 use ying_profiler::hooks;
@@ -60,8 +62,8 @@ fn init_guarded() {
     if !cfg.enabled {
         return;
     }
-    let exe = exe_path();
     if let Some(only) = &cfg.only_exe {
+        let exe = exe_path();
         let name = exe.rsplit('/').next().unwrap_or("");
         if name != only {
             return; // Passive: exact counters only, no samples, no reports.
@@ -90,23 +92,79 @@ fn init_guarded() {
 
 fn find_own_code() {
     let here = find_own_code as *const () as usize;
-    if let Some((start, end)) = ying_profiler::__private::code_range_of(here) {
+    if let Some((start, end)) = code_range_of(here) {
         OWN_START.store(start, Ordering::Relaxed);
         OWN_END.store(end, Ordering::Relaxed);
     }
 }
 
+/// The `[start, end)` range of the executable segments of the loaded object containing
+/// `addr`, read from the loader's list of objects: nothing else (every process pays for this
+/// at start; a general module scan also reads `/proc/self/exe`).
+fn code_range_of(addr: usize) -> Option<(usize, usize)> {
+    struct Search {
+        addr: usize,
+        found: Option<(usize, usize)>,
+    }
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut std::ffi::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid `dl_phdr_info` for the duration of the call, and
+        // `data` is the `Search` that `code_range_of` lent to this iteration.
+        let (info, search) = unsafe { (&*info, &mut *data.cast::<Search>()) };
+        if info.dlpi_phdr.is_null() {
+            return 0;
+        }
+        // SAFETY: `dlpi_phdr` points to `dlpi_phnum` program headers of a loaded object.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+        let (mut start, mut end, mut contains) = (usize::MAX, 0usize, false);
+        for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_LOAD) {
+            let s = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+            let e = s.saturating_add(ph.p_memsz as usize);
+            contains |= (s..e).contains(&search.addr);
+            if ph.p_flags & libc::PF_X != 0 {
+                (start, end) = (start.min(s), end.max(e));
+            }
+        }
+        if contains && start < end {
+            search.found = Some((start, end));
+            return 1; // found: stop
+        }
+        0
+    }
+    let mut search = Search { addr, found: None };
+    // SAFETY: `visit` matches the callback type and only reads what the loader passes;
+    // `search` outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut search).cast()) };
+    search.found
+}
+
+/// Warns when the program's allocation calls do not reach this library. The check asks the
+/// dynamic linker which `malloc` a program's call binds to and compares it with our own code
+/// range: comparing with `crate::malloc` would not do, because this library's own reference to
+/// its `malloc` symbol is bound by the same lookup, to the program's definition when the program
+/// (or a library loaded before this one) exports one (jemalloc or mimalloc built in unprefixed,
+/// as in rustc, or a C program defining `malloc` itself). The reports of such a program say
+/// that Ying saw none of its heap.
 fn warn_if_allocator_is_elsewhere() {
     let lookup = |name: &CStr| {
         // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the global scope.
         unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
     };
-    let ours = crate::malloc as *const () as usize;
+    let (start, end) = (OWN_START.load(Ordering::Relaxed), OWN_END.load(Ordering::Relaxed));
     let seen = lookup(c"malloc");
-    if seen != 0 && seen != ours {
-        warn(
-            "this program's malloc is not the one libying.so provides (a statically linked allocator?); Ying sees only allocations that reach glibc's malloc",
-        );
+    if seen != 0 && start < end && !(start..end).contains(&seen) {
+        let mods = ying_profiler::__private::modules();
+        let owner = ying_profiler::__private::module_of(&mods, seen)
+            .map(|m| m.name.to_string())
+            .unwrap_or_else(|| format!("the object at {seen:#x}"));
+        warn(&format!(
+            "malloc is defined by {owner}, not by libying.so: this program allocates through its own allocator, and Ying sees nothing of its heap (reports will be empty)"
+        ));
+        ying_profiler::utils::set_foreign_malloc(owner);
+        return;
     }
     for other in [c"_rjem_malloc", c"mi_malloc", c"je_malloc", c"tc_malloc"] {
         if lookup(other) != 0 {
@@ -128,7 +186,44 @@ fn start_reporting(cfg: &Config) {
         return warn(&format!("YING_REPORTING_PATH={path} {e}; reporting is skipped"));
     }
     let _ = RUNNER.set(runner.clone());
-    runner.spawn_for(&SOURCE);
+    runner.prepare_for(&SOURCE);
+    if runner.check_interval_secs() > 0 {
+        REPORT_THREAD.store(THREAD_DUE, Ordering::SeqCst);
+    }
+}
+
+/// The report thread of this process: not needed (no periodic checks, or not profiled).
+const THREAD_NONE: u8 = 0;
+/// Needed, not started yet: the next safe point starts it.
+const THREAD_DUE: u8 = 1;
+/// Started (or being started).
+const THREAD_STARTED: u8 = 2;
+static REPORT_THREAD: AtomicU8 = AtomicU8::new(THREAD_NONE);
+
+/// A safe point: the program called one of the functions after which starting the report
+/// thread is safe and costs it nothing it would notice (see `safe_points`), outside every
+/// allocation function and signal handler. Starts the report thread the first time.
+///
+/// The thread is not started at load: a process with a second thread cannot enter a user
+/// namespace (`unshare(CLONE_NEWUSER)`, `setns`) and loses glibc's single-threaded fast paths,
+/// and most processes (a shell's subshells, compilers, `/bin/true`) end long before their first
+/// check. Where the program never reaches a safe point, it gets its exit report only.
+pub(crate) fn safe_point() {
+    if REPORT_THREAD.load(Ordering::Relaxed) != THREAD_DUE {
+        return;
+    }
+    if ying_profiler::utils::exiting() {
+        return;
+    }
+    // Creating the thread goes through our own `pthread_create`, which calls this again: the
+    // state is already STARTED then.
+    if REPORT_THREAD
+        .compare_exchange(THREAD_DUE, THREAD_STARTED, Ordering::SeqCst, Ordering::Relaxed)
+        .is_ok()
+        && let Some(runner) = RUNNER.get()
+    {
+        runner.spawn_thread_for(&SOURCE);
+    }
 }
 
 // The guard is held from prepare to the parent/child handler, so the handlers' own
@@ -146,10 +241,12 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     let ts = thread_state();
     hooks::fork_child(Some(ts));
-    // The report thread did not survive the fork: restart it for the child, which writes its
-    // own files (its pid is in every name). The exit report is inherited with atexit.
-    if let Some(runner) = RUNNER.get().filter(|r| r.check_interval_secs() > 0) {
-        runner.without_exit_report().spawn_for(&SOURCE);
+    // The report thread did not survive the fork: the child, which writes its own files (its
+    // pid is in every name), starts its own at its first safe point, like a new process (not
+    // here: a child may have to stay single-threaded, e.g. to enter a user namespace). The
+    // exit report is inherited with atexit.
+    if RUNNER.get().is_some_and(|r| r.check_interval_secs() > 0) {
+        REPORT_THREAD.store(THREAD_DUE, Ordering::SeqCst);
     }
     hooks::leave_guard(ts);
 }

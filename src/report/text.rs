@@ -110,6 +110,10 @@ pub(crate) fn render_compact(
     let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
     let _ = writeln!(o, "pid:                {}", ctx.pid);
     let _ = writeln!(o, "executable:         {}", ctx.exe);
+    if let Some(owner) = crate::utils::foreign_malloc() {
+        let _ =
+            writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
+    }
     let _ = writeln!(o, "sample interval:    {} bytes (mean)", snap.sample_interval);
     let _ = writeln!(
         o,

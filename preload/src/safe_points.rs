@@ -1,0 +1,116 @@
+//! Safe points: functions the shim exports only to learn that the program reached a place
+//! where the report thread can be started (`start::safe_point`), then passes on to glibc's.
+//!
+//! A safe point is a call the program makes itself, outside every allocation function (so no
+//! glibc lock of an allocation is held) and outside signal handlers, which is why only
+//! functions that are *not* async-signal-safe are used: a handler may not call them. They are
+//! where a long-running program spends its time: creating a thread (`pthread_create`, in
+//! `thread_start`), sleeping (`nanosleep`, `clock_nanosleep`) and waiting for events
+//! (`epoll_wait`, `epoll_pwait`). `sleep`, `usleep`, `poll` and `select` are not among them:
+//! the first two reach the kernel inside glibc without passing through an export, the others
+//! are async-signal-safe.
+//!
+//! Each export costs the program one relaxed load per call once the thread has started.
+//!
+//! # Hazards of starting the thread lazily
+//!
+//! - Creating a thread allocates (its TLS, our start record) and takes glibc's locks (the stack
+//!   cache, the loader's TLS lock). From inside an allocation function, those locks or the
+//!   arena's may already be held by the same thread (glibc allocates while holding them), and
+//!   from a signal handler by the interrupted code: a deadlock or a half-updated loader state.
+//!   Hence only these exports, never the hooks, ever start it.
+//! - Our own `pthread_create` is both a safe point and the way the thread is created: the state
+//!   moves to "started" before the creation, so the nested call does nothing.
+//! - At exit (`exit` sleeping while it waits for a dump in flight calls `nanosleep`) no thread
+//!   may start: the safe point checks the exit flag first.
+//! - A `fork` child inherits "started" from a parent whose thread did not survive the fork: the
+//!   child handler sets it back to "due".
+//! - A program that calls `unshare(CLONE_NEWUSER)` after a safe point is multi-threaded by then
+//!   (see the README's Limits); one that never reaches a safe point gets no periodic reports.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ying_profiler::hooks;
+
+use crate::host::thread_state;
+
+/// glibc's definition of `name` (the next after this library), looked up once into `slot`:
+/// 0 = not yet. The lookup's own allocations are the profiler's.
+fn next(slot: &AtomicUsize, name: &CStr) -> usize {
+    let mut f = slot.load(Ordering::Acquire);
+    if f == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the definition after this
+        // library in the lookup order. Called in the program's own call, outside every hook.
+        f = hooks::run_guarded(thread_state(), || unsafe {
+            libc::dlsym(libc::RTLD_NEXT, name.as_ptr())
+        }) as usize;
+        slot.store(f, Ordering::Release);
+    }
+    f
+}
+
+macro_rules! safe_point {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As for glibc's function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            static REAL: AtomicUsize = AtomicUsize::new(0);
+            crate::start::safe_point();
+            let name = CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes());
+            let f = match name {
+                Ok(n) => next(&REAL, n),
+                Err(_) => 0,
+            };
+            if f == 0 {
+                // SAFETY: `__errno_location` returns the calling thread's errno slot.
+                unsafe { *libc::__errno_location() = libc::ENOSYS };
+                return -1;
+            }
+            // SAFETY: `f` is the non-null address of glibc's function of this name, whose
+            // signature this is.
+            let real: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(f) };
+            // SAFETY: the caller's arguments, passed on under the same contract.
+            unsafe { real($($arg),*) }
+        }
+    };
+}
+
+safe_point! {
+    /// `nanosleep`: a safe point, then glibc's.
+    fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int
+}
+
+safe_point! {
+    /// `clock_nanosleep` (Python's `time.sleep`): a safe point, then glibc's.
+    fn clock_nanosleep(
+        clock: libc::clockid_t,
+        flags: libc::c_int,
+        req: *const libc::timespec,
+        rem: *mut libc::timespec
+    ) -> libc::c_int
+}
+
+safe_point! {
+    /// `epoll_wait` (event loops): a safe point, then glibc's.
+    fn epoll_wait(
+        epfd: libc::c_int,
+        events: *mut libc::epoll_event,
+        max: libc::c_int,
+        timeout: libc::c_int
+    ) -> libc::c_int
+}
+
+safe_point! {
+    /// `epoll_pwait` (libuv): a safe point, then glibc's.
+    fn epoll_pwait(
+        epfd: libc::c_int,
+        events: *mut libc::epoll_event,
+        max: libc::c_int,
+        timeout: libc::c_int,
+        sigmask: *const libc::sigset_t
+    ) -> libc::c_int
+}
