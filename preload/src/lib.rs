@@ -429,3 +429,41 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     // SAFETY: `p` is a live glibc block (caller contract).
     unsafe { usable_size(p.cast()) }
 }
+
+// Safe points (see `safe_points`): where the report thread may start.
+
+safe_points::safe_point! {
+    /// `nanosleep`: a safe point, then glibc's.
+    fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `clock_nanosleep` (Python's `time.sleep`): a safe point, then glibc's.
+    fn clock_nanosleep(
+        clock: libc::clockid_t,
+        flags: libc::c_int,
+        req: *const libc::timespec,
+        rem: *mut libc::timespec
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `epoll_wait` (event loops): a safe point, then glibc's.
+    fn epoll_wait(
+        epfd: libc::c_int,
+        events: *mut libc::epoll_event,
+        max: libc::c_int,
+        timeout: libc::c_int
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `epoll_pwait` (libuv): a safe point, then glibc's.
+    fn epoll_pwait(
+        epfd: libc::c_int,
+        events: *mut libc::epoll_event,
+        max: libc::c_int,
+        timeout: libc::c_int,
+        sigmask: *const libc::sigset_t
+    ) -> libc::c_int
+}

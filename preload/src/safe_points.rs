@@ -1,5 +1,6 @@
-//! Safe points: functions the shim exports only to learn that the program reached a place
-//! where the report thread can be started (`start::safe_point`), then passes on to glibc's.
+//! Safe points: functions the shim exports (in `lib.rs`, with the [`safe_point`] macro defined
+//! here) only to learn that the program reached a place where the report thread can be started
+//! (`start::safe_point`), then passes on to glibc's.
 //!
 //! A safe point is a call the program makes itself, outside every allocation function (so no
 //! glibc lock of an allocation is held) and outside signal handlers, which is why only
@@ -37,7 +38,7 @@ use crate::host::thread_state;
 
 /// glibc's definition of `name` (the next after this library), looked up once into `slot`:
 /// 0 = not yet. The lookup's own allocations are the profiler's.
-fn next(slot: &AtomicUsize, name: &CStr) -> usize {
+pub(crate) fn next(slot: &AtomicUsize, name: &CStr) -> usize {
     let mut f = slot.load(Ordering::Acquire);
     if f == 0 {
         // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the definition after this
@@ -58,11 +59,12 @@ macro_rules! safe_point {
         /// As for glibc's function of the same name.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            static REAL: AtomicUsize = AtomicUsize::new(0);
+            static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             crate::start::safe_point();
-            let name = CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes());
+            let name =
+                std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes());
             let f = match name {
-                Ok(n) => next(&REAL, n),
+                Ok(n) => crate::safe_points::next(&REAL, n),
                 Err(_) => 0,
             };
             if f == 0 {
@@ -79,38 +81,5 @@ macro_rules! safe_point {
     };
 }
 
-safe_point! {
-    /// `nanosleep`: a safe point, then glibc's.
-    fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int
-}
-
-safe_point! {
-    /// `clock_nanosleep` (Python's `time.sleep`): a safe point, then glibc's.
-    fn clock_nanosleep(
-        clock: libc::clockid_t,
-        flags: libc::c_int,
-        req: *const libc::timespec,
-        rem: *mut libc::timespec
-    ) -> libc::c_int
-}
-
-safe_point! {
-    /// `epoll_wait` (event loops): a safe point, then glibc's.
-    fn epoll_wait(
-        epfd: libc::c_int,
-        events: *mut libc::epoll_event,
-        max: libc::c_int,
-        timeout: libc::c_int
-    ) -> libc::c_int
-}
-
-safe_point! {
-    /// `epoll_pwait` (libuv): a safe point, then glibc's.
-    fn epoll_pwait(
-        epfd: libc::c_int,
-        events: *mut libc::epoll_event,
-        max: libc::c_int,
-        timeout: libc::c_int,
-        sigmask: *const libc::sigset_t
-    ) -> libc::c_int
-}
+/// Defines an exported safe point (used in `lib.rs`, where every export lives).
+pub(crate) use safe_point;
