@@ -45,8 +45,8 @@
 //!
 //! fn main() {
 //!     let runner = ProfilerRunnerBuilder::default()
-//!         .check_interval_secs(60usize)
-//!         .report_pct_change_trigger(5usize)
+//!         .check_interval_secs(60)
+//!         .report_pct_change_trigger(5)
 //!         .reporting_path("/var/log/ying")
 //!         .gen_flamegraphs(true)
 //!         .build()

@@ -185,8 +185,8 @@ macro_rules! setters {
         impl ProfilerRunnerBuilder {
             $(
                 $(#[$doc])*
-                pub fn $name<V: Into<$ty>>(&mut self, value: V) -> &mut Self {
-                    self.inner.get_or_insert_with(ProfilerRunner::default).$name = value.into();
+                pub fn $name(&mut self, value: $ty) -> &mut Self {
+                    self.inner.get_or_insert_with(ProfilerRunner::default).$name = value;
                     self
                 }
             )*
@@ -194,13 +194,13 @@ macro_rules! setters {
     };
 }
 
+// Numbers and switches take their own type, so that a plain literal (`.check_interval_secs(60)`,
+// `.report_file_mode(0o640)`) compiles; the path takes anything that becomes a `String`.
 setters! {
     /// Seconds between checks of retained memory.
     check_interval_secs: usize,
     /// Percent change of retained memory (since the last report) that triggers a report.
     report_pct_change_trigger: usize,
-    /// Directory for report sets; created if missing.
-    reporting_path: String,
     /// Rank stacks by total allocated bytes instead of retained bytes.
     measure_allocated_not_retained: bool,
     /// Also write an SVG flamegraph with each report.
@@ -214,6 +214,14 @@ setters! {
     /// Permission bits of report files (0600 by default; owner read and write are always
     /// kept, execute and special bits never set).
     report_file_mode: u32,
+}
+
+impl ProfilerRunnerBuilder {
+    /// Directory for report sets; created if missing.
+    pub fn reporting_path(&mut self, value: impl Into<String>) -> &mut Self {
+        self.inner.get_or_insert_with(ProfilerRunner::default).reporting_path = value.into();
+        self
+    }
 }
 
 impl ProfilerRunnerBuilder {
