@@ -335,7 +335,7 @@ pub fn alloc_unsampled<H: Host>(
         if !p.is_null() {
             let charged = counted(p) as u64;
             if !H::thread_state().charge(charged) {
-                return Some(sampled_after::<H>(set, p, size, charged));
+                return Some(sampled_after::<H>(set, p, charged));
             }
         }
         return Some(p);
@@ -372,13 +372,13 @@ fn uncharge<H: Host>(size: usize) {
     b.store(b.load(Ordering::Relaxed).wrapping_add(size as u64), Ordering::Relaxed);
 }
 
-/// The block `p` (of `_size` requested bytes) used up its thread's budget when `charged` bytes
+/// The block `p` used up its thread's budget when `charged` bytes
 /// were charged for it: draw the next countdown and record the sample. The sample counts the
 /// block's `charged` bytes, the unit of the exact totals (see `sampler`). Returns `p`. (Public
 /// for a front end whose unsampled path is written out in its own code, the shim's.)
 #[cold]
 #[inline(never)]
-pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, _size: usize, charged: u64) -> *mut u8 {
+pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
     let ts = H::thread_state();
     redraw(ts, set);
     if set.enabled() {
@@ -389,35 +389,29 @@ pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, _size: usize, charged:
     p
 }
 
-/// The shim's `malloc` charged `charged` bytes for block `p` (`size` requested) and the budget
+/// The shim's `malloc` charged `charged` bytes for block `p` and the budget
 /// did not cover them: either the block is a sample, or the budget was zero because the thread
 /// is not sampling (not set up yet, inside profiler code, exiting, without counters of its
 /// own), in which case the charge is taken back and the block counted where it belongs.
 /// Returns `p`.
 #[cold]
 #[inline(never)]
-pub fn charge_missed<H: Host>(set: &Settings, p: *mut u8, size: usize, charged: u64) -> *mut u8 {
+pub fn charge_missed<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
     let ts = H::thread_state();
     if ts.guarded() || !ts.sampling() {
         // The budget was zero and wrapped: back to zero (the thread's counters are not read,
         // or, under the guard, the wrapped budget was counted for this moment only).
         ts.budget.store(ts.budget.load(Ordering::Relaxed).wrapping_add(charged), Ordering::Relaxed);
-        return count_new_block::<H>(ts, set, p, size, charged);
+        return count_new_block::<H>(ts, set, p, charged);
     }
-    sampled_after::<H>(set, p, size, charged)
+    sampled_after::<H>(set, p, charged)
 }
 
-/// Counts the new block `p` (`size` requested, `charged` counted bytes) wherever the calling
+/// Counts the new block `p` (`charged` counted bytes) wherever the calling
 /// thread's state says (the profiler's own memory, the shared counters, or the thread's own
 /// budget, setting the thread up first if need be), and samples it if it uses the budget up.
 /// Returns `p`.
-fn count_new_block<H: Host>(
-    ts: &ThreadState,
-    set: &Settings,
-    p: *mut u8,
-    size: usize,
-    charged: u64,
-) -> *mut u8 {
+fn count_new_block<H: Host>(ts: &ThreadState, set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
     if ts.guarded() {
         totals::add_internal(charged as usize);
         return p;
@@ -433,7 +427,7 @@ fn count_new_block<H: Host>(
     if ts.charge(charged) {
         return p;
     }
-    sampled_after::<H>(set, p, size, charged)
+    sampled_after::<H>(set, p, charged)
 }
 
 /// Counts `bytes` allocated outside the budget: on the thread's own counters, or the shared
@@ -469,7 +463,7 @@ fn alloc_slow<H: Host>(
     if p.is_null() {
         return p;
     }
-    count_new_block::<H>(ts, set, p, size, counted(p) as u64)
+    count_new_block::<H>(ts, set, p, counted(p) as u64)
 }
 
 /// Captures the stack and records a sampled block (the caller holds no profiler lock).
@@ -496,7 +490,6 @@ fn retire(rec: Record) {
 /// (the layout, in Rust) stay small enough to travel in registers to the slow path.
 #[inline(always)]
 pub fn on_free<H: Host>(
-    set: &Settings,
     ptr: *mut u8,
     counted: impl FnOnce(*mut u8) -> usize,
     real: impl FnOnce(*mut u8),
@@ -506,7 +499,7 @@ pub fn on_free<H: Host>(
         H::thread_state().add_freed(counted(ptr) as u64);
         return real(ptr);
     }
-    free_slow::<H>(set, ptr, counted, real)
+    free_slow::<H>(ptr, counted, real)
 }
 
 /// [`on_free`] beyond the unsampled path: everything but the free itself, for a front end whose
@@ -514,7 +507,6 @@ pub fn on_free<H: Host>(
 #[cold]
 #[inline(never)]
 pub fn free_slow<H: Host>(
-    _set: &Settings,
     ptr: *mut u8,
     counted: impl FnOnce(*mut u8) -> usize,
     real: impl FnOnce(*mut u8),
@@ -602,7 +594,7 @@ pub fn realloc_unsampled<H: Host>(
             if new_counted >= old_counted {
                 let growth = (new_counted - old_counted) as u64;
                 if !ts.charge(growth) {
-                    return Some(sampled_after::<H>(set, p, new_size, new_counted as u64));
+                    return Some(sampled_after::<H>(set, p, new_counted as u64));
                 }
             } else {
                 ts.add_freed((old_counted - new_counted) as u64);
@@ -680,7 +672,7 @@ fn realloc_slow<H: Host>(
         // An unsampled block grew: its growth takes its chance like fresh bytes would.
         None => {
             if !ts.charge(growth as u64) {
-                sampled_after::<H>(set, p, new_size, new_counted as u64);
+                sampled_after::<H>(set, p, new_counted as u64);
             }
         }
     }

@@ -292,7 +292,6 @@ unsafe impl GlobalAlloc for YingProfiler {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         hooks::on_free::<RustHost>(
-            &self.settings,
             ptr,
             move |_| layout.size(),
             // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.

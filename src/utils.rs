@@ -321,9 +321,13 @@ static SAMPLED: AtomicBool = AtomicBool::new(false);
 /// Giant refusals counted when this process started or forked (a child inherits the count).
 static GIANT_REFUSED_AT_START: AtomicU64 = AtomicU64::new(0);
 
-/// Notes that this process took a sample (the sample path; one store, no allocation).
+/// Notes that this process took a sample (the sample path; a load, no allocation).
 pub(crate) fn note_sample() {
-    SAMPLED.store(true, Ordering::Relaxed);
+    // A load first: every sampling thread would otherwise write this shared line on every
+    // sample and pull it back and forth between cores; it changes once.
+    if !SAMPLED.load(Ordering::Relaxed) {
+        SAMPLED.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A `fork` child has no report thread (yet): nothing of its parent's is in flight; and it has

@@ -204,7 +204,6 @@ impl Heap {
         let req = b.req;
         let c = self.counted(b.ptr as *mut u8, req) as f64;
         hooks::on_free::<TestHost>(
-            &SET,
             b.ptr as *mut u8,
             move |p| match unit {
                 Unit::Requested => req,

@@ -155,8 +155,10 @@ extern "C" fn malloc_slow(size: usize) -> *mut c_void {
 
 /// `malloc`'s block `p` used up the budget with `charged` bytes (see `hooks::charge_missed`).
 #[cfg(target_arch = "x86_64")]
-extern "C" fn malloc_charge_missed(p: *mut c_void, size: usize, charged: usize) -> *mut c_void {
-    hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), size, charged as u64).cast()
+/// (`_request`, the size asked for, is the stack slot `malloc` pops into the second argument
+/// register: the figures count `charged` bytes.)
+extern "C" fn malloc_charge_missed(p: *mut c_void, _request: usize, charged: usize) -> *mut c_void {
+    hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), charged as u64).cast()
 }
 
 /// C `malloc` (targets without the %fs-relative fast path).
@@ -213,7 +215,6 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
     ying_profiler::hooks::on_free::<ShimHost>(
-        &SETTINGS,
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
         // header is readable.
@@ -227,7 +228,6 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[inline(never)]
 fn free_slow(p: *mut c_void) {
     hooks::free_slow::<ShimHost>(
-        &SETTINGS,
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
         // header is readable.
@@ -412,7 +412,9 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
     // SAFETY: forwards the caller's handle (the caller's contract).
     let rc = unsafe { real(handle) };
     if rc == 0 {
-        ying_profiler::__private::flush_unwind_cache();
+        // As profiler code: the flush holds the unwinder's fill lock, which a sample taken by a
+        // signal handler on this thread would otherwise wait for forever.
+        hooks::run_guarded(host::thread_state(), ying_profiler::__private::flush_unwind_cache);
     }
     rc
 }

@@ -92,53 +92,10 @@ fn init_guarded() {
 
 fn find_own_code() {
     let here = find_own_code as *const () as usize;
-    if let Some((start, end)) = code_range_of(here) {
+    if let Some((start, end)) = ying_profiler::__private::code_range_of(here) {
         OWN_START.store(start, Ordering::Relaxed);
         OWN_END.store(end, Ordering::Relaxed);
     }
-}
-
-/// The `[start, end)` range of the executable segments of the loaded object containing
-/// `addr`, read from the loader's list of objects: nothing else (every process pays for this
-/// at start; a general module scan also reads `/proc/self/exe`).
-fn code_range_of(addr: usize) -> Option<(usize, usize)> {
-    struct Search {
-        addr: usize,
-        found: Option<(usize, usize)>,
-    }
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut std::ffi::c_void,
-    ) -> libc::c_int {
-        // SAFETY: the loader passes a valid `dl_phdr_info` for the duration of the call, and
-        // `data` is the `Search` that `code_range_of` lent to this iteration.
-        let (info, search) = unsafe { (&*info, &mut *data.cast::<Search>()) };
-        if info.dlpi_phdr.is_null() {
-            return 0;
-        }
-        // SAFETY: `dlpi_phdr` points to `dlpi_phnum` program headers of a loaded object.
-        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
-        let (mut start, mut end, mut contains) = (usize::MAX, 0usize, false);
-        for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_LOAD) {
-            let s = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
-            let e = s.saturating_add(ph.p_memsz as usize);
-            contains |= (s..e).contains(&search.addr);
-            if ph.p_flags & libc::PF_X != 0 {
-                (start, end) = (start.min(s), end.max(e));
-            }
-        }
-        if contains && start < end {
-            search.found = Some((start, end));
-            return 1; // found: stop
-        }
-        0
-    }
-    let mut search = Search { addr, found: None };
-    // SAFETY: `visit` matches the callback type and only reads what the loader passes;
-    // `search` outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut search).cast()) };
-    search.found
 }
 
 /// Warns when the program's allocation calls do not reach this library. The check asks the
