@@ -10,9 +10,9 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::histogram::MillisHistogram;
+use crate::engine::histogram::MillisHistogram;
 
-pub use crate::capture::MAX_FRAMES;
+pub use crate::engine::capture::MAX_FRAMES;
 
 /// Raw instruction pointers of one stack, innermost first (at most `NF`). Stored as long as
 /// the stack is, not `NF` long: a snapshot holds one per stack.
@@ -43,7 +43,7 @@ impl<const NF: usize> Callstack<NF> {
 
     /// A stable 64-bit hash of the addresses.
     pub fn compute_hash(&self) -> u64 {
-        let mut h = crate::tables::AddrHasher::default();
+        let mut h = crate::engine::tables::AddrHasher::default();
         self.ips().hash(&mut h);
         h.finish()
     }
@@ -275,29 +275,6 @@ impl StackStats {
     /// is named by that function, not by `alloc::vec::from_elem` above it).
     pub fn display_frames(&self, expand: bool) -> Vec<&Frame> {
         display_frames(self.frames.iter(), expand)
-    }
-
-    /// A human-readable block (0.3.0 signature): figures, histogram and frames.
-    pub fn rich_report(
-        &self,
-        _profiler: &crate::YingProfiler,
-        with_filenames: bool,
-        expand_frame: bool,
-    ) -> String {
-        let mut s = crate::report::text::stack_block(self, None, with_filenames, expand_frame);
-        if s.ends_with('\n') {
-            s.pop();
-        }
-        s
-    }
-
-    /// One folded-stack line (`root;...;leaf value`) weighted by `measurement` (0.3.0 name).
-    pub fn dtrace_report(
-        &self,
-        _profiler: &crate::YingProfiler,
-        measurement: Measurement,
-    ) -> String {
-        crate::report::folded::line(self, measurement, false)
     }
 }
 

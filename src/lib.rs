@@ -112,51 +112,77 @@
 
 #![warn(missing_docs)]
 
+// The source tree follows the data (ARCHITECTURE.md): `engine/` runs inside `malloc`, `stack/`
+// walks the program's stack for it, `symbols/` and `report/` run at report time, `sys/` holds
+// the primitives all of them use. Each folder's `mod.rs` says what its code may and may not do.
+
 pub mod callstack;
-
 pub mod config;
-pub mod filter;
-pub mod histogram;
-pub mod hooks;
 pub mod report;
-pub mod sampler;
-pub mod snapshot;
 pub mod spans;
-pub mod thread_state;
-pub mod utils;
 
-mod capture;
-mod clock;
-mod dwarf;
-mod elf_symbols;
-mod giant;
+pub(crate) mod engine;
+pub(crate) mod stack;
+pub(crate) mod symbols;
+pub(crate) mod sys;
+
 mod profiler;
-mod spin;
-mod symbolize;
-mod sys;
-mod tables;
-mod totals;
-mod unwind;
+#[doc(hidden)]
+pub mod runner;
 
 pub use callstack::{Frame, Measurement, StackStats};
+pub use engine::histogram;
+pub use engine::sampler::ByteUnit;
+pub use engine::totals::Totals;
 pub use profiler::YingProfiler;
-pub use snapshot::Snapshot;
-pub use totals::Totals;
+pub use report::snapshot::{GiantRefusal, Snapshot};
+
+/// The report runner ([`utils::ProfilerRunner`]) and one-off reports, under the module name the
+/// 0.3.0 API gave them (the source is `src/runner.rs`).
+#[doc(inline)]
+pub use runner as utils;
 
 #[doc(hidden)]
 pub mod __private {
-    //! Items the preload shim needs; not a public API.
-    pub use crate::symbolize::{Module, code_range_of, module_of, modules};
+    //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
+    pub use crate::engine::{filter, hooks, sampler, thread_state};
+    pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};
     pub use crate::sys::{save_stderr, stack_bounds, warn, write_stderr};
+
+    /// Taking snapshots of the engine's tables (the shim's report source).
+    pub mod snapshot {
+        pub use crate::report::snapshot::*;
+    }
+
+    /// `fork` prepare: takes every profiler lock, the symbol cache's first (report side), then
+    /// the engine's and the unwinder's. Here, above both sides, so that the engine never calls
+    /// into the report side.
+    pub fn fork_prepare() {
+        crate::symbols::lock_for_fork();
+        hooks::fork_prepare();
+    }
+
+    /// `fork` parent: releases what [`fork_prepare`] took, in reverse order.
+    pub fn fork_parent() {
+        hooks::fork_parent();
+        crate::symbols::unlock_after_fork();
+    }
+
+    /// `fork` child: the engine's child handler (`ts`: the surviving thread's state), then
+    /// releases the symbol cache's lock.
+    pub fn fork_child(ts: Option<&thread_state::ThreadState>) {
+        hooks::fork_child(ts);
+        crate::symbols::unlock_after_fork();
+    }
 
     /// Looks up what the caching unwinder needs from glibc, at start-up.
     pub fn warm_unwinder() {
-        crate::unwind::warm()
+        crate::stack::unwind::warm()
     }
 
     /// Forgets the unwinder's cached rules (the shim's `dlclose`, after an object was closed).
     pub fn flush_unwind_cache() {
-        crate::unwind::flush()
+        crate::stack::unwind::flush()
     }
     pub use backtrace;
 }

@@ -4,11 +4,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use crate::callstack::{Measurement, StackStats};
-use crate::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
-use crate::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
-use crate::snapshot::{self, Snapshot};
-use crate::thread_state::ThreadState;
-use crate::utils::{ProfileSource, ProfilerRunner};
+use crate::engine::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
+use crate::engine::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
+use crate::engine::thread_state::ThreadState;
+use crate::report::snapshot::{self, Snapshot};
+use crate::runner::{ProfileSource, ProfilerRunner};
 
 /// Ying is a memory profiling allocator wrapper. Ying is the Chinese word for an eagle.
 ///
@@ -112,12 +112,12 @@ impl YingProfiler {
 
     /// Exact bytes the program retains right now (the profiler's own memory excluded).
     pub fn total_retained_bytes() -> usize {
-        crate::totals::read().retained_bytes() as usize
+        crate::engine::totals::read().retained_bytes() as usize
     }
 
     /// Exact totals: bytes and counts allocated and freed, and the profiler's own memory.
     pub fn totals() -> crate::Totals {
-        crate::totals::read()
+        crate::engine::totals::read()
     }
 
     /// Estimated bytes allocated since start, summed over sampled stacks.
@@ -132,22 +132,22 @@ impl YingProfiler {
 
     fn estimates() -> (f64, f64) {
         let _g = RustHost::thread_state().enter();
-        crate::tables::estimated_bytes()
+        crate::engine::tables::estimated_bytes()
     }
 
     /// Addresses in the symbol cache.
     pub fn symbol_map_size(&self) -> usize {
-        self.guarded(crate::symbolize::cache_len)
+        self.guarded(crate::symbols::symbolize::cache_len)
     }
 
     /// Live sampled allocations.
     pub fn num_outstanding_allocs(&self) -> usize {
-        self.guarded(crate::tables::live_len)
+        self.guarded(crate::engine::tables::live_len)
     }
 
     /// Distinct stacks seen.
     pub fn num_stack_traces(&self) -> usize {
-        self.guarded(crate::tables::distinct_stacks)
+        self.guarded(crate::engine::tables::distinct_stacks)
     }
 
     fn guarded<T>(&self, f: impl FnOnce() -> T) -> T {
@@ -172,7 +172,7 @@ impl YingProfiler {
 
     /// Forgets every stack and live sample (exact totals are kept). For tests.
     pub fn reset_state_for_testing_only(&self) {
-        self.guarded(crate::tables::clear)
+        self.guarded(crate::engine::tables::clear)
     }
 
     /// Makes the calling thread's next allocation a sample. For tests.

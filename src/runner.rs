@@ -32,9 +32,11 @@ use std::time::Duration;
 
 use crate::YingProfiler;
 use crate::callstack::Measurement;
+use crate::engine::SAMPLED;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
+pub use crate::report::{foreign_malloc, set_foreign_malloc};
+use crate::report::snapshot::Snapshot;
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
-use crate::snapshot::Snapshot;
 
 /// Default reporting directory.
 pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
@@ -48,8 +50,8 @@ pub const DEFAULT_TOP_K: usize = 20;
 /// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
 ///
 /// Both front ends keep their stacks in the same tables, so report sets are written from those
-/// tables directly (a compact snapshot, see [`crate::snapshot`]); a source supplies the sample
-/// interval and the guard its reports run under.
+/// tables directly (a compact snapshot, see `src/report/snapshot.rs`); a source supplies the
+/// sample interval and the guard its reports run under.
 pub trait ProfileSource: Send + Sync + 'static {
     /// Everything known now.
     fn snapshot(&self) -> Snapshot;
@@ -62,7 +64,7 @@ pub trait ProfileSource: Send + Sync + 'static {
     /// a snapshot without its stacks, which for this crate's sources costs a few locks and no
     /// copy; a source whose `snapshot` is expensive otherwise should override it.
     fn sample_interval(&self) -> u64 {
-        crate::snapshot::without_stacks(|| self.snapshot()).sample_interval
+        crate::report::snapshot::without_stacks(|| self.snapshot()).sample_interval
     }
 }
 
@@ -76,13 +78,13 @@ fn write_report_from(
     dir: &ReportDir,
 ) -> io::Result<ReportPaths> {
     let (interval, unit) = {
-        let header = crate::snapshot::without_stacks(|| source.snapshot());
+        let header = crate::report::snapshot::without_stacks(|| source.snapshot());
         (header.sample_interval, header.unit)
     };
     let ctx = ReportContext::current();
     let mut written = None;
     source.run_guarded(&mut || {
-        let snap = crate::snapshot::take_compact(interval, unit);
+        let snap = crate::report::snapshot::take_compact(interval, unit);
         written = Some(report::write_compact(&snap, &ctx, opts, dir));
     });
     // Copies allocated as the caller's, the originals freed as the profiler's.
@@ -316,19 +318,8 @@ pub fn exiting() -> bool {
     EXITING.load(Ordering::SeqCst)
 }
 
-/// Whether this process took a sample since it started or forked.
-static SAMPLED: AtomicBool = AtomicBool::new(false);
 /// Giant refusals counted when this process started or forked (a child inherits the count).
 static GIANT_REFUSED_AT_START: AtomicU64 = AtomicU64::new(0);
-
-/// Notes that this process took a sample (the sample path; a load, no allocation).
-pub(crate) fn note_sample() {
-    // A load first: every sampling thread would otherwise write this shared line on every
-    // sample and pull it back and forth between cores; it changes once.
-    if !SAMPLED.load(Ordering::Relaxed) {
-        SAMPLED.store(true, Ordering::Relaxed);
-    }
-}
 
 /// A `fork` child has no report thread (yet): nothing of its parent's is in flight; and it has
 /// taken no sample of its own (the records it inherited are its parent's samples: a child that
@@ -336,7 +327,7 @@ pub(crate) fn note_sample() {
 extern "C" fn dumps_after_fork_child() {
     DUMPS_IN_FLIGHT.store(0, Ordering::SeqCst);
     SAMPLED.store(false, Ordering::Relaxed);
-    let refused = crate::tables::GIANT_REFUSED.load(Ordering::Relaxed);
+    let refused = crate::engine::tables::GIANT_REFUSED.load(Ordering::Relaxed);
     GIANT_REFUSED_AT_START.store(refused, Ordering::Relaxed);
 }
 
@@ -367,21 +358,6 @@ fn register_exit_handler() {
             libc::pthread_atfork(None, None, Some(dumps_after_fork_child));
         }
     });
-}
-
-/// The owner of the `malloc` the program's calls reach, when it is not the profiler's (a
-/// program or library exporting its own allocator), set at start by the preload shim.
-static FOREIGN_MALLOC: OnceLock<String> = OnceLock::new();
-
-/// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
-/// profiler: reports then say that the profiler saw nothing of that heap.
-pub fn set_foreign_malloc(owner: String) {
-    let _ = FOREIGN_MALLOC.set(owner);
-}
-
-/// The object that owns the program's `malloc`, when it is not the profiler's.
-pub fn foreign_malloc() -> Option<&'static str> {
-    FOREIGN_MALLOC.get().map(String::as_str)
 }
 
 impl ProfilerRunner {
@@ -578,12 +554,12 @@ impl ProfilerRunner {
     fn worth_a_report(&self) -> bool {
         foreign_malloc().is_some()
             || SAMPLED.load(Ordering::Relaxed)
-            || crate::tables::GIANT_REFUSED.load(Ordering::Relaxed)
+            || crate::engine::tables::GIANT_REFUSED.load(Ordering::Relaxed)
                 > GIANT_REFUSED_AT_START.load(Ordering::Relaxed)
     }
 
     /// Writes a report set now, from `source`, into the reporting directory (opened at the
-    /// runner's start, see the [module documentation](self)).
+    /// runner's start, see the [module documentation](crate::utils)).
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
         // Opening the directory (the first time) allocates: profiler memory, never sampled.
         let mut opened: Option<io::Result<&ReportDir>> = None;
@@ -693,7 +669,7 @@ impl ProfilerRunner {
                 DUMPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
-            let now = crate::totals::read().retained_bytes();
+            let now = crate::engine::totals::read().retained_bytes();
             let worth = forced || self.worth_a_report();
             if worth && (forced || self.should_report(last, now)) {
                 match self.write_now(source) {
@@ -729,7 +705,10 @@ pub fn gen_flamegraph(
     // Every stack is folded (no cut, as in 0.3.0), from a compact snapshot taken and dropped
     // as profiler code, like a report set's.
     profiler.run_guarded(&mut || {
-        let snap = crate::snapshot::take_compact(interval, crate::sampler::ByteUnit::Requested);
+        let snap = crate::report::snapshot::take_compact(
+            interval,
+            crate::engine::sampler::ByteUnit::Requested,
+        );
         let ranked = snap.ranked(measurement);
         let folded = report::folded::render_ranked(&snap, &ranked, measurement, false, usize::MAX);
         written = report::flamegraph::render_svg(&folded, measurement, "").and_then(|svg| {

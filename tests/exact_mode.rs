@@ -123,8 +123,11 @@ fn exact_per_stack_bytes_and_counts() {
     // anyway, so this looks at the frames as captured).
     for s in &snap.stacks {
         for f in &s.frames {
-            for own in ["ying_profiler::hooks::", "ying_profiler::capture", "ying_profiler::unwind"]
-            {
+            for own in [
+                "ying_profiler::engine::hooks::",
+                "ying_profiler::engine::capture",
+                "ying_profiler::stack::unwind",
+            ] {
                 assert!(!f.function.contains(own), "untrimmed profiler frame {f} in {s:#?}");
             }
             assert!(!f.function.contains("alloc_slow"), "untrimmed entry frame {f} in {s:#?}");

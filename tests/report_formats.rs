@@ -76,7 +76,7 @@ fn fixture() -> (Snapshot, ReportContext) {
             profiler_peak_bytes: 5 << 20,
         },
         sample_interval: 524_288,
-        unit: ying_profiler::sampler::ByteUnit::Chunk,
+        unit: ying_profiler::ByteUnit::Chunk,
         stacks: vec![churn, leak],
         live_samples: 4,
         dropped_samples: 0,

@@ -16,15 +16,15 @@ mod thread_start;
 
 use std::ffi::c_void;
 
-use ying_profiler::hooks::{self, on_alloc, on_realloc};
+use ying_profiler::__private::hooks::{self, on_alloc, on_realloc};
 
 use host::{SETTINGS, ShimHost, counted_size, usable_size};
 #[cfg(target_arch = "x86_64")]
 use host::{add_freed, filter_marked, tls_offset, tls_read};
 #[cfg(target_arch = "x86_64")]
-use ying_profiler::filter::{CELL_BITS, CELL_SHIFT};
+use ying_profiler::__private::filter::{CELL_BITS, CELL_SHIFT};
 #[cfg(target_arch = "x86_64")]
-use ying_profiler::thread_state::{BUDGET_OFFSET, FILTER_OFFSET};
+use ying_profiler::__private::thread_state::{BUDGET_OFFSET, FILTER_OFFSET};
 
 #[global_allocator]
 static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
-    ying_profiler::hooks::on_free::<ShimHost>(
+    ying_profiler::__private::hooks::on_free::<ShimHost>(
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
         // header is readable.

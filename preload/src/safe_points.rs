@@ -32,7 +32,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ying_profiler::hooks;
+use ying_profiler::__private::hooks;
 
 use crate::host::thread_state;
 

@@ -8,9 +8,9 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use ying_profiler::__private::hooks;
+use ying_profiler::__private::snapshot::{self, Snapshot};
 use ying_profiler::config::Config;
-use ying_profiler::hooks;
-use ying_profiler::snapshot::{self, Snapshot};
 use ying_profiler::utils::{ProfileSource, ProfilerRunner};
 
 use crate::host::{OWN_END, OWN_START, SETTINGS, ShimHost, thread_state};
@@ -187,17 +187,17 @@ pub(crate) fn safe_point() {
 // allocations (the child's new report thread) are the profiler's.
 extern "C" fn fork_prepare() {
     hooks::enter_guard(thread_state());
-    hooks::fork_prepare();
+    ying_profiler::__private::fork_prepare();
 }
 
 extern "C" fn fork_parent() {
-    hooks::fork_parent();
+    ying_profiler::__private::fork_parent();
     hooks::leave_guard(thread_state());
 }
 
 extern "C" fn fork_child() {
     let ts = thread_state();
-    hooks::fork_child(Some(ts));
+    ying_profiler::__private::fork_child(Some(ts));
     // The report thread did not survive the fork: the child, which writes its own files (its
     // pid is in every name), starts its own at its first safe point, like a new process (not
     // here: a child may have to stay single-threaded, e.g. to enter a user namespace). The

@@ -21,7 +21,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ying_profiler::hooks;
+use ying_profiler::__private::hooks;
 
 use crate::host::{SETTINGS, ShimHost, thread_state};
 

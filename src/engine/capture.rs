@@ -12,8 +12,8 @@
 //! profiler frames stay at the top of the stack; they are `ying_profiler::` functions, which
 //! reports hide (`Frame::is_noise`).
 
-use crate::hooks::Host;
-use crate::thread_state::ThreadState;
+use crate::engine::hooks::Host;
+use crate::engine::thread_state::ThreadState;
 
 /// Deepest stack kept (frames beyond it are cut off).
 pub const MAX_FRAMES: usize = 64;
@@ -91,9 +91,9 @@ pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) 
         ts.stack_top.set(top);
     }
     let stack = ts.stack_lo.get()..ts.stack_top.get();
-    match crate::unwind::trace(stack, |f| c.push::<H>(f.ip, || f.function)) {
+    match crate::stack::unwind::trace(stack, |f| c.push::<H>(f.ip, || f.function)) {
         Ok(()) => c.finish(),
-        Err(crate::unwind::Unsupported) => capture_libgcc::<H>(Collector::new(c.out)),
+        Err(crate::stack::unwind::Unsupported) => capture_libgcc::<H>(Collector::new(c.out)),
     }
 }
 

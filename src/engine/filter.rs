@@ -160,11 +160,11 @@ mod tests {
 
     // The filter's callers hold the pointer's live-table shard lock.
     fn ins(p: usize) {
-        let _g = crate::tables::shard(p).lock();
+        let _g = crate::engine::tables::shard(p).lock();
         insert(p);
     }
     fn rem(p: usize) {
-        let _g = crate::tables::shard(p).lock();
+        let _g = crate::engine::tables::shard(p).lock();
         remove(p);
     }
 
@@ -209,7 +209,7 @@ mod tests {
         let a = 0x7f40_0000_0300usize;
         let b = a + (1 << (CELL_BITS + CELL_SHIFT));
         assert_eq!(cell(a), cell(b));
-        assert!(!std::ptr::eq(crate::tables::shard(a), crate::tables::shard(b)));
+        assert!(!std::ptr::eq(crate::engine::tables::shard(a), crate::engine::tables::shard(b)));
         let run = |p: usize| {
             move || {
                 for _ in 0..200_000 {

@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 
-use crate::capture::MAX_FRAMES;
+use crate::engine::capture::MAX_FRAMES;
 
 /// Refusals kept for report time (the most recent ones).
 pub const KEPT: usize = 16;
@@ -132,7 +132,7 @@ pub(crate) fn print_raw(number: u64, size: u64, limit: u64, ips: &[usize]) {
     for &ip in ips {
         let mut l = Line::new();
         l.push(b"ying:   ");
-        match crate::unwind::object_of(ip) {
+        match crate::stack::unwind::object_of(ip) {
             Some((bias, name)) => {
                 l.push(short_name(name));
                 let _ = write!(l, "+{:#x}", ip.wrapping_sub(bias));

@@ -5,8 +5,6 @@
 //! an hour. The same type also describes the *age* of the bytes a stack still retains (then the
 //! weights are retained bytes, not counts).
 
-use std::fmt;
-
 /// Upper bounds (inclusive, in milliseconds) of every bucket but the last, which is open.
 pub const BUCKET_BOUNDS_MILLIS: [u64; 8] = [1, 10, 100, 1_000, 10_000, 60_000, 600_000, 3_600_000];
 /// Number of buckets (`BUCKET_BOUNDS_MILLIS.len() + 1`).
@@ -80,21 +78,6 @@ impl MillisHistogram {
     /// Whether nothing was observed.
     pub fn is_empty(&self) -> bool {
         self.total_weight <= 0.0
-    }
-}
-
-impl fmt::Display for MillisHistogram {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_empty() {
-            return write!(f, "(none)");
-        }
-        write!(f, "avg {}", crate::report::human_millis(self.average_millis()))?;
-        for (label, c) in BUCKET_LABELS.iter().zip(self.counts()) {
-            if c > 0 {
-                write!(f, " {label}:{c}")?;
-            }
-        }
-        Ok(())
     }
 }
 

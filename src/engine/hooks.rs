@@ -36,11 +36,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::capture::{MAX_FRAMES, capture};
-use crate::sampler;
-use crate::tables::{self, Record};
-use crate::thread_state::{STATUS_DEAD, STATUS_LIVE, STATUS_NEW, ThreadState};
-use crate::totals;
+use crate::engine::capture::{MAX_FRAMES, capture};
+use crate::engine::sampler;
+use crate::engine::tables::{self, Record};
+use crate::engine::thread_state::{STATUS_DEAD, STATUS_LIVE, STATUS_NEW, ThreadState};
+use crate::engine::totals;
 
 /// What a front end provides to the hooks.
 pub trait Host: 'static {
@@ -94,12 +94,12 @@ pub trait Host: 'static {
     /// The front end's filter map once a thread is set up: the bitmap (the default), or the
     /// byte map (see `filter`). A thread's `reject` map must be of the same kind.
     fn real_filter() -> *const u8 {
-        crate::filter::bitmap()
+        crate::engine::filter::bitmap()
     }
     /// Whether `ptr` may be sampled according to `map`, a filter of this front end's kind.
     #[inline(always)]
     fn may_be_sampled(map: *const u8, ptr: usize) -> bool {
-        crate::filter::may_contain_in_bits(map, ptr)
+        crate::engine::filter::may_contain_in_bits(map, ptr)
     }
 }
 
@@ -210,7 +210,7 @@ fn init_thread<H: Host>(ts: &ThreadState, set: &Settings, register: bool) {
         let seed = if set.seeded.load(Ordering::Relaxed) {
             set.seed.load(Ordering::Relaxed)
         } else {
-            crate::clock::now_ns() ^ (ts as *const ThreadState as u64)
+            crate::sys::clock::now_ns() ^ (ts as *const ThreadState as u64)
         };
         ts.rng.set(sampler::seed_for(seed, ordinal));
         ts.ordinal.set(ordinal);
@@ -290,13 +290,14 @@ pub fn fork_child(ts: Option<&ThreadState>) {
     totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
 }
 
-/// `fork` prepare: takes every profiler lock.
+/// `fork` prepare: takes every lock of the engine and the unwinder. The front end's handler
+/// takes the symbol cache's first (`__private::fork_prepare` does both).
 pub fn fork_prepare() {
     tables::lock_all_for_fork();
     totals::lock_for_fork();
 }
 
-/// `fork` parent: releases every profiler lock.
+/// `fork` parent: releases every lock [`fork_prepare`] took.
 pub fn fork_parent() {
     totals::unlock_after_fork();
     tables::unlock_all_after_fork();
@@ -470,17 +471,17 @@ fn alloc_slow<H: Host>(
 #[inline(always)]
 fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, w: sampler::Weight) {
     let _g = ts.enter();
-    crate::utils::note_sample();
+    crate::engine::note_sample();
     let mut ips = [0usize; MAX_FRAMES];
     let n = capture::<H>(ts, &mut ips);
-    let born_ns = crate::clock::now_ns();
+    let born_ns = crate::sys::clock::now_ns();
     let spans = crate::spans::current_path();
     let stack = tables::add_sample(ts.ordinal.get(), ips.get(..n).unwrap_or(&[]), spans, w);
     tables::insert_live(ptr, Record { stack, size, weight: w, born_ns });
 }
 
 fn retire(rec: Record) {
-    let lifetime_ms = crate::clock::now_ns().saturating_sub(rec.born_ns) as f64 / 1e6;
+    let lifetime_ms = crate::sys::clock::now_ns().saturating_sub(rec.born_ns) as f64 / 1e6;
     tables::free_sample(rec.stack, rec.weight, lifetime_ms);
 }
 
@@ -528,7 +529,7 @@ fn note_free<H: Host>(ptr: *mut u8, counted: usize) {
     // destructors ran, and a thread set up there would register state that no exit handler
     // removes before its stack is unmapped.
     count_freed(ts, counted);
-    if crate::filter::may_contain(ptr as usize) {
+    if crate::engine::filter::may_contain(ptr as usize) {
         let _e = crate::sys::ErrnoGuard::save();
         let _g = ts.enter();
         if let Some(rec) = tables::take_live(ptr as usize) {
@@ -635,7 +636,7 @@ fn realloc_slow<H: Host>(
     }
     // The record leaves the table before the real call: once the allocator frees or moves the
     // block, another thread may be handed the same address.
-    let rec = if crate::filter::may_contain(old as usize) {
+    let rec = if crate::engine::filter::may_contain(old as usize) {
         let _g = ts.enter();
         tables::take_live(old as usize)
     } else {
@@ -715,8 +716,8 @@ fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
     let mut ips = [0usize; MAX_FRAMES];
     let n = capture::<H>(ts, &mut ips);
     let ips = ips.get(..n).unwrap_or(&[]);
-    let number = crate::giant::record(size as u64, ips);
-    crate::giant::print_raw(number, size as u64, limit, ips);
+    let number = crate::engine::giant::record(size as u64, ips);
+    crate::engine::giant::print_raw(number, size as u64, limit, ips);
 }
 
 /// Runs `f` as profiler code on the thread owning `ts` (its allocations are the profiler's).

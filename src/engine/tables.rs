@@ -23,10 +23,10 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::histogram::MillisHistogram;
-use crate::sampler::Weight;
+use crate::engine::histogram::MillisHistogram;
+use crate::engine::sampler::Weight;
 use crate::spans::{SPAN_DEPTH, SpanPath};
-use crate::spin::SpinMutex;
+use crate::sys::spin::SpinMutex;
 use arena::{Arena, ArenaVec};
 
 /// A fast, deterministic hasher for addresses and instruction-pointer arrays (no random keys:
@@ -469,10 +469,10 @@ pub(crate) fn shard(ptr: usize) -> &'static LiveShard {
 pub(crate) fn insert_live(ptr: usize, rec: Record) {
     let old = {
         let mut live = shard(ptr).lock();
-        crate::filter::insert(ptr);
+        crate::engine::filter::insert(ptr);
         let old = live.insert(ptr, rec);
         if old.is_some() {
-            crate::filter::remove(ptr);
+            crate::engine::filter::remove(ptr);
         }
         old
     };
@@ -489,7 +489,7 @@ pub(crate) fn take_live(ptr: usize) -> Option<Record> {
     let mut live = shard(ptr).lock();
     let rec = live.remove(&ptr);
     if rec.is_some() {
-        crate::filter::remove(ptr);
+        crate::engine::filter::remove(ptr);
     }
     rec
 }
@@ -505,7 +505,7 @@ pub(crate) fn clear() {
     for s in LIVE.iter() {
         let mut g = s.lock();
         for (&p, _) in g.iter() {
-            crate::filter::remove(p);
+            crate::engine::filter::remove(p);
         }
         g.clear();
     }
@@ -517,16 +517,16 @@ pub(crate) fn clear() {
     STACK_ENTRIES.store(0, Ordering::Relaxed);
 }
 
-/// `fork` prepare: take every lock so the child inherits consistent, unlocked tables.
+/// `fork` prepare: take every lock so the child inherits consistent, unlocked tables (the
+/// symbol cache's, the report side's, is taken first by the crate's fork handlers).
 pub(crate) fn lock_all_for_fork() {
-    crate::symbolize::SYMBOLS.lock_for_fork();
     for t in STACKS.iter() {
         t.lock_for_fork();
     }
     for s in LIVE.iter() {
         s.lock_for_fork();
     }
-    crate::unwind::lock_for_fork();
+    crate::stack::unwind::lock_for_fork();
     // Last: table locks are held while the heap's is taken, never the other way round.
     arena::lock_for_fork();
 }
@@ -534,14 +534,13 @@ pub(crate) fn lock_all_for_fork() {
 /// `fork` parent and child: release what [`lock_all_for_fork`] took.
 pub(crate) fn unlock_all_after_fork() {
     arena::unlock_after_fork();
-    crate::unwind::unlock_after_fork();
+    crate::stack::unwind::unlock_after_fork();
     for s in LIVE.iter().rev() {
         s.force_unlock();
     }
     for t in STACKS.iter().rev() {
         t.force_unlock();
     }
-    crate::symbolize::SYMBOLS.force_unlock();
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use crate::spin::SpinMutex;
-use crate::thread_state::ThreadState;
+use crate::engine::thread_state::ThreadState;
+use crate::sys::spin::SpinMutex;
 
 /// Threads at once with counters of their own.
 pub(crate) const MAX_THREADS: usize = 4096;

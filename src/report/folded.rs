@@ -2,7 +2,7 @@
 //! format of flamegraph tools. Values are estimated bytes of the chosen measure.
 
 use crate::callstack::{Frame, Measurement, StackStats};
-use crate::snapshot::CompactSnapshot;
+use crate::report::snapshot::CompactSnapshot;
 use crate::spans::SpanInfo;
 
 /// Escapes a frame name for the folded format: `;` separates frames and a line ends at a
@@ -77,4 +77,16 @@ pub(crate) fn render_ranked(
         out.push('\n');
     }
     out
+}
+
+/// The folded format of one stack's statistics, with the formats rather than with the data type.
+impl StackStats {
+    /// One folded-stack line (`root;...;leaf value`) weighted by `measurement` (0.3.0 name).
+    pub fn dtrace_report(
+        &self,
+        _profiler: &crate::YingProfiler,
+        measurement: Measurement,
+    ) -> String {
+        line(self, measurement, false)
+    }
 }

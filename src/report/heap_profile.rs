@@ -11,8 +11,8 @@ use std::io::{self, Write};
 use std::time::UNIX_EPOCH;
 
 use super::pprof::{Label, PprofLine, PprofLocation, PprofMapping, PprofProfile, ProfileWriter};
-use crate::snapshot::{CompactSnapshot, Location, Snapshot};
-use crate::symbolize::{Module, module_of};
+use crate::report::snapshot::{CompactSnapshot, Location, Snapshot};
+use crate::symbols::symbolize::{Module, module_of};
 
 fn mappings(modules: &[Module]) -> Vec<PprofMapping> {
     modules

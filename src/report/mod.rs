@@ -1,4 +1,12 @@
-//! Turning a [`Snapshot`] into files people and tools can open.
+//! Reports: from the engine's tables to files people and tools can open.
+//!
+//! Code here runs on the report thread, or on a program thread that holds the profiler's guard
+//! (a direct call such as [`crate::YingProfiler::top_k_stacks_by_retained`]). It may allocate
+//! (profiler memory), read and write files, and take its time. It reads the engine's tables
+//! (`src/engine/`) through a snapshot (`src/report/snapshot.rs`), names frames with
+//! `src/symbols/`, and is never called from an allocation hook. The formatting of stack
+//! statistics lives here, with the formats, not with the data types ([`crate::StackStats`],
+//! [`crate::histogram`]).
 //!
 //! One dump writes a *report set*, every file with the same stem
 //! `ying.<exe>.<pid>.<seq>.<UTC yyyymmddThhmmssZ>`:
@@ -17,15 +25,17 @@ pub mod flamegraph;
 pub mod folded;
 pub mod heap_profile;
 pub mod pprof;
+pub(crate) mod snapshot;
 pub mod text;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::Measurement;
-use crate::snapshot::{CompactSnapshot, Snapshot};
+use snapshot::{CompactSnapshot, Snapshot};
 
 /// Facts about the process that go into report headers and file names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +120,7 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 static REFUSALS_NAMED: AtomicU64 = AtomicU64::new(0);
 
 /// Names on stderr, once each, the giant refusals that only had raw frames when they happened.
-fn print_new_refusals(refusals: &[crate::snapshot::GiantRefusal]) {
+fn print_new_refusals(refusals: &[crate::report::snapshot::GiantRefusal]) {
     let named = REFUSALS_NAMED.load(Ordering::Relaxed);
     let mut out = String::new();
     for r in refusals.iter().filter(|r| r.number > named) {
@@ -203,7 +213,7 @@ pub(crate) fn write_compact(
         ctx.pid,
         snap.sample_interval
     );
-    let modules = crate::symbolize::modules();
+    let modules = crate::symbols::symbolize::modules();
     let gz = dir
         .write_atomic_with(&format!("{stem}.pb.gz"), |w| {
             let mut gz = pprof::gzip(w);
@@ -215,8 +225,8 @@ pub(crate) fn write_compact(
     drop(modules);
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.
-    let totals = crate::totals::Totals {
-        profiler_peak_bytes: crate::totals::read().profiler_peak_bytes,
+    let totals = crate::engine::totals::Totals {
+        profiler_peak_bytes: crate::engine::totals::read().profiler_peak_bytes,
         ..snap.totals
     };
     let txt = text::render_compact(snap, &ranked, &totals, ctx, m, opts.top_k, opts.expand_frames);
@@ -225,6 +235,21 @@ pub(crate) fn write_compact(
         Some(e) => Err(e),
         None => Ok(paths),
     }
+}
+
+/// The owner of the `malloc` the program's calls reach, when it is not the profiler's (a
+/// program or library exporting its own allocator), set at start by the preload shim.
+static FOREIGN_MALLOC: OnceLock<String> = OnceLock::new();
+
+/// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
+/// profiler: reports then say that the profiler saw nothing of that heap.
+pub fn set_foreign_malloc(owner: String) {
+    let _ = FOREIGN_MALLOC.set(owner);
+}
+
+/// The object that owns the program's `malloc`, when it is not the profiler's.
+pub fn foreign_malloc() -> Option<&'static str> {
+    FOREIGN_MALLOC.get().map(String::as_str)
 }
 
 /// `12.3 MiB`-style sizes.

@@ -1069,8 +1069,8 @@ mod tests {
     #[test]
     fn streamed_heap_profile_keeps_every_stack() {
         use crate::callstack::{Frame, StackStats, StdCallstack};
-        use crate::histogram::MillisHistogram;
-        use crate::snapshot::CompactSnapshot;
+        use crate::engine::histogram::MillisHistogram;
+        use crate::report::snapshot::CompactSnapshot;
         let frame = |ip: usize, name: &str, inlined: bool| Frame {
             ip,
             function: name.into(),

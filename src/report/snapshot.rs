@@ -35,12 +35,12 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::callstack::{Frame, Measurement, StackStats, StdCallstack};
-use crate::histogram::MillisHistogram;
-use crate::hooks::Host;
+use crate::engine::histogram::MillisHistogram;
+use crate::engine::hooks::Host;
+use crate::engine::tables::arena::{Arena, ArenaVec};
+use crate::engine::tables::{self, AddrHasher, Frames, StackEntry};
+use crate::engine::totals::{self, Totals};
 use crate::spans::{SpanInfo, SpanPath};
-use crate::tables::arena::{Arena, ArenaVec};
-use crate::tables::{self, AddrHasher, Frames, StackEntry};
-use crate::totals::{self, Totals};
 
 /// Everything one report needs, taken at one moment.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ pub struct Snapshot {
     /// Mean sampling interval in bytes.
     pub sample_interval: u64,
     /// What every byte figure counts (the front end's unit).
-    pub unit: crate::sampler::ByteUnit,
+    pub unit: crate::engine::sampler::ByteUnit,
     /// Every stack with at least one sample, unordered.
     pub stacks: Vec<StackStats>,
     /// Live sampled allocations.
@@ -184,7 +184,7 @@ pub(crate) struct CompactSnapshot {
     /// this report.
     pub(crate) totals: Totals,
     pub(crate) sample_interval: u64,
-    pub(crate) unit: crate::sampler::ByteUnit,
+    pub(crate) unit: crate::engine::sampler::ByteUnit,
     pub(crate) live_samples: u64,
     pub(crate) dropped_samples: u64,
     pub(crate) address_conflicts: u64,
@@ -372,14 +372,14 @@ impl Builder {
 
 /// The kept giant refusals (see `giant`), named. The caller holds the re-entrancy guard.
 fn named_refusals() -> Vec<GiantRefusal> {
-    let refused = crate::giant::recent();
+    let refused = crate::engine::giant::recent();
     if refused.is_empty() {
         return Vec::new();
     }
     let mut ips: Vec<usize> = refused.iter().flat_map(|r| r.ips.iter().copied()).collect();
     ips.sort_unstable();
     ips.dedup();
-    let symbols = crate::symbolize::resolve_many(&ips);
+    let symbols = crate::symbols::symbolize::resolve_many(&ips);
     refused
         .iter()
         .map(|r| GiantRefusal {
@@ -398,7 +398,7 @@ fn named_refusals() -> Vec<GiantRefusal> {
 /// Takes a compact snapshot (see the module docs). The caller holds the re-entrancy guard.
 pub(crate) fn take_compact(
     sample_interval: u64,
-    unit: crate::sampler::ByteUnit,
+    unit: crate::engine::sampler::ByteUnit,
 ) -> CompactSnapshot {
     let totals = totals::read();
     let giant_refusals = named_refusals();
@@ -419,7 +419,7 @@ pub(crate) fn take_compact(
     tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
     let Builder { mut rows, locs, ips, raw_spans, extra_entries, .. } = b;
     let live_samples = tables::live_len() as u64;
-    let symbols = crate::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
+    let symbols = crate::symbols::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
     let empty: Arc<[Frame]> = Arc::from(Vec::new());
     let locations: Vec<Location> = ips
         .iter()
@@ -449,7 +449,7 @@ pub(crate) fn take_compact(
         address_conflicts: tables::ADDRESS_CONFLICTS.load(std::sync::atomic::Ordering::Relaxed),
         giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
         giant_refusals,
-        symbol_cache_entries: crate::symbolize::cache_len() as u64,
+        symbol_cache_entries: crate::symbols::symbolize::cache_len() as u64,
         rows,
         locs,
         locations,
@@ -537,7 +537,7 @@ impl CompactSnapshot {
             address_conflicts: 0,
             giant_refused: 0,
             giant_refusals: Vec::new(),
-            unit: crate::sampler::ByteUnit::Requested,
+            unit: crate::engine::sampler::ByteUnit::Requested,
             symbol_cache_entries: 0,
             rows,
             locs,
@@ -581,7 +581,7 @@ impl CompactSnapshot {
                 out[slot].lifetimes.merge(&e.lifetimes);
             }
         });
-        let now = crate::clock::now_ns();
+        let now = crate::sys::clock::now_ns();
         tables::for_each_live(|r| {
             let (stripe, index) = tables::stripe_and_index(r.stack);
             if let Some(&slot) = want.get(&entry_key(stripe, index)) {

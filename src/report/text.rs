@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use super::{ReportContext, human_bytes, utc_timestamp};
 use crate::callstack::{Measurement, StackStats};
-use crate::snapshot::{CompactSnapshot, Snapshot};
-use crate::totals::Totals;
+use crate::engine::totals::Totals;
+use crate::report::snapshot::{CompactSnapshot, Snapshot};
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -110,7 +110,7 @@ pub(crate) fn render_compact(
     let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
     let _ = writeln!(o, "pid:                {}", ctx.pid);
     let _ = writeln!(o, "executable:         {}", ctx.exe);
-    if let Some(owner) = crate::utils::foreign_malloc() {
+    if let Some(owner) = crate::report::foreign_malloc() {
         let _ =
             writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
     }
@@ -187,7 +187,7 @@ pub(crate) fn render_compact(
 }
 
 /// The kept giant refusals, each with the stack that asked (empty when there were none).
-pub(crate) fn giant_refusals(refusals: &[crate::snapshot::GiantRefusal]) -> String {
+pub(crate) fn giant_refusals(refusals: &[crate::report::snapshot::GiantRefusal]) -> String {
     let mut o = String::new();
     for r in refusals {
         let _ = writeln!(
@@ -203,4 +203,38 @@ pub(crate) fn giant_refusals(refusals: &[crate::snapshot::GiantRefusal]) -> Stri
         o.push('\n');
     }
     o
+}
+
+/// The text format of one stack's statistics, with the formats rather than with the data type.
+impl StackStats {
+    /// A human-readable block (0.3.0 signature): figures, histogram and frames.
+    pub fn rich_report(
+        &self,
+        _profiler: &crate::YingProfiler,
+        with_filenames: bool,
+        expand_frame: bool,
+    ) -> String {
+        let mut s = stack_block(self, None, with_filenames, expand_frame);
+        if s.ends_with('\n') {
+            s.pop();
+        }
+        s
+    }
+}
+
+/// A lifetime histogram in one line, as the text report shows it: the average, then the count
+/// of each non-empty bucket.
+impl std::fmt::Display for crate::engine::histogram::MillisHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_empty() {
+            return write!(f, "(none)");
+        }
+        write!(f, "avg {}", super::human_millis(self.average_millis()))?;
+        for (label, c) in crate::engine::histogram::BUCKET_LABELS.iter().zip(self.counts()) {
+            if c > 0 {
+                write!(f, " {label}:{c}")?;
+            }
+        }
+        Ok(())
+    }
 }

@@ -1,4 +1,4 @@
-//! A caching stack unwinder for x86_64 Linux, the first choice of [`crate::capture`].
+//! A caching stack unwinder for x86_64 Linux, the first choice of [`crate::engine::capture`].
 //!
 //! libgcc's `_Unwind_Backtrace` finds and interprets the DWARF call-frame program of every frame
 //! on every call: about half a microsecond per frame, so 35 µs for a sample deep in gcc's `cc1`
@@ -65,7 +65,7 @@ mod imp {
     };
 
     use super::{RawFrame, Unsupported};
-    use crate::spin::SpinMutex;
+    use crate::sys::spin::SpinMutex;
 
     /// glibc's `struct dl_find_object` (x86_64 layout).
     #[repr(C)]

@@ -102,8 +102,8 @@ impl Drop for Mapping {
 /// cover it.
 pub(crate) fn resolve(path: &str, addrs: &[u64]) -> Option<Vec<Option<Vec<DwarfFrame>>>> {
     let file = File::open(path).ok()?;
-    let sections = crate::elf_symbols::named_sections(&file)?;
-    let debug = |s: &crate::elf_symbols::NamedSection| {
+    let sections = crate::symbols::elf_symbols::named_sections(&file)?;
+    let debug = |s: &crate::symbols::elf_symbols::NamedSection| {
         s.name.starts_with(".debug_") || s.name.starts_with(".zdebug_")
     };
     if sections
@@ -592,7 +592,7 @@ mod c_tests {
         assert!(cc.status().unwrap().success(), "gcc {flags:?}");
         let path = exe.to_str().unwrap();
         let file = File::open(path).unwrap();
-        let text = crate::elf_symbols::named_sections(&file)
+        let text = crate::symbols::elf_symbols::named_sections(&file)
             .unwrap()
             .into_iter()
             .find(|s| s.name == ".text")

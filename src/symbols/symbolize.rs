@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::callstack::Frame;
-use crate::spin::SpinMutex;
-use crate::tables::AddrHasher;
+use crate::engine::tables::AddrHasher;
+use crate::sys::spin::SpinMutex;
 
 /// The symbol cache: address -> its frames (innermost first).
 #[derive(Debug)]
@@ -148,7 +148,7 @@ fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Frame]>)> {
         ips.iter().map(|&ip| (ip.wrapping_sub(1).wrapping_sub(m.bias) as u64, ip)).collect();
     by_addr.sort_unstable();
     let addrs: Vec<u64> = by_addr.iter().map(|a| a.0).collect();
-    let names = crate::elf_symbols::name_functions(&m.name, &addrs);
+    let names = crate::symbols::elf_symbols::name_functions(&m.name, &addrs);
     by_addr
         .iter()
         .zip(names.iter())
@@ -164,7 +164,7 @@ fn resolve_module(m: &Module, ips: &[usize], mods: &[Module]) -> Vec<(usize, Arc
     // Return addresses: look up the call instruction before each one.
     let addrs: Vec<u64> =
         ips.iter().map(|&ip| ip.wrapping_sub(1).wrapping_sub(m.bias) as u64).collect();
-    let Some(found) = crate::dwarf::resolve(&m.name, &addrs) else {
+    let Some(found) = crate::symbols::dwarf::resolve(&m.name, &addrs) else {
         if UNLOADS_SEEN.load(std::sync::atomic::Ordering::Relaxed) != 0 {
             // The backtrace crate lists the modules once: after an unload it may take this
             // address for the closed object's. The symbol table of the file mapped now cannot.
@@ -180,7 +180,7 @@ fn resolve_module(m: &Module, ips: &[usize], mods: &[Module]) -> Vec<(usize, Arc
         let mut want: Vec<(u64, usize)> = unnamed_at.iter().map(|&i| (addrs[i], i)).collect();
         want.sort_unstable();
         let sorted: Vec<u64> = want.iter().map(|w| w.0).collect();
-        let names = crate::elf_symbols::name_functions(&m.name, &sorted);
+        let names = crate::symbols::elf_symbols::name_functions(&m.name, &sorted);
         for ((_, i), name) in want.into_iter().zip(names) {
             if let Some(n) = name {
                 symtab.insert(i, n);

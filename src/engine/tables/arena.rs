@@ -1,4 +1,4 @@
-//! The profiler's own heap, where the tables ([`crate::tables`]) keep everything they store.
+//! The profiler's own heap, where the tables ([`crate::engine::tables`]) keep everything they store.
 //!
 //! # Why
 //!
@@ -34,7 +34,7 @@
 //!   `mremap` and `munmap` are plain system calls that take no user-space lock. A failed
 //!   mapping is an allocation failure (the tables' collections then abort, as they did when
 //!   the host's allocator failed).
-//! * Every byte mapped here counts as profiler memory ([`crate::totals`]'s internal bytes, the
+//! * Every byte mapped here counts as profiler memory ([`crate::engine::totals`]'s internal bytes, the
 //!   "profiler memory" line of reports).
 //!
 //! # Bounds
@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use allocator_api2::alloc::{AllocError, Allocator};
 use rlsf::{FlexSource, FlexTlsf};
 
-use crate::spin::SpinMutex;
+use crate::sys::spin::SpinMutex;
 
 /// Requests of at least this many bytes get a mapping of their own.
 pub(crate) const BIG: usize = 64 * 1024;
@@ -98,12 +98,12 @@ fn pages(len: usize) -> Option<usize> {
 
 fn counted_map(len: usize) {
     MAPPED.fetch_add(len, Ordering::Relaxed);
-    crate::totals::add_internal(len);
+    crate::engine::totals::add_internal(len);
 }
 
 fn counted_unmap(len: usize) {
     MAPPED.fetch_sub(len, Ordering::Relaxed);
-    crate::totals::sub_internal(len);
+    crate::engine::totals::sub_internal(len);
 }
 
 /// Maps `len` bytes (a multiple of the page size) of fresh zeroed memory, counted.

@@ -1,0 +1,40 @@
+//! The engine: everything on the allocation path.
+//!
+//! Code here runs inside `malloc`, `free` and `realloc`, on any thread of the host program, at
+//! any moment (also in signal handlers and under locks the caller holds). It may call [`crate::sys`]
+//! (raw system calls, the spin lock, the clock), the caching unwinder in [`crate::stack`], and
+//! the span path kept by [`crate::spans`]. It never allocates on the host's heap (the tables use
+//! the profiler's own heap, [`tables::arena`]), never does I/O or anything that may block or be
+//! a cancellation point, never calls a glibc function that may take a lock the caller holds,
+//! and on the unsampled paths takes no lock, makes no system call and leaves `errno` alone. It
+//! never imports report-side code ([`crate::report`], [`crate::symbols`], the runner): a refused
+//! giant request names its frames `module+offset` with [`crate::stack`]'s lock-free lookup, and
+//! the fork handlers that also take the symbol cache's lock live above both sides (`lib.rs`).
+//!
+//! The report side reads what the engine kept: [`tables`] (stacks and live records),
+//! [`totals`] (exact totals), [`giant`] (refused giant requests).
+
+pub(crate) mod capture;
+pub mod filter;
+pub(crate) mod giant;
+pub mod histogram;
+pub mod hooks;
+pub mod sampler;
+pub(crate) mod tables;
+pub mod thread_state;
+pub mod totals;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether this process took a sample since it started or forked (the runner writes no report
+/// for a process that took none).
+pub(crate) static SAMPLED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that this process took a sample (the sample path; a load, no allocation).
+pub(crate) fn note_sample() {
+    // A load first: every sampling thread would otherwise write this shared line on every
+    // sample and pull it back and forth between cores; it changes once.
+    if !SAMPLED.load(Ordering::Relaxed) {
+        SAMPLED.store(true, Ordering::Relaxed);
+    }
+}
