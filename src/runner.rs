@@ -34,9 +34,9 @@ use crate::YingProfiler;
 use crate::callstack::Measurement;
 use crate::engine::SAMPLED;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
-pub use crate::report::{foreign_malloc, set_foreign_malloc};
 use crate::report::snapshot::Snapshot;
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
+pub use crate::report::{foreign_malloc, set_foreign_malloc};
 
 /// Default reporting directory.
 pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
