@@ -67,6 +67,7 @@
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //! | `report_memory.rs` | the profiler memory a 20,000-stack exit report takes, against the README's formula |
 //! | `process.rs` | single-threaded start, `unshare --user`, no report without a sample, exit during a dump, foreign `malloc` |
+//! | `run_script.rs` | `scripts/run-with-ying.sh`: a shell wrapper's helpers write no set, the summary for static binaries, unwritable and stale directories |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
