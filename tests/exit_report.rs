@@ -3,7 +3,8 @@
 //! set for a program that runs a few seconds, far shorter than the first periodic check (300 s);
 //! `YING_REPORT_AT_EXIT=false` read by `ProfilerRunner::from_env` leaves none, and a malformed
 //! value warns once and keeps the default; a `fork` child that allocates and calls `exit` writes
-//! none of its own; an allocated-ranked exit report leads each entry with the allocated figure.
+//! none of its own; an allocated-ranked exit report leads each entry with the allocated figure;
+//! threads still allocating while `main` returns do not stop the exit report.
 //! (`exit_report_no_sample.rs` checks that a process that took no sample writes nothing.)
 //!
 //! Runs without libtest's harness (`harness = false`): the exit report is written by the
@@ -104,6 +105,19 @@ fn child(case: &str) {
             assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status}");
             println!("forked {pid}, kept {} MiB", kept.len());
             std::mem::forget(kept);
+        }
+        "busy_threads" => {
+            // Four threads allocate (and take samples) without pause while `main` returns: the
+            // exit report is written while they run, and must neither wait for them nor stop.
+            YING_ALLOC.start_profiling();
+            for _ in 0..4 {
+                std::thread::spawn(|| {
+                    loop {
+                        black_box(exit_report_marker_churn());
+                    }
+                });
+            }
+            work(0);
         }
         other => panic!("unknown case {other}"),
     }
@@ -215,6 +229,7 @@ fn parent() {
         ("from_env", vec![("YING_REPORT_AT_EXIT", "maybe")]),
         ("allocated", vec![]),
         ("fork", vec![]),
+        ("busy_threads", vec![]),
     ];
     // The children run at the same time (each mostly sleeps).
     let runs: Vec<_> = cases
@@ -284,6 +299,11 @@ fn parent() {
     let text = fork.only_set();
     assert!(text.contains("exit_report_marker_kept"), "{text}");
     println!("fork child writes no exit report of its own: ok");
+
+    // Other threads still allocating at exit: the report is written all the same, once.
+    let text = children[6].only_set();
+    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    println!("exit report while other threads allocate: ok");
 
     let _ = std::fs::remove_dir_all(
         std::env::temp_dir().join(format!("ying-exit-report-{}", std::process::id())),
