@@ -78,12 +78,11 @@ def human(n):
 
 
 def figure(text):
-    """The first size in `text`: its `(N bytes)` if given, else its `1.5 MiB`."""
-    m = re.search(r"\((\d+) bytes", text)
-    if m:
-        return int(m.group(1))
-    m = re.search(r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)\b", text)
-    return int(float(m.group(1)) * UNITS[m.group(2)]) if m else None
+    """The first size in `text` (`1.5 MiB`), exact when followed by `(N bytes`."""
+    m = re.search(r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)\b(?: \((\d+) bytes)?", text)
+    if not m:
+        return None
+    return int(m.group(3)) if m.group(3) else int(float(m.group(1)) * UNITS[m.group(2)])
 
 
 def read_set(path):
@@ -104,8 +103,8 @@ def read_set(path):
             exe = value.strip()
         elif key == "retained (exact)":
             retained = figure(value)
-        # The peak: a `peak ...:` line of the header or of the PEAK section (the profiler's
-        # own peak memory is not the program's).
+        # The peak: the first size on the first `peak ...:` (or `kept peak:`) line, from the
+        # header or the PEAK section; the profiler's own peak memory is not the program's.
         elif peak is None and re.match(r"^(kept )?peak\b", key) and not key.startswith("profiler"):
             peak = figure(value)
     return exe, retained, peak
