@@ -12,9 +12,9 @@
 //! the exit waits (at most 30 s) for a periodic report being written, so that no set is cut off
 //! between its files. A `fork` child of a program using the `#[global_allocator]` front end
 //! writes no exit report (see [`ProfileSource::reports_in_fork_children`]); under the preload
-//! shim, a child that took samples of its own writes its own. Neither a check nor the exit writes anything for a process that took no
-//! sample (nor refused a giant allocation) since it started or forked: its report would list no
-//! stack of its own.
+//! shim, a child that took samples of its own writes its own. Neither a check nor the exit
+//! writes anything for a process that took no sample (nor refused a giant allocation) since it
+//! started or forked: its report would list no stack of its own.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
 //!
 //! # Where reports go
