@@ -19,6 +19,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy (default features, then all features)"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+echo "== cargo doc (the manual: ying_profiler's crate docs, every feature, no warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
 echo "== build libying.so"
 cargo build --release -p ying-preload
 echo "== library, integration and doc tests"

@@ -56,7 +56,8 @@
 //! ```
 //!
 //! [`YingProfiler::start_profiling`] builds exactly one of these with the seed values (5 minute
-//! interval, 10 % trigger, flamegraphs on, retained memory, output to `ying-profiles`).
+//! interval, 10 % trigger, flamegraphs on, retained memory, output to `ying-profiles`, and a
+//! final report set when the process exits: `report_at_exit`, on by default in every runner).
 //!
 //! **3. Reading stats directly**, when reports should follow your own signals:
 //! [`YingProfiler::top_k_stacks_by_retained`], [`YingProfiler::top_k_stacks_by_allocated`],

@@ -103,7 +103,9 @@ impl YingProfiler {
 
     /// Starts reporting with the seed's defaults: a check every 5 minutes, a report when
     /// retained memory moved by 10 %, flamegraphs on, ranked by retained bytes, written to
-    /// `ying-profiles`. Returns the runner it spawned.
+    /// `ying-profiles`, and a final report set when the process exits (if it took a sample).
+    /// Returns the runner it spawned; the report thread and the exit report need nothing
+    /// kept.
     pub fn start_profiling(&'static self) -> ProfilerRunner {
         let runner = ProfilerRunner::seed_defaults();
         runner.spawn(self);

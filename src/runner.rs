@@ -6,12 +6,15 @@
 //! The runner wakes every `check_interval_secs`, reads the *exact* total of retained bytes and
 //! compares it with the level at the last report it wrote. If it moved (up or down) by at least
 //! `report_pct_change_trigger` percent of that level, a report set is written and the level is
-//! updated. The first check always writes a baseline report. With `report_at_exit`, a final
-//! report set is written when the process exits through `exit()` or by returning from `main`;
+//! updated. The first check always writes a baseline report. With `report_at_exit` (the
+//! default), a final report set is written when the process exits through `exit()` or by
+//! returning from `main`, once, from an `atexit` handler registered when the runner starts;
 //! the exit waits (at most 30 s) for a periodic report being written, so that no set is cut off
-//! between its files. Neither a check nor the exit writes anything for a process that took no
-//! sample (nor refused a giant allocation) since it started or forked: its report would list no
-//! stack of its own.
+//! between its files. A `fork` child of a program using the `#[global_allocator]` front end
+//! writes no exit report (see [`ProfileSource::reports_in_fork_children`]); under the preload
+//! shim, a child that took samples of its own writes its own. Neither a check nor the exit
+//! writes anything for a process that took no sample (nor refused a giant allocation) since it
+//! started or forked: its report would list no stack of its own.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
 //!
 //! # Where reports go
@@ -65,6 +68,14 @@ pub trait ProfileSource: Send + Sync + 'static {
     /// copy; a source whose `snapshot` is expensive otherwise should override it.
     fn sample_interval(&self) -> u64 {
         crate::report::snapshot::without_stacks(|| self.snapshot()).sample_interval
+    }
+    /// Whether a `fork` child that took samples of its own writes the exit report too. The
+    /// default is no: only the process that registered the exit report writes it, because a
+    /// child may have been forked while another thread held a profiler lock, which nothing
+    /// released in the child. A source whose `fork` handlers take and release every profiler
+    /// lock around the fork (the preload shim's) may answer yes.
+    fn reports_in_fork_children(&self) -> bool {
+        false
     }
 }
 
@@ -152,7 +163,7 @@ impl Default for ProfilerRunner {
             gen_flamegraphs: true,
             measure_allocated_not_retained: false,
             top_k: DEFAULT_TOP_K,
-            report_at_exit: false,
+            report_at_exit: true,
             report_file_mode: DEFAULT_FILE_MODE,
             dir: SharedDir::default(),
         }
@@ -211,7 +222,9 @@ setters! {
     expand_frames: bool,
     /// Stacks listed in each text report.
     top_k: usize,
-    /// Write a final report set when the process exits.
+    /// Write a final report set when the process exits through `exit()` or a return from
+    /// `main` (true by default; only in the process that started the runner, and not when the
+    /// process took no sample).
     report_at_exit: bool,
     /// Permission bits of report files (0600 by default; owner read and write are always
     /// kept, execute and special bits never set).
@@ -326,15 +339,30 @@ static GIANT_REFUSED_AT_START: AtomicU64 = AtomicU64::new(0);
 /// samples nothing itself, such as a shell's subshell, writes no report).
 extern "C" fn dumps_after_fork_child() {
     DUMPS_IN_FLIGHT.store(0, Ordering::SeqCst);
+    EXIT_REPORTED.store(false, Ordering::SeqCst);
     SAMPLED.store(false, Ordering::Relaxed);
     let refused = crate::engine::tables::GIANT_REFUSED.load(Ordering::Relaxed);
     GIANT_REFUSED_AT_START.store(refused, Ordering::Relaxed);
 }
 
+/// The process that registered the exit report (a `fork` child has another pid).
+static EXIT_PID: AtomicU32 = AtomicU32::new(0);
+/// Set by the first run of [`at_exit`]: the exit report is written at most once per process,
+/// even if `exit` is called again (from another atexit handler, or by two threads at once).
+static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
+
 /// Registered with `atexit` once a report thread or an exit report exists.
 extern "C" fn at_exit() {
     finish_dumps_in_flight();
+    if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
+        return;
+    }
     if let Some((runner, source)) = EXIT_RUNNER.get() {
+        if !source.reports_in_fork_children()
+            && EXIT_PID.load(Ordering::Relaxed) != std::process::id()
+        {
+            return;
+        }
         let mut f = || {
             if !runner.worth_a_report() {
                 return;
@@ -381,7 +409,8 @@ impl ProfilerRunner {
         }
     }
 
-    /// The seed's `start_profiling` values: 300 s, 10 %, flamegraphs, retained, `ying-profiles`.
+    /// The seed's `start_profiling` values: 300 s, 10 %, flamegraphs, retained, `ying-profiles`,
+    /// and a report at exit.
     pub fn seed_defaults() -> Self {
         Self::new(300, 10, DEFAULT_REPORTING_PATH, false, true, false)
     }
@@ -639,6 +668,7 @@ impl ProfilerRunner {
     /// from `main` (once per process; later calls are ignored).
     pub fn register_exit_report(&self, source: &'static dyn ProfileSource) {
         if EXIT_RUNNER.set((self.clone(), source)).is_ok() {
+            EXIT_PID.store(std::process::id(), Ordering::Relaxed);
             register_exit_handler();
         }
     }

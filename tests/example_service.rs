@@ -149,12 +149,16 @@ fn parse_blocks(report: &str) -> Vec<Block> {
     let mut blocks: Vec<Block> = Vec::new();
     let mut lines = report.lines().peekable();
     while let Some(line) = lines.next() {
-        let is_head = line.starts_with('#') && line.contains(" retained ");
-        if !is_head {
+        // A block leads with the figure its report ranks by: retained, or allocated.
+        let Some((_, figure)) = line.strip_prefix('#').and_then(|l| l.split_once(' ')) else {
             continue;
-        }
-        let retained = bytes_on(line);
-        let allocated = bytes_on(lines.next().expect("allocated line"));
+        };
+        let second = lines.next().expect("the block's second figure line");
+        let (retained, allocated) = if figure.starts_with("allocated ") {
+            (bytes_on(second), bytes_on(line))
+        } else {
+            (bytes_on(line), bytes_on(second))
+        };
         let mut frames = Vec::new();
         for l in lines.by_ref() {
             if l.trim() == "frames:" {

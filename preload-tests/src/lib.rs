@@ -67,6 +67,7 @@
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //! | `report_memory.rs` | the profiler memory a 20,000-stack exit report takes, against the README's formula |
 //! | `process.rs` | single-threaded start, `unshare --user`, no report without a sample, exit during a dump, foreign `malloc` |
+//! | `run_script.rs` | `scripts/run-with-ying.sh`: a shell wrapper's helpers write no set, the summary for static binaries, unwritable and stale directories |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
@@ -1002,8 +1003,28 @@ fn parse_frame(line: &str) -> TextFrame {
     TextFrame { function: s.to_string(), location: None, inlined }
 }
 
+/// Reads a block's `retained ...` or `allocated ...; freed ...` line (`t`, without its rank or
+/// indentation) into `b`; false when `t` is neither.
+fn parse_figures(b: &mut StackBlock, t: &str, line: &str) -> bool {
+    if let Some(rest) = t.strip_prefix("retained ") {
+        b.retained_bytes = paren_bytes(rest).unwrap_or_else(|| bad_line(line));
+        b.retained_count = number_before(rest, " allocations").unwrap_or_else(|| bad_line(line));
+        true
+    } else if let Some(rest) = t.strip_prefix("allocated ") {
+        let (alloc, freed) = rest.split_once("; freed ").unwrap_or_else(|| bad_line(line));
+        b.allocated_bytes = paren_bytes(alloc).unwrap_or_else(|| bad_line(line));
+        b.allocations = number_before(alloc, " allocations").unwrap_or_else(|| bad_line(line));
+        b.freed_bytes = number_before(freed, " bytes").unwrap_or_else(|| bad_line(line));
+        b.frees = number_before(freed, " frees").unwrap_or_else(|| bad_line(line));
+        true
+    } else {
+        false
+    }
+}
+
 impl TextReport {
-    /// Parses the format written by `src/report/text.rs`.
+    /// Parses the format written by `src/report/text.rs`: each block leads with the figure the
+    /// report ranks by (retained, or allocated with `YING_MEASURE_ALLOCATED_NOT_RETAINED`).
     ///
     /// # Panics
     /// When a `#N` block's figures cannot be read.
@@ -1026,27 +1047,24 @@ impl TextReport {
                     r.blocks.push(b);
                 }
                 let (rank, rest) = rest.split_once(' ').unwrap_or_else(|| bad_line(line));
-                let rest = rest.strip_prefix("retained ").unwrap_or_else(|| bad_line(line));
-                cur = Some(StackBlock {
+                let mut b = StackBlock {
                     rank: rank.parse().unwrap_or_else(|_| bad_line(line)),
-                    retained_bytes: paren_bytes(rest).unwrap_or_else(|| bad_line(line)),
-                    retained_count: number_before(rest, " allocations")
-                        .unwrap_or_else(|| bad_line(line)),
                     ..StackBlock::default()
-                });
+                };
+                // The figure the report ranks by comes first: retained or allocated.
+                if !parse_figures(&mut b, rest, line) {
+                    bad_line::<()>(line);
+                }
+                cur = Some(b);
                 in_frames = false;
                 continue;
             }
             let Some(b) = cur.as_mut() else { continue };
             let t = line.trim_start();
-            if let Some(rest) = t.strip_prefix("allocated ") {
-                let (alloc, freed) = rest.split_once("; freed ").unwrap_or_else(|| bad_line(line));
-                b.allocated_bytes = paren_bytes(alloc).unwrap_or_else(|| bad_line(line));
-                b.allocations =
-                    number_before(alloc, " allocations").unwrap_or_else(|| bad_line(line));
-                b.freed_bytes = number_before(freed, " bytes").unwrap_or_else(|| bad_line(line));
-                b.frees = number_before(freed, " frees").unwrap_or_else(|| bad_line(line));
-            } else if t == "frames:" {
+            if !in_frames && parse_figures(b, t, line) {
+                continue;
+            }
+            if t == "frames:" {
                 in_frames = true;
             } else if in_frames && !t.is_empty() && t != "[no frames]" {
                 b.frames.push(parse_frame(t));
@@ -1203,5 +1221,17 @@ mod tests {
         assert_eq!(b.frames[2].location, None);
         assert_eq!(b.frames[2].function, "operator new(unsigned long)");
         assert!(b.goes_through("marker_new"));
+        // Ranked by allocated bytes, the allocated line leads.
+        let t = "Ying memory profile\n\n\
+                 #1 allocated 2.0 MiB (2097152 bytes, 99.4% of estimated) in 16 allocations; freed 2097152 bytes in 16 frees\n   \
+                 retained 0 B (0 bytes, 0.0% of estimated) in 0 allocations\n   \
+                 samples: 4 (0 live)\n   frames:\n     marker_churn (/tmp/yt/m.c:7)\n\n";
+        let b = &TextReport::parse(t).blocks[0];
+        assert_eq!((b.rank, b.retained_bytes, b.retained_count), (1, 0, 0));
+        assert_eq!(
+            (b.allocated_bytes, b.allocations, b.freed_bytes, b.frees),
+            (2097152, 16, 2097152, 16)
+        );
+        assert!(b.goes_through("marker_churn"));
     }
 }

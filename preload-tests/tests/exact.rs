@@ -127,6 +127,15 @@ fn exact_mode_allocated_bytes_match_per_marker() {
         text.header.get("ranked by").is_some_and(|v| v.starts_with("allocated bytes")),
         "the report is not ranked by allocated bytes",
     );
+    // Each entry leads with the figure it is ranked by (marker_churn retains nothing: its
+    // entry must not open with "retained 0 B").
+    let raw = r.text();
+    let entries: Vec<&str> = raw.lines().filter(|l| l.starts_with('#')).collect();
+    c.check(!entries.is_empty(), "the allocated-ranked text report lists no stack");
+    for line in &entries {
+        let led = line.split_once(' ').is_some_and(|(_, rest)| rest.starts_with("allocated "));
+        c.check(led, format!("entry not led by its allocated figure: {line}"));
+    }
     for &(marker, live, allocations) in MARKERS {
         let (allocated, freed) = chunks(&c, marker);
         let got = folded.bytes_through(marker);

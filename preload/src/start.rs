@@ -29,6 +29,11 @@ impl ProfileSource for ShimSource {
     fn run_guarded(&self, f: &mut dyn FnMut()) {
         hooks::run_guarded(thread_state(), f)
     }
+    // The `fork` handlers below hold every profiler lock across the fork, so a child's tables
+    // are consistent and it writes its own exit report (if it took samples of its own).
+    fn reports_in_fork_children(&self) -> bool {
+        true
+    }
 }
 
 static SOURCE: ShimSource = ShimSource;

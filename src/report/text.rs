@@ -25,6 +25,19 @@ pub fn stack_block(
     with_filenames: bool,
     expand: bool,
 ) -> String {
+    stack_block_ranked_by(s, rank, Measurement::RetainedBytes, with_filenames, expand)
+}
+
+/// Like [`stack_block`], led by the figure the report ranks by: the retained line first for
+/// [`Measurement::RetainedBytes`], the allocated line first for
+/// [`Measurement::AllocatedBytes`] (a report of churn, whose top stacks often retain nothing).
+pub fn stack_block_ranked_by(
+    s: &StackStats,
+    rank: Option<(usize, u64, u64)>,
+    m: Measurement,
+    with_filenames: bool,
+    expand: bool,
+) -> String {
     let mut o = String::new();
     let (head, est_alloc, est_ret) = match rank {
         Some((n, a, r)) => (format!("#{n} "), a, r),
@@ -33,17 +46,15 @@ pub fn stack_block(
     let share = |v: u64, w: u64| {
         if rank.is_some() { format!(", {} of estimated", pct(v, w)) } else { String::new() }
     };
-    let _ = writeln!(
-        o,
-        "{head}retained {} ({} bytes{}) in {} allocations",
+    let retained = format!(
+        "retained {} ({} bytes{}) in {} allocations",
         human_bytes(s.retained_bytes),
         s.retained_bytes,
         share(s.retained_bytes, est_ret),
         s.retained_count
     );
-    let _ = writeln!(
-        o,
-        "   allocated {} ({} bytes{}) in {} allocations; freed {} bytes in {} frees",
+    let allocated = format!(
+        "allocated {} ({} bytes{}) in {} allocations; freed {} bytes in {} frees",
         human_bytes(s.allocated_bytes),
         s.allocated_bytes,
         share(s.allocated_bytes, est_alloc),
@@ -51,6 +62,12 @@ pub fn stack_block(
         s.freed_bytes,
         s.num_frees
     );
+    let (first, second) = match m {
+        Measurement::RetainedBytes => (retained, allocated),
+        Measurement::AllocatedBytes => (allocated, retained),
+    };
+    let _ = writeln!(o, "{head}{first}");
+    let _ = writeln!(o, "   {second}");
     let _ = writeln!(o, "   samples: {} ({} live)", s.samples, s.live_samples);
     let _ = writeln!(o, "   lifetimes of freed allocations: {}", s.lifetimes);
     let _ = writeln!(o, "   age of retained bytes: {}", s.retained_age);
@@ -179,7 +196,7 @@ pub(crate) fn render_compact(
     let histograms = snap.histograms(top);
     for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
         let s = snap.stack_stats(r, h);
-        o.push_str(&stack_block(&s, Some((i + 1, est_alloc, est_ret)), true, expand));
+        o.push_str(&stack_block_ranked_by(&s, Some((i + 1, est_alloc, est_ret)), m, true, expand));
         o.push('\n');
     }
     o.push_str(&giant_refusals(&snap.giant_refusals));

@@ -1,0 +1,311 @@
+//! The Rust front end writes a report set when the process exits: the README's quick start
+//! (`YING_ALLOC.start_profiling()`) and a default `ProfilerRunnerBuilder` each leave exactly one
+//! set for a program that runs a few seconds, far shorter than the first periodic check (300 s);
+//! `YING_REPORT_AT_EXIT=false` read by `ProfilerRunner::from_env` leaves none, and a malformed
+//! value warns once and keeps the default; a `fork` child that allocates and calls `exit` writes
+//! none of its own; an allocated-ranked exit report leads each entry with the allocated figure;
+//! threads still allocating while `main` returns do not stop the exit report.
+//! (`exit_report_no_sample.rs` checks that a process that took no sample writes nothing.)
+//!
+//! Runs without libtest's harness (`harness = false`): the exit report is written by the
+//! process's `atexit` handler, so each case runs this same executable again as a child process
+//! (selected by `YING_TEST_EXIT_CASE`), in a fresh working directory, with a timeout, and the
+//! parent looks at the files the child left.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ying_profiler::YingProfiler;
+use ying_profiler::utils::{ProfilerRunner, ProfilerRunnerBuilder};
+
+#[global_allocator]
+static YING_ALLOC: YingProfiler = YingProfiler::default();
+
+/// Selects the child's case; unset in the parent.
+const CASE_VAR: &str = "YING_TEST_EXIT_CASE";
+/// Longest a child may run before it is killed and the case fails.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn main() {
+    match std::env::var(CASE_VAR) {
+        Ok(case) => child(&case),
+        Err(_) => parent(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The children.
+
+/// 32 MiB kept until exit, allocated in a function the report must name.
+#[inline(never)]
+fn exit_report_marker_kept() -> Vec<Vec<u8>> {
+    (0..32).map(|_| black_box(vec![7u8; 1 << 20])).collect()
+}
+
+/// 64 MiB allocated and freed again: churn that retains nothing.
+#[inline(never)]
+fn exit_report_marker_churn() -> usize {
+    (0..64).map(|i| black_box(vec![i as u8; 1 << 20]).len()).sum()
+}
+
+/// What every child does after starting its runner: some work, then a normal return from
+/// `main` (the exit report's path), after `secs` seconds. The kept memory stays allocated to
+/// the end (like a cache or a leak): what a program frees before it exits is not retained at
+/// exit.
+fn work(secs: u64) {
+    let kept = exit_report_marker_kept();
+    black_box(exit_report_marker_churn());
+    std::thread::sleep(Duration::from_secs(secs));
+    println!("kept {} MiB", kept.len());
+    std::mem::forget(kept);
+}
+
+fn child(case: &str) {
+    match case {
+        // The README's quick start, exactly, in a program that runs about two seconds.
+        "quick_start" => {
+            YING_ALLOC.start_profiling(); // reports at exit, and every 5 min if retained memory moved by 10 %
+            work(2);
+        }
+        "builder_default" => {
+            ProfilerRunnerBuilder::default().build().unwrap().spawn(&YING_ALLOC);
+            work(0);
+        }
+        "from_env" => {
+            ProfilerRunner::from_env(&YING_ALLOC).spawn(&YING_ALLOC);
+            work(0);
+        }
+        "allocated" => {
+            ProfilerRunnerBuilder::default()
+                .measure_allocated_not_retained(true)
+                .build()
+                .unwrap()
+                .spawn(&YING_ALLOC);
+            black_box(exit_report_marker_churn());
+        }
+        "fork" => {
+            YING_ALLOC.start_profiling();
+            let kept = exit_report_marker_kept();
+            // SAFETY: the child only allocates (through this allocator, whose hooks are safe in
+            // a fork child of a process whose other threads are idle) and calls `exit`.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                // Samples of its own, then `exit` (which runs the atexit handlers), not `_exit`.
+                black_box(exit_report_marker_churn());
+                black_box(exit_report_marker_kept());
+                std::process::exit(0);
+            }
+            let mut status = 0;
+            // SAFETY: waits for the child just forked; `status` is a valid out pointer.
+            let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert_eq!(waited, pid);
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status}");
+            println!("forked {pid}, kept {} MiB", kept.len());
+            std::mem::forget(kept);
+        }
+        "busy_threads" => {
+            // Four threads allocate (and take samples) without pause while `main` returns: the
+            // exit report is written while they run, and must neither wait for them nor stop.
+            YING_ALLOC.start_profiling();
+            for _ in 0..4 {
+                std::thread::spawn(|| {
+                    loop {
+                        black_box(exit_report_marker_churn());
+                    }
+                });
+            }
+            work(0);
+        }
+        other => panic!("unknown case {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parent.
+
+/// One finished child: its pid, output and working directory (reports in `ying-profiles/`).
+struct Child {
+    case: String,
+    pid: u32,
+    out: Output,
+    dir: PathBuf,
+}
+
+impl Child {
+    fn describe(&self) -> String {
+        format!(
+            "case {} (pid {}): {}\nstdout:\n{}\nstderr:\n{}\nfiles: {:?}",
+            self.case,
+            self.pid,
+            self.out.status,
+            String::from_utf8_lossy(&self.out.stdout),
+            String::from_utf8_lossy(&self.out.stderr),
+            files(&self.dir.join("ying-profiles"))
+        )
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    /// The stems (`ying.<exe>.<pid>.<seq>.<time>`) of the report sets written.
+    fn sets(&self) -> Vec<String> {
+        let mut v: Vec<String> = files(&self.dir.join("ying-profiles"))
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".txt").map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    }
+    fn text(&self, stem: &str) -> String {
+        std::fs::read_to_string(self.dir.join("ying-profiles").join(format!("{stem}.txt")))
+            .unwrap_or_else(|e| panic!("{stem}.txt: {e}\n{}", self.describe()))
+    }
+    /// Asserts exactly one complete report set, written by the child itself, and returns its
+    /// text report.
+    fn only_set(&self) -> String {
+        let sets = self.sets();
+        assert_eq!(sets.len(), 1, "exactly one report set expected\n{}", self.describe());
+        let stem = &sets[0];
+        assert_eq!(stem.split('.').nth(2), Some(self.pid.to_string().as_str()), "{stem}");
+        for ext in ["txt", "svg", "folded", "pb.gz"] {
+            let p = self.dir.join("ying-profiles").join(format!("{stem}.{ext}"));
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 0, "{} missing or empty\n{}", p.display(), self.describe());
+        }
+        self.text(stem)
+    }
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Runs this executable as the child of `case` in a fresh directory, with `vars` set and every
+/// other `YING_*` variable removed; kills it after [`TIMEOUT`].
+fn run(n: usize, case: &str, vars: &[(&str, &str)]) -> Child {
+    let dir = std::env::temp_dir()
+        .join(format!("ying-exit-report-{}", std::process::id()))
+        .join(format!("{n}-{case}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("YING_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env(CASE_VAR, case).envs(vars.iter().copied()).current_dir(&dir);
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("case {case} ran longer than {TIMEOUT:?}: {out:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Child { case: case.to_string(), pid, out, dir }
+}
+
+/// The lines of a text report that start a ranked entry (`#1 ...`).
+fn entries(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with('#')).collect()
+}
+
+fn parent() {
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("quick_start", vec![]),
+        ("builder_default", vec![]),
+        ("from_env", vec![("YING_REPORT_AT_EXIT", "false")]),
+        ("from_env", vec![("YING_REPORT_AT_EXIT", "maybe")]),
+        ("allocated", vec![]),
+        ("fork", vec![]),
+        ("busy_threads", vec![]),
+    ];
+    // The children run at the same time (each mostly sleeps).
+    let runs: Vec<_> = cases
+        .into_iter()
+        .enumerate()
+        .map(|(i, (case, vars))| {
+            std::thread::spawn(move || {
+                let mut c = run(i, case, &vars);
+                c.case = format!("{case} #{i} {vars:?}");
+                c
+            })
+        })
+        .collect();
+    let children: Vec<Child> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    for c in &children {
+        assert!(c.out.status.success(), "{}", c.describe());
+    }
+
+    // The quick start, with nothing configured: one set, naming what the program kept.
+    let quick = &children[0];
+    let text = quick.only_set();
+    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    assert!(quick.stderr().is_empty(), "{}", quick.describe());
+    println!("quick start: one report set at exit: ok");
+
+    // A default builder: the same.
+    let text = children[1].only_set();
+    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    println!("default builder: one report set at exit: ok");
+
+    // YING_REPORT_AT_EXIT=false: nothing (the first check, at 300 s, never comes).
+    let off = &children[2];
+    assert_eq!(off.sets(), Vec::<String>::new(), "{}", off.describe());
+    assert!(off.stderr().is_empty(), "{}", off.describe());
+    println!("YING_REPORT_AT_EXIT=false: no report set: ok");
+
+    // A malformed value: one warning, and the default (report at exit).
+    let bad = &children[3];
+    assert_eq!(
+        bad.stderr().lines().collect::<Vec<_>>(),
+        [
+            "ying: warning: YING_REPORT_AT_EXIT=maybe is invalid (expected true/false/1/0); using true"
+        ],
+        "{}",
+        bad.describe()
+    );
+    bad.only_set();
+    println!("YING_REPORT_AT_EXIT=maybe: one warning, report at exit: ok");
+
+    // Ranked by allocated bytes: every entry leads with its allocated figure, and the churn
+    // (which retains nothing) is listed first.
+    let text = children[4].only_set();
+    assert!(text.contains("ranked by:          allocated bytes"), "{text}");
+    let tops = entries(&text);
+    assert!(!tops.is_empty(), "{text}");
+    for line in &tops {
+        let figure = line.split_once(' ').map(|(_, rest)| rest).unwrap_or("");
+        assert!(figure.starts_with("allocated "), "entry not led by allocated bytes: {line}");
+    }
+    let first = text.split("\n#2 ").next().unwrap();
+    assert!(first.contains("exit_report_marker_churn"), "{text}");
+    assert!(first.contains("\n   retained 0 B (0 bytes, "), "{text}");
+    println!("allocated-ranked exit report leads with allocated bytes: ok");
+
+    // A fork child that sampled and called `exit` writes nothing; the parent its one set.
+    let fork = &children[5];
+    let text = fork.only_set();
+    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    println!("fork child writes no exit report of its own: ok");
+
+    // Other threads still allocating at exit: the report is written all the same, once.
+    let text = children[6].only_set();
+    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    println!("exit report while other threads allocate: ok");
+
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("ying-exit-report-{}", std::process::id())),
+    );
+}
