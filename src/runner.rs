@@ -37,9 +37,9 @@ use crate::YingProfiler;
 use crate::callstack::Measurement;
 use crate::engine::SAMPLED;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
+use crate::report::foreign_malloc;
 use crate::report::snapshot::Snapshot;
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
-pub use crate::report::{foreign_malloc, set_foreign_malloc};
 
 /// Default reporting directory.
 pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
@@ -326,7 +326,9 @@ fn finish_dumps_in_flight() {
     }
 }
 
-/// Whether the process is exiting (the exit path has begun): no report thread should start.
+/// Whether the process is exiting (the exit path has begun): no report thread should start
+/// (the shim's thread-start path).
+#[doc(hidden)]
 pub fn exiting() -> bool {
     EXITING.load(Ordering::SeqCst)
 }

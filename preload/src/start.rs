@@ -125,7 +125,7 @@ fn warn_if_allocator_is_elsewhere() {
         warn(&format!(
             "malloc is defined by {owner}, not by libying.so: this program allocates through its own allocator, and Ying sees nothing of its heap (reports will be empty)"
         ));
-        ying_profiler::utils::set_foreign_malloc(owner);
+        ying_profiler::__private::set_foreign_malloc(owner);
         return;
     }
     for other in [c"_rjem_malloc", c"mi_malloc", c"je_malloc", c"tc_malloc"] {
@@ -174,7 +174,7 @@ pub(crate) fn safe_point() {
     if REPORT_THREAD.load(Ordering::Relaxed) != THREAD_DUE {
         return;
     }
-    if ying_profiler::utils::exiting() {
+    if ying_profiler::__private::exiting() {
         return;
     }
     // Creating the thread goes through our own `pthread_create`, which calls this again: the

@@ -242,13 +242,14 @@ pub(crate) fn write_compact(
 static FOREIGN_MALLOC: OnceLock<String> = OnceLock::new();
 
 /// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
-/// profiler: reports then say that the profiler saw nothing of that heap.
+/// profiler: reports then say that the profiler saw nothing of that heap (the shim's start-up).
+#[doc(hidden)]
 pub fn set_foreign_malloc(owner: String) {
     let _ = FOREIGN_MALLOC.set(owner);
 }
 
 /// The object that owns the program's `malloc`, when it is not the profiler's.
-pub fn foreign_malloc() -> Option<&'static str> {
+pub(crate) fn foreign_malloc() -> Option<&'static str> {
     FOREIGN_MALLOC.get().map(String::as_str)
 }
 
