@@ -118,6 +118,8 @@ pub mod config;
 pub mod filter;
 pub mod histogram;
 pub mod hooks;
+#[doc(hidden)]
+pub mod mapped;
 pub mod report;
 pub mod sampler;
 pub mod snapshot;

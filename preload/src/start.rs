@@ -86,6 +86,7 @@ fn init_guarded() {
     }
     warn_if_allocator_is_elsewhere();
     SETTINGS.set_enabled(true);
+    ying_profiler::mapped::set_tracking(cfg.track_mmap);
     hooks::restart_sampling(thread_state(), &SETTINGS);
     start_reporting(&cfg);
 }

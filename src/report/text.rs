@@ -114,6 +114,7 @@ pub(crate) fn render_compact(
         let _ =
             writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
     }
+    o.push_str(&crate::mapped::python_line(&ctx.exe));
     let _ = writeln!(o, "sample interval:    {} bytes (mean)", snap.sample_interval);
     let _ = writeln!(
         o,
@@ -133,6 +134,7 @@ pub(crate) fn render_compact(
         t.allocated_bytes,
         t.freed_bytes
     );
+    o.push_str(&crate::mapped::mapped_line());
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
     let _ = writeln!(
