@@ -28,9 +28,9 @@
 //!
 //! # The region table
 //!
-//! Every counted mapping is a [`Region`] of a table sorted by start address, sampled or not
+//! Every counted mapping is a `Region` of a table sorted by start address, sampled or not
 //! (the exact totals need to know which bytes they counted), in the profiler's own heap under
-//! its own lock ([`REGIONS`]). The lock is held across the system call, so that the table
+//! its own lock (`REGIONS`). The lock is held across the system call, so that the table
 //! follows the kernel's order of events (another thread may be handed an address the moment it
 //! is unmapped); the kernel serialises these calls on the process's memory map anyway. A table
 //! of `n` regions costs `O(log n)` to find a region and `O(n)` to insert one (a shift of the
