@@ -20,7 +20,7 @@ static long expected_total;
 
 #define NOINLINE __attribute__((noinline))
 
-/* Writes the expected bytes of `marker` and touches every page of `p` (so nothing is elided). */
+/* Writes the bytes `marker` is expected to retain at exit, and adds them to the total. */
 static void note(const char *marker, long pages) {
     fprintf(expect, "expect %s %ld\n", marker, pages * page);
     expected_total += pages * page;
