@@ -60,6 +60,8 @@ pub struct Config {
     pub sample_interval_bytes: u64,
     /// `YING_SEED`: seed of the sampling generators; `None` seeds from the clock.
     pub seed: Option<u64>,
+    /// `YING_TRACK_MMAP`: count the program's anonymous `mmap`s as allocations (the shim).
+    pub track_mmap: bool,
     /// `YING_MEASURE_ALLOCATED_NOT_RETAINED`: rank by bytes allocated instead of retained.
     pub measure_allocated_not_retained: bool,
     /// `YING_REPORTING_PATH`: directory reports are written to; never empty.
@@ -97,6 +99,7 @@ impl Default for Config {
             only_exe: None,
             sample_interval_bytes: 512 * 1024,
             seed: None,
+            track_mmap: true,
             measure_allocated_not_retained: false,
             reporting_path: PathBuf::from("ying-profiles"),
             report_file_mode: 0o600,
@@ -139,7 +142,7 @@ struct Field {
 }
 
 /// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 15] = [
+const FIELDS: [Field; 16] = [
     Field {
         doc: VarDoc {
             name: "YING_ENABLED",
@@ -192,6 +195,22 @@ const FIELDS: [Field; 15] = [
         raw: |r| r.seed.as_ref(),
         set: |c, v| {
             c.seed = if v.is_empty() { None } else { Some(uint_in(v, 0, u64::MAX)?) };
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_TRACK_MMAP",
+            default: "true",
+            meaning: "Count the program's anonymous `mmap` regions (not file mappings, not \
+                      `PROT_NONE` reservations, not glibc malloc's own) as allocations at the \
+                      stack that mapped them, sampled like `malloc` and part of every total, so \
+                      that arena allocators such as Python's pymalloc are seen; `false` counts \
+                      only the malloc family (LD_PRELOAD shim only).",
+        },
+        raw: |r| r.track_mmap.as_ref(),
+        set: |c, v| {
+            c.track_mmap = parse_bool(v)?;
             Ok(())
         },
     },
@@ -367,6 +386,7 @@ struct Raw {
     only_exe: Option<String>,
     sample_interval_bytes: Option<String>,
     seed: Option<String>,
+    track_mmap: Option<String>,
     measure_allocated_not_retained: Option<String>,
     reporting_path: Option<String>,
     report_file_mode: Option<String>,
@@ -725,6 +745,7 @@ mod tests {
             ("YING_ONLY_EXE", "my-server"),
             ("YING_SAMPLE_INTERVAL_BYTES", "64KiB"),
             ("YING_SEED", "18446744073709551615"),
+            ("YING_TRACK_MMAP", "no"),
             ("YING_MEASURE_ALLOCATED_NOT_RETAINED", "yes"),
             ("YING_REPORTING_PATH", "/var/tmp/profiles"),
             ("YING_REPORT_FILE_MODE", "0640"),
@@ -742,6 +763,7 @@ mod tests {
             only_exe: Some("my-server".to_string()),
             sample_interval_bytes: 65536,
             seed: Some(u64::MAX),
+            track_mmap: false,
             measure_allocated_not_retained: true,
             reporting_path: PathBuf::from("/var/tmp/profiles"),
             report_file_mode: 0o640,
@@ -853,6 +875,7 @@ mod tests {
             ("YING_MAX_ALLOC_BYTES", "99999999999TiB", "too large", "64GiB"),
             ("YING_MAX_ALLOC_BYTES", "18446744073709551616", "too large", "64GiB"),
             ("YING_MAX_ALLOC_BYTES", "1  MiB", "unknown size suffix \" MiB\"", "64GiB"),
+            ("YING_TRACK_MMAP", "maybe", "expected true/false/1/0", "true"),
             ("YING_SEED", "abc", "not a number", "unset"),
             ("YING_SEED", "-1", "must not be negative", "unset"),
             ("YING_SEED", "18446744073709551616", "too large", "unset"),
@@ -1066,6 +1089,7 @@ mod tests {
                 "YING_ONLY_EXE",
                 "YING_SAMPLE_INTERVAL_BYTES",
                 "YING_SEED",
+                "YING_TRACK_MMAP",
                 "YING_MEASURE_ALLOCATED_NOT_RETAINED",
                 "YING_REPORTING_PATH",
                 "YING_REPORT_FILE_MODE",
@@ -1083,9 +1107,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 15 fields (checked by the
+        // One row per field: a Config literal must name all 16 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 15);
+        assert_eq!(VARIABLES.len(), 16);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);

@@ -146,7 +146,7 @@ pub use runner as utils;
 #[doc(hidden)]
 pub mod __private {
     //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
-    pub use crate::engine::{filter, hooks, sampler, thread_state};
+    pub use crate::engine::{filter, hooks, mapped, sampler, thread_state};
     pub use crate::report::set_foreign_malloc;
     pub use crate::runner::exiting;
     pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *errname(int e) {
@@ -19,6 +20,9 @@ static const char *errname(int e) {
     case 0: return "0";
     case ENOMEM: return "ENOMEM";
     case EINVAL: return "EINVAL";
+    case EBADF: return "EBADF";
+    case EFAULT: return "EFAULT";
+    case EACCES: return "EACCES";
     case 1234: return "1234";
     default: return "other";
     }
@@ -264,5 +268,46 @@ int main(void) {
         }
     }
     printf("checksum %lu\n", sum);
+
+    /* The mapping calls: results and errno as the kernel gives them, errno untouched on
+     * success. */
+    long pg = sysconf(_SC_PAGESIZE);
+    errno = 1234;
+    char *m = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("mmap(3 pages): %s errno=%s\n", m == MAP_FAILED ? "MAP_FAILED" : "ok", errname(errno));
+    m[0] = 7;
+    m = mremap(m, 3 * pg, 40 * pg, MREMAP_MAYMOVE);
+    printf("mremap grow: %s kept=%d errno=%s\n", m == MAP_FAILED ? "MAP_FAILED" : "ok",
+           m != MAP_FAILED && m[0] == 7, errname(errno));
+    int rc = munmap(m + pg, pg);
+    printf("munmap part: %d errno=%s\n", rc, errname(errno));
+    rc = munmap(m, pg) * 10 + munmap(m + 2 * pg, 38 * pg);
+    printf("munmap rest: %d errno=%s\n", rc, errname(errno));
+    char *m64 = mmap64(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("mmap64: %s errno=%s\n", m64 == MAP_FAILED ? "MAP_FAILED" : "ok", errname(errno));
+    munmap(m64, pg);
+    errno = 0;
+    sink = mmap(NULL, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("mmap(0 bytes): %s errno=%s\n", sink == MAP_FAILED ? "MAP_FAILED" : "ok", errname(errno));
+    errno = 0;
+    sink = mmap(NULL, pg, PROT_READ, MAP_PRIVATE, -1, 0);
+    printf("mmap(bad fd): %s errno=%s\n", sink == MAP_FAILED ? "MAP_FAILED" : "ok", errname(errno));
+    errno = 0;
+    sink = mmap(NULL, pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 1);
+    printf("mmap(unaligned offset): %s errno=%s\n", sink == MAP_FAILED ? "MAP_FAILED" : "ok",
+           errname(errno));
+    errno = 0;
+    rc = munmap(m64 + 1, pg);
+    printf("munmap(unaligned): %d errno=%s\n", rc, errname(errno));
+    errno = 0;
+    char *hole = mmap(NULL, 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(hole, 2 * pg);
+    sink = mremap(hole, pg, 2 * pg, MREMAP_MAYMOVE);
+    printf("mremap(unmapped): %s errno=%s\n", sink == MAP_FAILED ? "MAP_FAILED" : "ok",
+           errname(errno));
+    errno = 0;
+    sink = mremap(NULL, pg, pg, MREMAP_FIXED);
+    printf("mremap(FIXED without MAYMOVE): %s errno=%s\n", sink == MAP_FAILED ? "MAP_FAILED" : "ok",
+           errname(errno));
     return 0;
 }

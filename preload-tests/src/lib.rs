@@ -66,6 +66,7 @@
 //! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //! | `report_memory.rs` | the profiler memory a 20,000-stack exit report takes, against the README's formula |
+//! | `mmap.rs` | anonymous mappings per marker in exact mode, `YING_TRACK_MMAP=false`, Python's arenas, threads and forks mapping at once |
 //! | `process.rs` | single-threaded start, `unshare --user`, no report without a sample, exit during a dump, foreign `malloc` |
 //! | `run_script.rs` | `scripts/run-with-ying.sh`: a shell wrapper's helpers write no set, the summary for static binaries, unwritable and stale directories |
 //!

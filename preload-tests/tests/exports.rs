@@ -11,8 +11,8 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 18 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 18] = [
+/// The 22 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 22] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -24,6 +24,10 @@ const EXPECTED: [&str; 18] = [
     "malloc",
     "malloc_usable_size",
     "memalign",
+    "mmap",
+    "mmap64",
+    "mremap",
+    "munmap",
     "nanosleep",
     "posix_memalign",
     "pthread_create",

@@ -5,11 +5,13 @@
 //! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
 //! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
 //! starts (`thread_start`), and a few blocking calls tell when the report thread can start
-//! (`safe_points`). Everything else lives in `host` (per-thread state, our frames),
+//! (`safe_points`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
+//! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 
 mod host;
 mod libc_alloc;
+mod maps;
 mod safe_points;
 mod start;
 mod thread_start;
@@ -17,6 +19,7 @@ mod thread_start;
 use std::ffi::c_void;
 
 use ying_profiler::__private::hooks::{self, on_alloc, on_realloc};
+use ying_profiler::__private::mapped;
 
 use host::{SETTINGS, ShimHost, counted_size, usable_size};
 #[cfg(target_arch = "x86_64")]
@@ -40,7 +43,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 18] = [
+pub const EXPORTED_SYMBOLS: [&str; 22] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -52,6 +55,10 @@ pub const EXPORTED_SYMBOLS: [&str; 18] = [
     "malloc",
     "malloc_usable_size",
     "memalign",
+    "mmap",
+    "mmap64",
+    "mremap",
+    "munmap",
     "nanosleep",
     "posix_memalign",
     "pthread_create",
@@ -417,6 +424,78 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
         hooks::run_guarded(host::thread_state(), ying_profiler::__private::flush_unwind_cache);
     }
     rc
+}
+
+/// `mmap`: the system call (see `maps`); an anonymous mapping that is not `PROT_NONE` is
+/// counted as an allocation of its pages, at the caller's stack when sampled, and a
+/// `MAP_FIXED` mapping replaces what was counted where it lands (see the engine's `mapped`).
+/// Errors are the kernel's, in `errno`.
+///
+/// # Safety
+/// As for glibc's `mmap`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    offset: libc::off_t,
+) -> *mut c_void {
+    mapped::on_mmap::<ShimHost>(&SETTINGS, len, prot, flags, || {
+        // SAFETY: the caller's arguments, under the caller's contract.
+        unsafe { maps::mmap(addr, len, prot, flags, fd, offset) }
+    })
+}
+
+/// `mmap64`, a second name of `mmap` in glibc on 64-bit targets (Python calls it), exported
+/// separately because a program built with `_FILE_OFFSET_BITS=64` binds to it by that name.
+///
+/// # Safety
+/// As for glibc's `mmap64`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    offset: libc::off_t,
+) -> *mut c_void {
+    // SAFETY: the same function under its other name, with the caller's arguments.
+    unsafe { mmap(addr, len, prot, flags, fd, offset) }
+}
+
+/// `munmap`: the system call; the counted bytes of the range are freed.
+///
+/// # Safety
+/// As for glibc's `munmap`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> libc::c_int {
+    // SAFETY: the caller's arguments, under the caller's contract.
+    mapped::on_munmap::<ShimHost>(&SETTINGS, addr, len, || unsafe { maps::munmap(addr, len) })
+}
+
+/// `mremap`: the system call; a counted region grows, shrinks or moves as a `realloc`'d block
+/// does, with its stack. C declares it variadic, its fifth argument (`new_address`) read only
+/// with `MREMAP_FIXED`: on x86_64 and aarch64 Linux a variadic call passes its integer
+/// arguments in the same registers as a fixed-argument call, so the fifth parameter here is
+/// the caller's when it passed one, and is not looked at otherwise (`maps::mremap`).
+///
+/// # Safety
+/// As for glibc's `mremap`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: usize,
+    new_len: usize,
+    flags: libc::c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    mapped::on_mremap::<ShimHost>(&SETTINGS, old, old_len, new_len, || {
+        // SAFETY: the caller's arguments, under the caller's contract.
+        unsafe { maps::mremap(old, old_len, new_len, flags, new_addr) }
+    })
 }
 
 /// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).

@@ -91,6 +91,7 @@ fn init_guarded() {
     }
     warn_if_allocator_is_elsewhere();
     SETTINGS.set_enabled(true);
+    ying_profiler::__private::mapped::set_tracking(cfg.track_mmap);
     hooks::restart_sampling(thread_state(), &SETTINGS);
     start_reporting(&cfg);
 }

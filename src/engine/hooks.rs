@@ -186,7 +186,7 @@ static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
 /// Draws the next countdown and stores it as the thread's budget. Capped at the giant limit so
 /// that a giant request always reaches the slow path; a thread without counters of its own
 /// keeps a zero budget (every allocation takes the slow path).
-fn redraw(ts: &ThreadState, set: &Settings) {
+pub(crate) fn redraw(ts: &ThreadState, set: &Settings) {
     if !ts.sampling() {
         ts.set_budget(0);
         return;
@@ -288,11 +288,13 @@ pub fn thread_exit(ts: &ThreadState) {
 pub fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
     totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
+    crate::engine::mapped::unlock_after_fork();
 }
 
 /// `fork` prepare: takes every lock of the engine and the unwinder. The front end's handler
 /// takes the symbol cache's first (`__private::fork_prepare` does both).
 pub fn fork_prepare() {
+    crate::engine::mapped::lock_for_fork();
     tables::lock_all_for_fork();
     totals::lock_for_fork();
 }
@@ -301,6 +303,7 @@ pub fn fork_prepare() {
 pub fn fork_parent() {
     totals::unlock_after_fork();
     tables::unlock_all_after_fork();
+    crate::engine::mapped::unlock_after_fork();
 }
 
 /// Allocation hook. `size` is the request, `real` performs it, `counted` gives the bytes to

@@ -12,13 +12,14 @@
 //! the fork handlers that also take the symbol cache's lock live above both sides (`lib.rs`).
 //!
 //! The report side reads what the engine kept: [`tables`] (stacks and live records),
-//! [`totals`] (exact totals), [`giant`] (refused giant requests).
+//! [`totals`] (exact totals), [`mapped`] (anonymous mappings), [`giant`] (refused giant requests).
 
 pub(crate) mod capture;
 pub mod filter;
 pub(crate) mod giant;
 pub mod histogram;
 pub mod hooks;
+pub mod mapped;
 pub mod sampler;
 pub(crate) mod tables;
 pub mod thread_state;

@@ -262,6 +262,20 @@ impl StackTable {
     }
 }
 
+impl StackTable {
+    /// A sampled mapping was split (see `mapped`): one more live piece of weight `w`, its
+    /// allocated figures kept as retained plus freed.
+    fn split_sample(&mut self, id: u32, w: Weight) {
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            e.live_count += w.count;
+            e.live_bytes += w.bytes;
+            e.alloc_count += w.count;
+            e.alloc_bytes += w.bytes;
+            e.live_samples += 1;
+        }
+    }
+}
+
 /// One live sampled allocation.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Record {
@@ -329,6 +343,12 @@ pub(crate) fn free_sample(id: u32, w: Weight, lifetime_ms: f64) {
 pub(crate) fn resize_sample(id: u32, old: Weight, new: Option<Weight>, freed_bytes: f64) {
     let (stripe, index) = split(id);
     stripe.lock().resize_sample(index, old, new, freed_bytes);
+}
+
+/// A sampled mapping counted at `id` was split: see [`StackTable::split_sample`].
+pub(crate) fn split_sample(id: u32, w: Weight) {
+    let (stripe, index) = split(id);
+    stripe.lock().split_sample(index, w);
 }
 
 /// One stack's entries from every stripe of the stack table, summed.

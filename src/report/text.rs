@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::{ReportContext, human_bytes, utc_timestamp};
 use crate::callstack::{Measurement, StackStats};
+use crate::engine::mapped::MappedState;
 use crate::engine::totals::Totals;
 use crate::report::snapshot::{CompactSnapshot, Snapshot};
 
@@ -131,6 +132,7 @@ pub(crate) fn render_compact(
         let _ =
             writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
     }
+    o.push_str(&python_line(&ctx.exe));
     let _ = writeln!(o, "sample interval:    {} bytes (mean)", snap.sample_interval);
     let _ = writeln!(
         o,
@@ -150,6 +152,7 @@ pub(crate) fn render_compact(
         t.allocated_bytes,
         t.freed_bytes
     );
+    o.push_str(&mapped_line());
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
     let _ = writeln!(
@@ -254,4 +257,37 @@ impl std::fmt::Display for crate::engine::histogram::MillisHistogram {
         }
         Ok(())
     }
+}
+
+/// The header line about anonymous mappings: the bytes counted now (none in the Rust front end,
+/// which sees no mappings).
+fn mapped_line() -> String {
+    match crate::engine::mapped::state() {
+        MappedState::Counted { bytes, regions } => format!(
+            "mapped (exact):     {} ({bytes} bytes) retained in {regions} anonymous mmap regions, included in the figures above and below (PROT_NONE reservations not counted)\n",
+            human_bytes(bytes),
+        ),
+        MappedState::Off => {
+            "mapped:             anonymous mmaps not counted (YING_TRACK_MMAP=false)\n".into()
+        }
+        MappedState::NotSeen => String::new(),
+    }
+}
+
+/// The header line of a Python interpreter's report (the executable's file name starts with
+/// `python`): where its objects are and how to see them one by one.
+fn python_line(exe: &str) -> String {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    if !name.starts_with("python") {
+        return String::new();
+    }
+    let arenas = match crate::engine::mapped::state() {
+        MappedState::Counted { .. } => {
+            "pymalloc's arenas are counted as anonymous mmaps, at the stack that mapped them"
+        }
+        _ => "pymalloc's small objects are not seen (YING_TRACK_MMAP=false)",
+    };
+    format!(
+        "python:             {arenas}; run with PYTHONMALLOC=malloc for a stack per Python object\n"
+    )
 }
