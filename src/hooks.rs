@@ -288,6 +288,7 @@ pub fn thread_exit(ts: &ThreadState) {
 pub fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
     totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
+    crate::peak::after_fork_child();
 }
 
 /// `fork` prepare: takes every profiler lock.

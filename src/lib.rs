@@ -130,6 +130,7 @@ mod clock;
 mod dwarf;
 mod elf_symbols;
 mod giant;
+mod peak;
 mod profiler;
 mod spin;
 mod symbolize;

@@ -78,6 +78,8 @@ pub(crate) struct StackEntry<F = Box<[usize]>> {
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
     pub(crate) lifetimes: MillisHistogram,
+    /// The retained figures at the kept peak (see `peak`).
+    pub(crate) peak: crate::peak::PeakSlot,
     /// The next entry whose key has the same hash (0: none; id 0 is never chained).
     next_same_hash: u32,
 }
@@ -104,6 +106,7 @@ impl<F> StackEntry<F> {
             samples: 0,
             live_samples: 0,
             lifetimes: MillisHistogram::new(),
+            peak: crate::peak::PeakSlot::default(),
         }
     }
 }
@@ -123,6 +126,7 @@ impl<F> StackEntry<F> {
             samples: self.samples,
             live_samples: self.live_samples,
             lifetimes: self.lifetimes,
+            peak: self.peak,
             next_same_hash: self.next_same_hash,
         }
     }
@@ -154,6 +158,8 @@ pub(crate) struct StackTable {
     index: ArenaMap<u64, u32>,
     entries: ArenaVec<StackEntry<Frames>>,
     frames: ArenaVec<usize>,
+    /// The stripe's share of the estimated retained total (see `peak`).
+    pub(crate) tally: crate::peak::StripeTally,
 }
 
 /// Stack entries kept (all stripes together) before new stacks go to the overflow entries.
@@ -174,6 +180,7 @@ impl StackTable {
             index: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
             entries: ArenaVec::new_in(Arena),
             frames: ArenaVec::new_in(Arena),
+            tally: crate::peak::StripeTally::new(),
         }
     }
 
@@ -215,12 +222,14 @@ impl StackTable {
     pub(crate) fn add_sample(&mut self, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
         let id = self.intern(ips, spans);
         if let Some(e) = self.entries.get_mut(id as usize) {
+            e.peak.before_change(e.live_bytes, e.live_count);
             e.alloc_count += w.count;
             e.alloc_bytes += w.bytes;
             e.live_count += w.count;
             e.live_bytes += w.bytes;
             e.samples += 1;
             e.live_samples += 1;
+            self.tally.change(w.bytes, w.bytes);
         }
         id
     }
@@ -228,12 +237,14 @@ impl StackTable {
     /// Records the free of a sample after `lifetime_ms`.
     pub(crate) fn free_sample(&mut self, id: u32, w: Weight, lifetime_ms: f64) {
         if let Some(e) = self.entries.get_mut(id as usize) {
+            e.peak.before_change(e.live_bytes, e.live_count);
             e.live_count -= w.count;
             e.live_bytes -= w.bytes;
             e.freed_count += w.count;
             e.freed_bytes += w.bytes;
             e.live_samples = e.live_samples.saturating_sub(1);
             e.lifetimes.add_weighted(lifetime_ms, w.count);
+            self.tally.change(-w.bytes, 0.0);
         }
     }
 
@@ -250,6 +261,7 @@ impl StackTable {
     ) {
         if let Some(e) = self.entries.get_mut(id as usize) {
             let w = new.unwrap_or(Weight { count: 0.0, bytes: 0.0 });
+            e.peak.before_change(e.live_bytes, e.live_count);
             e.live_count += w.count - old.count;
             e.live_bytes += w.bytes - old.bytes;
             e.freed_bytes += freed_bytes;
@@ -258,6 +270,7 @@ impl StackTable {
             if new.is_none() {
                 e.live_samples = e.live_samples.saturating_sub(1);
             }
+            self.tally.change(w.bytes - old.bytes, w.bytes);
         }
     }
 }
@@ -300,7 +313,12 @@ pub(crate) static STACKS: [Padded<SpinMutex<StackTable>>; STACK_STRIPES] =
 /// ordinal `ordinal`; returns the stack id.
 pub(crate) fn add_sample(ordinal: u64, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
     let stripe = (ordinal % STACK_STRIPES as u64) as usize;
-    stack_id(stripe, STACKS[stripe].lock().add_sample(ips, spans, w))
+    let (index, capture) = {
+        let mut t = STACKS[stripe].lock();
+        (t.add_sample(ips, spans, w), t.tally.take_capture())
+    };
+    crate::peak::after_change(capture);
+    stack_id(stripe, index)
 }
 
 /// The id of entry `index` of stripe `stripe`.
@@ -322,13 +340,23 @@ fn split(id: u32) -> (&'static SpinMutex<StackTable>, u32) {
 /// Records the free of the sample counted at `id` after `lifetime_ms`.
 pub(crate) fn free_sample(id: u32, w: Weight, lifetime_ms: f64) {
     let (stripe, index) = split(id);
-    stripe.lock().free_sample(index, w, lifetime_ms);
+    let capture = {
+        let mut t = stripe.lock();
+        t.free_sample(index, w, lifetime_ms);
+        t.tally.take_capture()
+    };
+    crate::peak::after_change(capture);
 }
 
 /// A sampled block counted at `id` was resized: see [`StackTable::resize_sample`].
 pub(crate) fn resize_sample(id: u32, old: Weight, new: Option<Weight>, freed_bytes: f64) {
     let (stripe, index) = split(id);
-    stripe.lock().resize_sample(index, old, new, freed_bytes);
+    let capture = {
+        let mut t = stripe.lock();
+        t.resize_sample(index, old, new, freed_bytes);
+        t.tally.take_capture()
+    };
+    crate::peak::after_change(capture);
 }
 
 /// One stack's entries from every stripe of the stack table, summed.
@@ -513,7 +541,9 @@ pub(crate) fn clear() {
         st.entries.clear();
         st.index.clear();
         st.frames.clear();
+        st.tally = crate::peak::StripeTally::new();
     }
+    crate::peak::clear();
     STACK_ENTRIES.store(0, Ordering::Relaxed);
 }
 

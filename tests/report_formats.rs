@@ -37,6 +37,8 @@ fn stack(alloc: u64, ret: u64, frames: Vec<Frame>) -> StackStats {
         num_frees: (alloc - ret) / 1024,
         retained_bytes: ret,
         retained_count: ret / 1024,
+        peak_retained_bytes: 0,
+        peak_retained_count: 0,
         samples: 7,
         live_samples: 2,
         frames,

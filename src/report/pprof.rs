@@ -57,6 +57,11 @@ pub const SAMPLE_TYPES: [(&str, &str); 4] = [
     ("inuse_space", "bytes"),
 ];
 
+/// The sample types of a profile of retained memory alone (the peak's heap profile, which
+/// keeps no allocated figures), in the order of its values: Go's two `inuse_*` types.
+pub const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
+    [("inuse_objects", "count"), ("inuse_space", "bytes")];
+
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
 
@@ -404,11 +409,21 @@ pub struct ProfileWriter<W: Write> {
 impl<W: Write> ProfileWriter<W> {
     /// Starts a profile of processes with the loaded modules `mappings` (indexed by
     /// [`PprofLocation::mapping`]) and writes its sample types to `out`.
-    pub fn new(mappings: Vec<PprofMapping>, mut out: W) -> io::Result<Self> {
+    pub fn new(mappings: Vec<PprofMapping>, out: W) -> io::Result<Self> {
+        Self::with_sample_types(mappings, out, &SAMPLE_TYPES)
+    }
+
+    /// [`ProfileWriter::new`] with other sample types (`(type, unit)` pairs, the order of the
+    /// values given to [`ProfileWriter::sample_values`]), such as [`INUSE_SAMPLE_TYPES`].
+    pub fn with_sample_types(
+        mappings: Vec<PprofMapping>,
+        mut out: W,
+        types: &[(&str, &str)],
+    ) -> io::Result<Self> {
         use field::{profile as prof, value_type};
         let mut strings = Strings::new();
-        let sample_types =
-            SAMPLE_TYPES.map(|(ty, unit)| (strings.intern(ty), strings.intern(unit)));
+        let sample_types: Vec<(i64, i64)> =
+            types.iter().map(|(ty, unit)| (strings.intern(ty), strings.intern(unit))).collect();
         let period_type = (strings.intern(PERIOD_TYPE.0), strings.intern(PERIOD_TYPE.1));
         let default_sample_type = strings.intern(DEFAULT_SAMPLE_TYPE);
         let mapping_names = mappings
@@ -479,6 +494,16 @@ impl<W: Write> ProfileWriter<W> {
         &mut self,
         location_ids: &[u64],
         values: [i64; 4],
+        labels: impl IntoIterator<Item = Label<'l>>,
+    ) -> io::Result<()> {
+        self.sample_values(location_ids, &values, labels)
+    }
+
+    /// [`ProfileWriter::sample`] with as many values as the profile has sample types.
+    pub fn sample_values<'l>(
+        &mut self,
+        location_ids: &[u64],
+        values: &[i64],
         labels: impl IntoIterator<Item = Label<'l>>,
     ) -> io::Result<()> {
         use field::{label, profile as prof, sample};
@@ -1096,6 +1121,8 @@ mod tests {
                     num_frees: 0,
                     retained_bytes: i as u64,
                     retained_count: 1,
+                    peak_retained_bytes: 0,
+                    peak_retained_count: 0,
                     samples: 1,
                     live_samples: 1,
                     stack: StdCallstack::from_ips(&[0x10_0000 + i, 0x2000, 0x2000]),

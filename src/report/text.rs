@@ -135,6 +135,7 @@ pub(crate) fn render_compact(
     );
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
+    o.push_str(&super::peak::header_line(snap));
     let _ = writeln!(
         o,
         "profiler memory:    {} ({} bytes)",
@@ -174,7 +175,14 @@ pub(crate) fn render_compact(
     );
     o.push('\n');
     if top.is_empty() {
-        let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
+        match super::peak::nothing_now(snap, m) {
+            Some(note) => {
+                let _ = writeln!(o, "{note}\n");
+            }
+            None => {
+                let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
+            }
+        }
     }
     let histograms = snap.histograms(top);
     for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
@@ -182,6 +190,7 @@ pub(crate) fn render_compact(
         o.push_str(&stack_block(&s, Some((i + 1, est_alloc, est_ret)), true, expand));
         o.push('\n');
     }
+    o.push_str(&super::peak::section(snap, top_k, expand));
     o.push_str(&giant_refusals(&snap.giant_refusals));
     o
 }
