@@ -156,7 +156,8 @@ impl StripeTally {
         let global = ESTIMATE.load(Ordering::Relaxed);
         let seen = global as f64 + self.unflushed;
         let threshold = THRESHOLD.load(Ordering::Relaxed) as f64;
-        let quantum = (4.0 * self.min_weight).max(threshold * MARGIN / (1.0 + MARGIN) / (2.0 * STRIPES));
+        let quantum =
+            (4.0 * self.min_weight).max(threshold * MARGIN / (1.0 + MARGIN) / (2.0 * STRIPES));
         if seen > threshold || !(self.unflushed.abs() < quantum) {
             let push = self.flush();
             let now = global.wrapping_add(push);

@@ -529,7 +529,9 @@ fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, e
         row_of.insert(entry, r);
     }
     tables::for_each_stack(|stripe, index, e, _| {
-        if let Some(row) = row_of.get(&entry_key(stripe, index)).and_then(|&r| rows.get_mut(r as usize)) {
+        if let Some(row) =
+            row_of.get(&entry_key(stripe, index)).and_then(|&r| rows.get_mut(r as usize))
+        {
             let (bytes, count) = e.peak.at(epoch, e.live_bytes, e.live_count);
             row.est[PEAK_BYTES] += bytes;
             row.est[PEAK_COUNT] += count;

@@ -74,6 +74,19 @@ pub(crate) fn write_peak(
     write_with(snap, modules, comment, out, true)
 }
 
+/// The frames a report set's heap profiles ask pprof to drop (`Profile.drop_frames`, matched
+/// against whole function names, each with the frames it called): allocator entry points, which
+/// say nothing about who allocated, as pprof itself drops them from C++ heap profiles. The
+/// shim's stacks start at the caller of `malloc`, which is often such a wrapper: `operator
+/// new`, CPython's `PyObject_Malloc` family, SQLite's `sqlite3Malloc`. With them dropped, a
+/// profile's flat cost goes to the code that asked for the memory.
+pub const ALLOCATOR_FRAMES: &str = concat!(
+    r"(__libc_)?(malloc|calloc|realloc|reallocarray|free|cfree|memalign|posix_memalign|",
+    r"aligned_alloc|valloc|pvalloc)|operator new.*|operator delete.*|",
+    r"_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc)|pymalloc_alloc|",
+    r"sqlite3(Mem)?(Malloc|Realloc)(Zero)?|sqlite3DbMalloc\w*|sqlite3DbRealloc\w*"
+);
+
 fn write_with(
     snap: &CompactSnapshot,
     modules: &[Module],
@@ -86,6 +99,7 @@ fn write_with(
     } else {
         ProfileWriter::new(mappings(modules), out)?
     };
+    w.drop_frames(ALLOCATOR_FRAMES);
     // The pprof id of each location of the snapshot (0: not yet written; u64::MAX: no lines).
     let mut ids = vec![0u64; snap.locations().len()];
     let mut stack: Vec<u64> = Vec::new();

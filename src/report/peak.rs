@@ -122,7 +122,7 @@ pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, expand: bool) -> Str
         let s = snap.stack_stats(r, &Default::default());
         let _ = writeln!(
             o,
-            "#{} retained at peak {} ({} bytes, {share:.1}% of the peak estimate) in {} allocations; retained now {}",
+            "peak #{}: {} ({} bytes, {share:.1}% of the kept peak) in {} allocations; retained now {}",
             i + 1,
             human_bytes(at_peak),
             at_peak,

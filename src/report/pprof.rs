@@ -195,6 +195,7 @@ mod field {
         pub const LOCATION: u32 = 4;
         pub const FUNCTION: u32 = 5;
         pub const STRING_TABLE: u32 = 6;
+        pub const DROP_FRAMES: u32 = 7;
         pub const TIME_NANOS: u32 = 9;
         pub const DURATION_NANOS: u32 = 10;
         pub const PERIOD_TYPE: u32 = 11;
@@ -396,6 +397,8 @@ pub struct ProfileWriter<W: Write> {
     strings: Strings,
     period_type: (i64, i64),
     default_sample_type: i64,
+    /// `Profile.drop_frames` as a string-table index (0: none).
+    drop_frames: i64,
     mappings: Vec<PprofMapping>,
     mapping_names: Vec<(i64, i64)>,
     functions: Vec<FunctionRow>,
@@ -444,6 +447,7 @@ impl<W: Write> ProfileWriter<W> {
             strings,
             period_type,
             default_sample_type,
+            drop_frames: 0,
             mappings,
             mapping_names,
             functions: Vec::new(),
@@ -452,6 +456,13 @@ impl<W: Write> ProfileWriter<W> {
             location_ids: BTreeMap::new(),
             buf: w,
         })
+    }
+
+    /// Sets `Profile.drop_frames`: pprof drops the frames whose function name fully matches
+    /// `regex` from every sample, with the frames they called (allocator entry points, so that
+    /// the flat cost goes to the code that asked for the memory).
+    pub fn drop_frames(&mut self, regex: &str) {
+        self.drop_frames = self.strings.intern(regex);
     }
 
     /// Id of the location, adding it (and its functions) on first sight.
@@ -588,6 +599,7 @@ impl<W: Write> ProfileWriter<W> {
         for s in &self.strings.table {
             w.bytes(prof::STRING_TABLE, s.as_bytes());
         }
+        w.int(prof::DROP_FRAMES, self.drop_frames);
         w.int(prof::TIME_NANOS, time_nanos);
         w.int(prof::DURATION_NANOS, duration_nanos);
         w.message(prof::PERIOD_TYPE, |w| {
