@@ -230,6 +230,10 @@ impl StackTable {
             e.samples += 1;
             e.live_samples += 1;
             self.tally.change(w.bytes, w.bytes);
+            if self.tally.take_capture() {
+                let size = if w.count > 0.0 { w.bytes / w.count } else { 0.0 };
+                e.peak.capture_before(e.live_bytes, e.live_count, w.bytes, w.count, size);
+            }
         }
         id
     }
@@ -245,6 +249,9 @@ impl StackTable {
             e.live_samples = e.live_samples.saturating_sub(1);
             e.lifetimes.add_weighted(lifetime_ms, w.count);
             self.tally.change(-w.bytes, 0.0);
+            if self.tally.take_capture() {
+                e.peak.capture_before(e.live_bytes, e.live_count, 0.0, 0.0, 0.0);
+            }
         }
     }
 
@@ -271,6 +278,16 @@ impl StackTable {
                 e.live_samples = e.live_samples.saturating_sub(1);
             }
             self.tally.change(w.bytes - old.bytes, w.bytes);
+            if self.tally.take_capture() {
+                let size = |w: Weight| if w.count > 0.0 { w.bytes / w.count } else { 0.0 };
+                e.peak.capture_before(
+                    e.live_bytes,
+                    e.live_count,
+                    w.bytes - old.bytes,
+                    w.count - old.count,
+                    size(w) - size(old),
+                );
+            }
         }
     }
 }
@@ -313,12 +330,7 @@ pub(crate) static STACKS: [Padded<SpinMutex<StackTable>>; STACK_STRIPES] =
 /// ordinal `ordinal`; returns the stack id.
 pub(crate) fn add_sample(ordinal: u64, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
     let stripe = (ordinal % STACK_STRIPES as u64) as usize;
-    let (index, capture) = {
-        let mut t = STACKS[stripe].lock();
-        (t.add_sample(ips, spans, w), t.tally.take_capture())
-    };
-    crate::peak::after_change(capture);
-    stack_id(stripe, index)
+    stack_id(stripe, STACKS[stripe].lock().add_sample(ips, spans, w))
 }
 
 /// The id of entry `index` of stripe `stripe`.
@@ -340,23 +352,13 @@ fn split(id: u32) -> (&'static SpinMutex<StackTable>, u32) {
 /// Records the free of the sample counted at `id` after `lifetime_ms`.
 pub(crate) fn free_sample(id: u32, w: Weight, lifetime_ms: f64) {
     let (stripe, index) = split(id);
-    let capture = {
-        let mut t = stripe.lock();
-        t.free_sample(index, w, lifetime_ms);
-        t.tally.take_capture()
-    };
-    crate::peak::after_change(capture);
+    stripe.lock().free_sample(index, w, lifetime_ms);
 }
 
 /// A sampled block counted at `id` was resized: see [`StackTable::resize_sample`].
 pub(crate) fn resize_sample(id: u32, old: Weight, new: Option<Weight>, freed_bytes: f64) {
     let (stripe, index) = split(id);
-    let capture = {
-        let mut t = stripe.lock();
-        t.resize_sample(index, old, new, freed_bytes);
-        t.tally.take_capture()
-    };
-    crate::peak::after_change(capture);
+    stripe.lock().resize_sample(index, old, new, freed_bytes);
 }
 
 /// One stack's entries from every stripe of the stack table, summed.
