@@ -187,7 +187,7 @@ impl StripeTally {
         let threshold = THRESHOLD.load(Ordering::Relaxed) as f64;
         let quantum =
             (4.0 * self.min_weight).max(threshold * MARGIN / (1.0 + MARGIN) / (2.0 * STRIPES));
-        if seen > threshold || !(self.unflushed.abs() < quantum) {
+        if seen > threshold || self.unflushed.abs() >= quantum {
             let push = self.flush();
             let now = global.wrapping_add(push);
             if now as f64 > threshold {
