@@ -13,6 +13,14 @@ if ! command -v go >/dev/null 2>&1; then
         sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
     fi
 fi
+if ! command -v sqlite3 >/dev/null 2>&1; then
+    echo "== installing sqlite3 (the peak test runs an in-memory table under the shim)"
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null
+    fi
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -56,14 +56,17 @@ pub enum Measurement {
     AllocatedBytes,
     /// Bytes still allocated (what the program holds now).
     RetainedBytes,
+    /// Bytes retained at the kept peak of the retained total (see [`crate::Snapshot::peak`]).
+    RetainedBytesAtPeak,
 }
 
 impl Measurement {
-    /// `"allocated"` or `"retained"`.
+    /// `"allocated"`, `"retained"` or `"peak retained"`.
     pub fn label(self) -> &'static str {
         match self {
             Measurement::AllocatedBytes => "allocated",
             Measurement::RetainedBytes => "retained",
+            Measurement::RetainedBytesAtPeak => "peak retained",
         }
     }
 }
@@ -194,6 +197,8 @@ mod tests {
             num_frees: 0,
             retained_bytes: 1,
             retained_count: 1,
+            peak_retained_bytes: 0,
+            peak_retained_count: 0,
             samples: 1,
             live_samples: 1,
             frames: vec![a, b, c],
@@ -237,6 +242,11 @@ pub struct StackStats {
     pub retained_bytes: u64,
     /// Estimated number of allocations still retained.
     pub retained_count: u64,
+    /// Estimated bytes this stack retained at the kept peak of the retained total (0 before
+    /// the first peak; see [`crate::Snapshot::peak`]).
+    pub peak_retained_bytes: u64,
+    /// Estimated number of allocations this stack retained at the kept peak.
+    pub peak_retained_count: u64,
     /// Samples taken at this stack (raw, unweighted).
     pub samples: u64,
     /// Of those, samples still live.
@@ -266,6 +276,7 @@ impl StackStats {
         match m {
             Measurement::AllocatedBytes => self.allocated_bytes,
             Measurement::RetainedBytes => self.retained_bytes,
+            Measurement::RetainedBytesAtPeak => self.peak_retained_bytes,
         }
     }
 

@@ -61,6 +61,8 @@
 //!
 //! **3. Reading stats directly**, when reports should follow your own signals:
 //! [`YingProfiler::top_k_stacks_by_retained`], [`YingProfiler::top_k_stacks_by_allocated`],
+//! [`YingProfiler::top_k_stacks_at_peak`] (what held the memory at its highest, see
+//! [`Snapshot::peak`]),
 //! [`YingProfiler::total_retained_bytes`], [`utils::gen_flamegraph`] for a one-off SVG and
 //! [`utils::write_report_now`] for a whole report set.
 //!
@@ -90,6 +92,15 @@
 //! memory. A `realloc` keeps the block's original stack and birth time. Each stack also has a
 //! histogram of how long its freed allocations lived ([`histogram`]) and of the age of the
 //! bytes it still retains.
+//!
+//! # The peak
+//!
+//! Every report set and snapshot carries the kept peak of the retained total: a peak is kept
+//! each time the estimated retained total exceeds the last kept one by 5 %, with every stack's
+//! retained estimate at that moment ([`StackStats::peak_retained_bytes`]). A report set writes
+//! the peak's `.peak.svg` flamegraph, `.peak.folded` stacks and `.peak.pb.gz` pprof heap profile
+//! beside the current ones, and a PEAK section in its `.txt` ([`report::peak`]). It costs nothing
+//! on the unsampled path and O(1) per sample.
 //!
 //! # Giant allocations
 //!

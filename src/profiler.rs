@@ -172,6 +172,31 @@ impl YingProfiler {
         snapshot::top_k::<RustHost>(self.sample_interval(), k, Measurement::RetainedBytes)
     }
 
+    /// The `k` stacks that retained the most at the kept peak of the retained total: what held
+    /// the memory when it was at its highest, even after it was freed. The peak itself (when,
+    /// how high, exact and estimated) is [`Snapshot::peak`]; each stack's figure at the peak is
+    /// [`StackStats::peak_retained_bytes`]. A peak is kept each time the estimated total
+    /// exceeds the last kept one by 5 %, so the kept peak is within 5 % of the high-water mark.
+    ///
+    /// ```
+    /// use ying_profiler::YingProfiler;
+    ///
+    /// #[global_allocator]
+    /// static YING_ALLOC: YingProfiler = YingProfiler::default().with_sample_interval(4096);
+    ///
+    /// fn build_table() -> Vec<Vec<u64>> {
+    ///     (0..512).map(|i| vec![i; 1024]).collect() // 4 MiB
+    /// }
+    ///
+    /// drop(build_table());
+    /// let top = YING_ALLOC.top_k_stacks_at_peak(3);
+    /// assert!(top[0].peak_retained_bytes >= 2 << 20, "{}", top[0].peak_retained_bytes);
+    /// assert_eq!(top[0].retained_bytes, 0, "freed since");
+    /// ```
+    pub fn top_k_stacks_at_peak(&self, k: usize) -> Vec<StackStats> {
+        snapshot::top_k::<RustHost>(self.sample_interval(), k, Measurement::RetainedBytesAtPeak)
+    }
+
     /// Forgets every stack and live sample (exact totals are kept). For tests.
     pub fn reset_state_for_testing_only(&self) {
         self.guarded(crate::engine::tables::clear)

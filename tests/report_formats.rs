@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
+use ying_profiler::__private::snapshot::Peak;
 use ying_profiler::callstack::StdCallstack;
 use ying_profiler::histogram::MillisHistogram;
 use ying_profiler::report::{ReportContext, flamegraph, folded, text};
@@ -37,6 +38,8 @@ fn stack(alloc: u64, ret: u64, frames: Vec<Frame>) -> StackStats {
         num_frees: (alloc - ret) / 1024,
         retained_bytes: ret,
         retained_count: ret / 1024,
+        peak_retained_bytes: 0,
+        peak_retained_count: 0,
         samples: 7,
         live_samples: 2,
         frames,
@@ -67,6 +70,12 @@ fn fixture() -> (Snapshot, ReportContext) {
             frame(0x4000, "service::handle_request::{{closure}}", 12, false),
         ],
     );
+    let mut churn = churn;
+    churn.peak_retained_bytes = 24 << 20;
+    churn.peak_retained_count = 24 << 10;
+    let mut leak = leak;
+    leak.peak_retained_bytes = 8 << 20;
+    leak.peak_retained_count = 8 << 10;
     let snap = Snapshot {
         taken_at: UNIX_EPOCH + Duration::from_secs(1_796_214_611),
         totals: Totals {
@@ -84,6 +93,14 @@ fn fixture() -> (Snapshot, ReportContext) {
         giant_refused: 1,
         giant_refusals: Vec::new(),
         symbol_cache_entries: 4,
+        peak: Some(Peak {
+            since_start: Some(Duration::from_millis(2_500)),
+            at: UNIX_EPOCH + Duration::from_secs(1_796_214_551),
+            estimated_bytes: 32 << 20,
+            exact_bytes: Some(31 << 20),
+            high_water_bytes: 33 << 20,
+            captures: 41,
+        }),
     };
     let ctx = ReportContext {
         pid: 4242,

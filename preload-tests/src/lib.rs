@@ -952,6 +952,39 @@ impl StackBlock {
     }
 }
 
+/// One `peak #N` block of a text report's PEAK section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeakBlock {
+    /// Rank (`peak #N`).
+    pub rank: u64,
+    /// Bytes retained at the kept peak.
+    pub bytes: u64,
+    /// Allocations retained at the kept peak.
+    pub count: u64,
+    /// Frames, innermost first.
+    pub frames: Vec<TextFrame>,
+}
+
+impl PeakBlock {
+    /// Whether a frame is `func`.
+    pub fn goes_through(&self, func: &str) -> bool {
+        self.frames.iter().any(|f| frame_is(&f.function, func))
+    }
+}
+
+/// A text report's PEAK section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeakSection {
+    /// The high-water mark of the sampled estimate.
+    pub high_water: u64,
+    /// The estimated retained bytes at the kept peak.
+    pub estimated: u64,
+    /// The exact retained bytes at the kept peak, when read.
+    pub exact: Option<u64>,
+    /// The `peak #N` blocks in order.
+    pub blocks: Vec<PeakBlock>,
+}
+
 /// A parsed text report: the header lines (`key: value`) and the stack blocks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TextReport {
@@ -959,6 +992,53 @@ pub struct TextReport {
     pub header: BTreeMap<String, String>,
     /// The `#N` blocks in order.
     pub blocks: Vec<StackBlock>,
+    /// The PEAK section, when there is one with a kept peak.
+    pub peak: Option<PeakSection>,
+}
+
+/// Parses the lines of a PEAK section (after its `PEAK` line) up to its end.
+fn parse_peak<'a>(lines: &mut impl Iterator<Item = &'a str>) -> Option<PeakSection> {
+    let mut p = PeakSection::default();
+    let mut kept = false;
+    let mut cur: Option<PeakBlock> = None;
+    let mut in_frames = false;
+    for line in lines {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("high-water (sampled):") {
+            p.high_water = paren_bytes(rest).unwrap_or_else(|| bad_line(line));
+        } else if let Some(rest) = t.strip_prefix("kept peak:") {
+            kept = true;
+            let (est, exact) = rest.split_once(" estimated, ").unwrap_or_else(|| bad_line(line));
+            p.estimated = paren_bytes(est).unwrap_or_else(|| bad_line(line));
+            p.exact = paren_bytes(exact);
+        } else if let Some(rest) = line.strip_prefix("peak #") {
+            if let Some(b) = cur.take() {
+                p.blocks.push(b);
+            }
+            let (rank, rest) = rest.split_once(": ").unwrap_or_else(|| bad_line(line));
+            cur = Some(PeakBlock {
+                rank: rank.parse().unwrap_or_else(|_| bad_line(line)),
+                bytes: paren_bytes(rest).unwrap_or_else(|| bad_line(line)),
+                count: number_before(rest, " allocations").unwrap_or_else(|| bad_line(line)),
+                frames: Vec::new(),
+            });
+            in_frames = false;
+        } else if t == "frames:" {
+            in_frames = true;
+        } else if t.is_empty() {
+            in_frames = false;
+        } else if in_frames && t != "[no frames]" {
+            if let Some(b) = cur.as_mut() {
+                b.frames.push(parse_frame(t));
+            }
+        } else if line.starts_with("giant allocation refused") {
+            break;
+        }
+    }
+    if let Some(b) = cur.take() {
+        p.blocks.push(b);
+    }
+    kept.then_some(p)
 }
 
 fn bad_line<T>(line: &str) -> T {
@@ -1034,7 +1114,12 @@ impl TextReport {
         let mut in_header = true;
         let mut cur: Option<StackBlock> = None;
         let mut in_frames = false;
-        for line in text.lines() {
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            if line == "PEAK" {
+                r.peak = parse_peak(&mut lines);
+                break;
+            }
             if in_header {
                 if line.trim().is_empty() {
                     in_header = false;

@@ -20,6 +20,7 @@ pub(crate) mod giant;
 pub mod histogram;
 pub mod hooks;
 pub mod mapped;
+pub(crate) mod peak;
 pub mod sampler;
 pub(crate) mod tables;
 pub mod thread_state;

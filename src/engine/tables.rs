@@ -78,6 +78,8 @@ pub(crate) struct StackEntry<F = Box<[usize]>> {
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
     pub(crate) lifetimes: MillisHistogram,
+    /// The retained figures at the kept peak (see `peak`).
+    pub(crate) peak: crate::engine::peak::PeakSlot,
     /// The next entry whose key has the same hash (0: none; id 0 is never chained).
     next_same_hash: u32,
 }
@@ -104,6 +106,7 @@ impl<F> StackEntry<F> {
             samples: 0,
             live_samples: 0,
             lifetimes: MillisHistogram::new(),
+            peak: crate::engine::peak::PeakSlot::default(),
         }
     }
 }
@@ -123,6 +126,7 @@ impl<F> StackEntry<F> {
             samples: self.samples,
             live_samples: self.live_samples,
             lifetimes: self.lifetimes,
+            peak: self.peak,
             next_same_hash: self.next_same_hash,
         }
     }
@@ -154,6 +158,8 @@ pub(crate) struct StackTable {
     index: ArenaMap<u64, u32>,
     entries: ArenaVec<StackEntry<Frames>>,
     frames: ArenaVec<usize>,
+    /// The stripe's share of the estimated retained total (see `peak`).
+    pub(crate) tally: crate::engine::peak::StripeTally,
 }
 
 /// Stack entries kept (all stripes together) before new stacks go to the overflow entries.
@@ -174,6 +180,7 @@ impl StackTable {
             index: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
             entries: ArenaVec::new_in(Arena),
             frames: ArenaVec::new_in(Arena),
+            tally: crate::engine::peak::StripeTally::new(),
         }
     }
 
@@ -215,12 +222,18 @@ impl StackTable {
     pub(crate) fn add_sample(&mut self, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
         let id = self.intern(ips, spans);
         if let Some(e) = self.entries.get_mut(id as usize) {
+            e.peak.before_change(e.live_bytes, e.live_count);
             e.alloc_count += w.count;
             e.alloc_bytes += w.bytes;
             e.live_count += w.count;
             e.live_bytes += w.bytes;
             e.samples += 1;
             e.live_samples += 1;
+            self.tally.change(w.bytes, w.bytes);
+            if self.tally.take_capture() {
+                let size = if w.count > 0.0 { w.bytes / w.count } else { 0.0 };
+                e.peak.capture_before(e.live_bytes, e.live_count, w.bytes, w.count, size);
+            }
         }
         id
     }
@@ -228,12 +241,17 @@ impl StackTable {
     /// Records the free of a sample after `lifetime_ms`.
     pub(crate) fn free_sample(&mut self, id: u32, w: Weight, lifetime_ms: f64) {
         if let Some(e) = self.entries.get_mut(id as usize) {
+            e.peak.before_change(e.live_bytes, e.live_count);
             e.live_count -= w.count;
             e.live_bytes -= w.bytes;
             e.freed_count += w.count;
             e.freed_bytes += w.bytes;
             e.live_samples = e.live_samples.saturating_sub(1);
             e.lifetimes.add_weighted(lifetime_ms, w.count);
+            self.tally.change(-w.bytes, 0.0);
+            if self.tally.take_capture() {
+                e.peak.capture_before(e.live_bytes, e.live_count, 0.0, 0.0, 0.0);
+            }
         }
     }
 
@@ -250,6 +268,7 @@ impl StackTable {
     ) {
         if let Some(e) = self.entries.get_mut(id as usize) {
             let w = new.unwrap_or(Weight { count: 0.0, bytes: 0.0 });
+            e.peak.before_change(e.live_bytes, e.live_count);
             e.live_count += w.count - old.count;
             e.live_bytes += w.bytes - old.bytes;
             e.freed_bytes += freed_bytes;
@@ -257,6 +276,17 @@ impl StackTable {
             e.alloc_bytes += w.bytes - old.bytes + freed_bytes;
             if new.is_none() {
                 e.live_samples = e.live_samples.saturating_sub(1);
+            }
+            self.tally.change(w.bytes - old.bytes, w.bytes);
+            if self.tally.take_capture() {
+                let size = |w: Weight| if w.count > 0.0 { w.bytes / w.count } else { 0.0 };
+                e.peak.capture_before(
+                    e.live_bytes,
+                    e.live_count,
+                    w.bytes - old.bytes,
+                    w.count - old.count,
+                    size(w) - size(old),
+                );
             }
         }
     }
@@ -533,7 +563,9 @@ pub(crate) fn clear() {
         st.entries.clear();
         st.index.clear();
         st.frames.clear();
+        st.tally = crate::engine::peak::StripeTally::new();
     }
+    crate::engine::peak::clear();
     STACK_ENTRIES.store(0, Ordering::Relaxed);
 }
 

@@ -163,9 +163,18 @@ impl Totals {
 
 /// Sums every registered thread and the retired and shared counters.
 pub(crate) fn read() -> Totals {
+    sum(REGISTRY.lock())
+}
+
+/// [`read`], unless the registry's lock is held (a peak capture, which never waits).
+pub(crate) fn try_read() -> Option<Totals> {
+    REGISTRY.try_lock().map(sum)
+}
+
+/// [`read`] with the registry's lock held as `used`.
+fn sum(used: crate::sys::spin::SpinGuard<'_, usize>) -> Totals {
     let (mut a, mut f) = (0u64, 0u64);
     {
-        let used = REGISTRY.lock();
         for e in THREADS.iter().take(*used) {
             let p = e.load(Ordering::Relaxed);
             // SAFETY: a registered entry points to a live thread's state: the thread leaves the
@@ -177,6 +186,7 @@ pub(crate) fn read() -> Totals {
             }
         }
     }
+    drop(used);
     for s in [&RETIRED, &SHARED] {
         a = a.wrapping_add(s.allocated.load(Ordering::Relaxed));
         f = f.wrapping_add(s.freed.load(Ordering::Relaxed));

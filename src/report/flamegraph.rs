@@ -6,11 +6,25 @@ use inferno::flamegraph::{self, Options, color::BasicPalette, color::Palette};
 
 use crate::callstack::Measurement;
 
+/// What a flamegraph with nothing to draw says when nothing was sampled.
+pub const NO_SAMPLES: &str = "no samples yet: nothing was sampled at this sampling interval";
+
 /// Renders `folded` (as produced by [`super::folded::render`]) into an SVG.
 pub fn render_svg(folded: &str, m: Measurement, title_suffix: &str) -> Result<Vec<u8>, String> {
+    render_svg_noting(folded, m, title_suffix, NO_SAMPLES)
+}
+
+/// [`render_svg`], saying `empty_note` when there is nothing to draw (a report set says "no
+/// samples" only when nothing was sampled).
+pub fn render_svg_noting(
+    folded: &str,
+    m: Measurement,
+    title_suffix: &str,
+    empty_note: &str,
+) -> Result<Vec<u8>, String> {
     let title = format!("Ying: {} bytes{}", m.label(), title_suffix);
     if folded.trim().is_empty() {
-        return Ok(placeholder(&title).into_bytes());
+        return Ok(placeholder(&title, empty_note).into_bytes());
     }
     let mut opts = Options::default();
     opts.title = title;
@@ -27,13 +41,13 @@ fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn placeholder(title: &str) -> String {
+fn placeholder(title: &str, note: &str) -> String {
     format!(
         "<?xml version=\"1.0\" standalone=\"no\"?>\n\
          <svg version=\"1.1\" width=\"1200\" height=\"80\" xmlns=\"http://www.w3.org/2000/svg\">\n\
          <text x=\"600\" y=\"24\" text-anchor=\"middle\" font-size=\"17\">{}</text>\n\
-         <text x=\"600\" y=\"56\" text-anchor=\"middle\" font-size=\"14\">no samples yet: \
-         nothing was sampled at this sampling interval</text>\n</svg>\n",
-        xml_escape(title)
+         <text x=\"600\" y=\"56\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n</svg>\n",
+        xml_escape(title),
+        xml_escape(note)
     )
 }

@@ -59,11 +59,55 @@ pub(crate) fn write(
     comment: &str,
     out: impl Write,
 ) -> io::Result<()> {
-    let mut w = ProfileWriter::new(mappings(modules), out)?;
+    write_with(snap, modules, comment, out, false)
+}
+
+/// Streams the heap profile of the kept peak of `snap` to `out`: Go's `inuse_objects` and
+/// `inuse_space` at the peak (no allocated figures are kept for that moment), for the stacks
+/// that retained something then.
+pub(crate) fn write_peak(
+    snap: &CompactSnapshot,
+    modules: &[Module],
+    comment: &str,
+    out: impl Write,
+) -> io::Result<()> {
+    write_with(snap, modules, comment, out, true)
+}
+
+/// The frames a report set's heap profiles ask pprof to drop (`Profile.drop_frames`, matched
+/// against whole function names, each with the frames it called): allocator entry points, which
+/// say nothing about who allocated, as pprof itself drops them from C++ heap profiles. The
+/// shim's stacks start at the caller of `malloc`, which is often such a wrapper: `operator
+/// new`, CPython's `PyObject_Malloc` family, SQLite's `sqlite3Malloc`. With them dropped, a
+/// profile's flat cost goes to the code that asked for the memory.
+pub const ALLOCATOR_FRAMES: &str = concat!(
+    r"(__libc_)?(malloc|calloc|realloc|reallocarray|free|cfree|memalign|posix_memalign|",
+    r"aligned_alloc|valloc|pvalloc)|operator new.*|operator delete.*|",
+    r"_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc)|pymalloc_alloc|",
+    r"sqlite3(Mem)?(Malloc|Realloc)(Zero)?|sqlite3DbMalloc\w*|sqlite3DbRealloc\w*"
+);
+
+fn write_with(
+    snap: &CompactSnapshot,
+    modules: &[Module],
+    comment: &str,
+    out: impl Write,
+    peak: bool,
+) -> io::Result<()> {
+    let mut w = if peak {
+        ProfileWriter::with_sample_types(mappings(modules), out, &super::pprof::INUSE_SAMPLE_TYPES)?
+    } else {
+        ProfileWriter::new(mappings(modules), out)?
+    };
+    w.drop_frames(ALLOCATOR_FRAMES);
     // The pprof id of each location of the snapshot (0: not yet written; u64::MAX: no lines).
     let mut ids = vec![0u64; snap.locations().len()];
     let mut stack: Vec<u64> = Vec::new();
     for r in 0..snap.len() as u32 {
+        let peak_values = snap.row(r).peak_pprof_values();
+        if peak && peak_values == [0, 0] {
+            continue;
+        }
         stack.clear();
         for &l in snap.location_ids_of(r) {
             let id = &mut ids[l as usize];
@@ -88,10 +132,17 @@ pub(crate) fn write(
             .iter()
             .map(|sp| Label { key: "span", str: sp.name, num: 0, unit: "" })
             .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }));
-        w.sample(&stack, snap.row(r).pprof_values(), labels)?;
+        if peak {
+            w.sample_values(&stack, &peak_values, labels)?;
+        } else {
+            w.sample(&stack, snap.row(r).pprof_values(), labels)?;
+        }
     }
-    let time_nanos = snap
-        .taken_at
+    let taken_at = match (peak, snap.peak) {
+        (true, Some(p)) => p.at,
+        _ => snap.taken_at,
+    };
+    let time_nanos = taken_at
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);

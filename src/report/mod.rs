@@ -6,7 +6,7 @@
 //! (`src/engine/`) through a snapshot (`src/report/snapshot.rs`), names frames with
 //! `src/symbols/`, and is never called from an allocation hook. The formatting of stack
 //! statistics lives here, with the formats, not with the data types ([`crate::StackStats`],
-//! [`crate::histogram`]).
+//! [`crate::engine::histogram`]).
 //!
 //! One dump writes a *report set*, every file with the same stem
 //! `ying.<exe>.<pid>.<seq>.<UTC yyyymmddThhmmssZ>`:
@@ -17,6 +17,10 @@
 //! | `.folded` | collapsed stacks, bytes as weights ([`folded`]) |
 //! | `.svg` | flamegraph of the folded stacks, when flamegraphs are on ([`flamegraph`]) |
 //! | `.pb.gz` | gzipped pprof heap profile with Go's four sample types ([`pprof`]) |
+//! | `.peak.folded`, `.peak.svg`, `.peak.pb.gz` | the same of the kept peak of the retained total ([`peak`]) |
+//!
+//! The `.txt` has a PEAK section: when the retained total was at its kept peak, how high, and
+//! the stacks that held it (see [`crate::Snapshot::peak`]).
 //!
 //! Files are written atomically ([`files`]), so a reader never sees half a report.
 
@@ -24,6 +28,7 @@ pub mod files;
 pub mod flamegraph;
 pub mod folded;
 pub mod heap_profile;
+pub mod peak;
 pub mod pprof;
 pub(crate) mod snapshot;
 pub mod text;
@@ -112,6 +117,12 @@ pub struct ReportPaths {
     pub svg: Option<PathBuf>,
     /// The pprof profile.
     pub pprof: Option<PathBuf>,
+    /// Folded stacks of the kept peak (`.peak.folded`).
+    pub peak_folded: Option<PathBuf>,
+    /// The flamegraph of the kept peak (`.peak.svg`).
+    pub peak_svg: Option<PathBuf>,
+    /// The pprof heap profile of the kept peak (`.peak.pb.gz`).
+    pub peak_pprof: Option<PathBuf>,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -198,7 +209,8 @@ pub(crate) fn write_compact(
     keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
     if opts.gen_flamegraphs {
         let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
-        let svg = flamegraph::render_svg(&fold, m, &title)
+        let note = peak::empty_flamegraph_note(snap, m, &stem);
+        let svg = flamegraph::render_svg_noting(&fold, m, &title, &note)
             .map_err(|e| io::Error::other(format!("flamegraph: {e}")));
         keep(
             svg.and_then(|b| files::write_atomic(dir, &format!("{stem}.svg"), &b)),
@@ -222,6 +234,12 @@ pub(crate) fn write_compact(
         })
         .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")));
     keep(gz, &mut paths.pprof);
+    let at_peak = peak::write_files(snap, ctx, opts, dir, &stem, &modules);
+    keep(at_peak.folded, &mut paths.peak_folded);
+    if let Some(svg) = at_peak.svg {
+        keep(svg, &mut paths.peak_svg);
+    }
+    keep(at_peak.pprof, &mut paths.peak_pprof);
     drop(modules);
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.

@@ -57,6 +57,11 @@ pub const SAMPLE_TYPES: [(&str, &str); 4] = [
     ("inuse_space", "bytes"),
 ];
 
+/// The sample types of a profile of retained memory alone (the peak's heap profile, which
+/// keeps no allocated figures), in the order of its values: Go's two `inuse_*` types.
+pub const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
+    [("inuse_objects", "count"), ("inuse_space", "bytes")];
+
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
 
@@ -190,6 +195,7 @@ mod field {
         pub const LOCATION: u32 = 4;
         pub const FUNCTION: u32 = 5;
         pub const STRING_TABLE: u32 = 6;
+        pub const DROP_FRAMES: u32 = 7;
         pub const TIME_NANOS: u32 = 9;
         pub const DURATION_NANOS: u32 = 10;
         pub const PERIOD_TYPE: u32 = 11;
@@ -391,6 +397,8 @@ pub struct ProfileWriter<W: Write> {
     strings: Strings,
     period_type: (i64, i64),
     default_sample_type: i64,
+    /// `Profile.drop_frames` as a string-table index (0: none).
+    drop_frames: i64,
     mappings: Vec<PprofMapping>,
     mapping_names: Vec<(i64, i64)>,
     functions: Vec<FunctionRow>,
@@ -404,11 +412,21 @@ pub struct ProfileWriter<W: Write> {
 impl<W: Write> ProfileWriter<W> {
     /// Starts a profile of processes with the loaded modules `mappings` (indexed by
     /// [`PprofLocation::mapping`]) and writes its sample types to `out`.
-    pub fn new(mappings: Vec<PprofMapping>, mut out: W) -> io::Result<Self> {
+    pub fn new(mappings: Vec<PprofMapping>, out: W) -> io::Result<Self> {
+        Self::with_sample_types(mappings, out, &SAMPLE_TYPES)
+    }
+
+    /// [`ProfileWriter::new`] with other sample types (`(type, unit)` pairs, the order of the
+    /// values given to [`ProfileWriter::sample_values`]), such as [`INUSE_SAMPLE_TYPES`].
+    pub fn with_sample_types(
+        mappings: Vec<PprofMapping>,
+        mut out: W,
+        types: &[(&str, &str)],
+    ) -> io::Result<Self> {
         use field::{profile as prof, value_type};
         let mut strings = Strings::new();
-        let sample_types =
-            SAMPLE_TYPES.map(|(ty, unit)| (strings.intern(ty), strings.intern(unit)));
+        let sample_types: Vec<(i64, i64)> =
+            types.iter().map(|(ty, unit)| (strings.intern(ty), strings.intern(unit))).collect();
         let period_type = (strings.intern(PERIOD_TYPE.0), strings.intern(PERIOD_TYPE.1));
         let default_sample_type = strings.intern(DEFAULT_SAMPLE_TYPE);
         let mapping_names = mappings
@@ -429,6 +447,7 @@ impl<W: Write> ProfileWriter<W> {
             strings,
             period_type,
             default_sample_type,
+            drop_frames: 0,
             mappings,
             mapping_names,
             functions: Vec::new(),
@@ -437,6 +456,13 @@ impl<W: Write> ProfileWriter<W> {
             location_ids: BTreeMap::new(),
             buf: w,
         })
+    }
+
+    /// Sets `Profile.drop_frames`: pprof drops the frames whose function name fully matches
+    /// `regex` from every sample, with the frames they called (allocator entry points, so that
+    /// the flat cost goes to the code that asked for the memory).
+    pub fn drop_frames(&mut self, regex: &str) {
+        self.drop_frames = self.strings.intern(regex);
     }
 
     /// Id of the location, adding it (and its functions) on first sight.
@@ -479,6 +505,16 @@ impl<W: Write> ProfileWriter<W> {
         &mut self,
         location_ids: &[u64],
         values: [i64; 4],
+        labels: impl IntoIterator<Item = Label<'l>>,
+    ) -> io::Result<()> {
+        self.sample_values(location_ids, &values, labels)
+    }
+
+    /// [`ProfileWriter::sample`] with as many values as the profile has sample types.
+    pub fn sample_values<'l>(
+        &mut self,
+        location_ids: &[u64],
+        values: &[i64],
         labels: impl IntoIterator<Item = Label<'l>>,
     ) -> io::Result<()> {
         use field::{label, profile as prof, sample};
@@ -563,6 +599,7 @@ impl<W: Write> ProfileWriter<W> {
         for s in &self.strings.table {
             w.bytes(prof::STRING_TABLE, s.as_bytes());
         }
+        w.int(prof::DROP_FRAMES, self.drop_frames);
         w.int(prof::TIME_NANOS, time_nanos);
         w.int(prof::DURATION_NANOS, duration_nanos);
         w.message(prof::PERIOD_TYPE, |w| {
@@ -1096,6 +1133,8 @@ mod tests {
                     num_frees: 0,
                     retained_bytes: i as u64,
                     retained_count: 1,
+                    peak_retained_bytes: 0,
+                    peak_retained_count: 0,
                     samples: 1,
                     live_samples: 1,
                     stack: StdCallstack::from_ips(&[0x10_0000 + i, 0x2000, 0x2000]),

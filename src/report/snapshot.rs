@@ -19,7 +19,7 @@
 //! # What a report costs
 //!
 //! A compact snapshot of `S` stacks of `F` frames on average takes about `S * (110 + 4 * F)`
-//! bytes: an 88-byte row of figures, the frame indices, and while the stripes are merged a
+//! bytes: a 104-byte row of figures (its peak figures included), the frame indices, and while the stripes are merged a
 //! hash index of about 20 bytes a stack (the arrays are counted first and allocated once, at
 //! their size). The location table is a few hundred bytes per distinct address. The outputs
 //! then add a bounded amount, about 8 MiB with the symbolization they need: the ranking is
@@ -41,6 +41,8 @@ use crate::engine::tables::arena::{Arena, ArenaVec};
 use crate::engine::tables::{self, AddrHasher, Frames, StackEntry};
 use crate::engine::totals::{self, Totals};
 use crate::spans::{SpanInfo, SpanPath};
+
+pub use crate::engine::peak::Peak;
 
 /// Everything one report needs, taken at one moment.
 #[derive(Debug, Clone)]
@@ -67,6 +69,26 @@ pub struct Snapshot {
     pub giant_refusals: Vec<GiantRefusal>,
     /// Addresses in the symbol cache.
     pub symbol_cache_entries: u64,
+    /// The kept peak of the retained total: when, how high, and (in each stack's
+    /// [`StackStats::peak_retained_bytes`]) what held it. None before the first sample, and in
+    /// a snapshot taken without its stacks.
+    ///
+    /// ```
+    /// use ying_profiler::{Measurement, YingProfiler};
+    ///
+    /// #[global_allocator]
+    /// static YING_ALLOC: YingProfiler = YingProfiler::default().with_sample_interval(4096);
+    ///
+    /// let big: Vec<Vec<u8>> = (0..256).map(|_| vec![1u8; 16 * 1024]).collect();
+    /// drop(big); // 4 MiB held, then freed: nothing retained now.
+    /// let snap = YING_ALLOC.snapshot();
+    /// let peak = snap.peak.expect("a peak was kept");
+    /// assert!(peak.estimated_bytes >= 2 << 20, "{peak:?}");
+    /// assert!(peak.high_water_bytes >= peak.estimated_bytes);
+    /// let top = snap.top_k(1, Measurement::RetainedBytesAtPeak);
+    /// assert!(top[0].peak_retained_bytes > 0 && top[0].retained_bytes < top[0].peak_retained_bytes);
+    /// ```
+    pub peak: Option<Peak>,
 }
 
 /// A refused giant allocation (`YING_MAX_ALLOC_BYTES`) and the stack that asked for it,
@@ -87,6 +109,11 @@ impl Snapshot {
         self.stacks.iter().fold((0, 0), |(a, r), s| (a + s.allocated_bytes, r + s.retained_bytes))
     }
 
+    /// The `k` stacks that retained the most at the kept peak ([`Snapshot::peak`]).
+    pub fn top_k_at_peak(&self, k: usize) -> Vec<StackStats> {
+        self.top_k(k, Measurement::RetainedBytesAtPeak)
+    }
+
     /// The `k` stacks ranked highest by `m`, in a deterministic order (ties broken by frames).
     pub fn top_k(&self, k: usize, m: Measurement) -> Vec<StackStats> {
         let mut v: Vec<&StackStats> = self.stacks.iter().filter(|s| s.measure(m) > 0).collect();
@@ -100,6 +127,7 @@ fn other(m: Measurement) -> Measurement {
     match m {
         Measurement::AllocatedBytes => Measurement::RetainedBytes,
         Measurement::RetainedBytes => Measurement::AllocatedBytes,
+        Measurement::RetainedBytesAtPeak => Measurement::RetainedBytes,
     }
 }
 
@@ -138,12 +166,15 @@ const FREED_BYTES: usize = 2;
 const FREED_COUNT: usize = 3;
 const LIVE_BYTES: usize = 4;
 const LIVE_COUNT: usize = 5;
+/// Retained bytes and count at the kept peak.
+const PEAK_BYTES: usize = 6;
+const PEAK_COUNT: usize = 7;
 
 /// One stack of a [`CompactSnapshot`]: the figures of a [`StackStats`] and where its frames are.
 #[derive(Debug, Clone)]
 pub(crate) struct Row {
     /// Unrounded estimates (sums over the stripes), see the `ALLOC_BYTES`... indices.
-    est: [f64; 6],
+    est: [f64; 8],
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
     /// The first stack-table entry summed into it (see [`entry_key`]).
@@ -161,6 +192,7 @@ impl Row {
         match m {
             Measurement::AllocatedBytes => round(self.est[ALLOC_BYTES]),
             Measurement::RetainedBytes => round(self.est[LIVE_BYTES]),
+            Measurement::RetainedBytesAtPeak => round(self.est[PEAK_BYTES]),
         }
     }
 
@@ -172,6 +204,11 @@ impl Row {
     pub(crate) fn pprof_values(&self) -> [i64; 4] {
         [ALLOC_COUNT, ALLOC_BYTES, LIVE_COUNT, LIVE_BYTES]
             .map(|i| i64::try_from(round(self.est[i])).unwrap_or(i64::MAX))
+    }
+
+    /// Retained objects and bytes at the kept peak (the peak heap profile's two values).
+    pub(crate) fn peak_pprof_values(&self) -> [i64; 2] {
+        [PEAK_COUNT, PEAK_BYTES].map(|i| i64::try_from(round(self.est[i])).unwrap_or(i64::MAX))
     }
 }
 
@@ -191,6 +228,7 @@ pub(crate) struct CompactSnapshot {
     pub(crate) giant_refused: u64,
     pub(crate) giant_refusals: Vec<GiantRefusal>,
     pub(crate) symbol_cache_entries: u64,
+    pub(crate) peak: Option<Peak>,
     rows: ArenaVec<Row>,
     locs: ArenaVec<u32>,
     locations: Vec<Location>,
@@ -258,6 +296,8 @@ struct Builder {
     extra_entries: ArenaVec<(u32, u64)>,
     span_index: ArenaMap<SpanPath, u32>,
     raw_spans: ArenaVec<SpanPath>,
+    /// The peak epoch whose figures the rows take (0: no peak kept).
+    peak_epoch: u32,
 }
 
 impl Builder {
@@ -272,6 +312,7 @@ impl Builder {
             extra_entries: ArenaVec::new_in(Arena),
             span_index: ArenaMap::with_hasher_in(Build::default(), Arena),
             raw_spans: ArenaVec::new_in(Arena),
+            peak_epoch: 0,
         };
         b.ips.push(0);
         b.raw_spans.push(SpanPath::default());
@@ -328,6 +369,7 @@ impl Builder {
         while r != NO_ROW && !self.is(r, overflow, ips, spans) {
             r = self.next_same_hash[r as usize];
         }
+        let (peak_bytes, peak_count) = e.peak.at(self.peak_epoch, e.live_bytes, e.live_count);
         let est = [
             e.alloc_bytes,
             e.alloc_count,
@@ -335,6 +377,8 @@ impl Builder {
             e.freed_count,
             e.live_bytes,
             e.live_count,
+            peak_bytes,
+            peak_count,
         ];
         if r == NO_ROW {
             r = self.rows.len() as u32;
@@ -402,7 +446,9 @@ pub(crate) fn take_compact(
 ) -> CompactSnapshot {
     let totals = totals::read();
     let giant_refusals = named_refusals();
+    let mut peak = crate::engine::peak::read();
     let mut b = Builder::new();
+    b.peak_epoch = if peak.kept.is_some() { peak.epoch } else { 0 };
     // Counted first, so the big arrays are allocated once at their size: grown by doubling,
     // each would take up to twice that, and its old copy while it moves.
     let (mut entries, mut frames) = (0usize, 0usize);
@@ -418,6 +464,16 @@ pub(crate) fn take_compact(
     b.locs.reserve_exact(frames);
     tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
     let Builder { mut rows, locs, ips, raw_spans, extra_entries, .. } = b;
+    // A capture while the table was walked: the peak figures of the rows walked before it are
+    // those of the peak before (see `peak`); read them again, all of the latest peak.
+    for _ in 0..3 {
+        if crate::engine::peak::epoch() == peak.epoch {
+            break;
+        }
+        peak = crate::engine::peak::read();
+        let epoch = if peak.kept.is_some() { peak.epoch } else { 0 };
+        reread_peak(&mut rows, &extra_entries, epoch);
+    }
     let live_samples = tables::live_len() as u64;
     let symbols = crate::symbols::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
     let empty: Arc<[Frame]> = Arc::from(Vec::new());
@@ -450,6 +506,7 @@ pub(crate) fn take_compact(
         giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
         giant_refusals,
         symbol_cache_entries: crate::symbols::symbolize::cache_len() as u64,
+        peak: Peak::from_read(&peak, rows.iter().map(|r| round(r.est[PEAK_BYTES])).sum()),
         rows,
         locs,
         locations,
@@ -457,6 +514,29 @@ pub(crate) fn take_compact(
         extra_entries,
         stored_histograms: None,
     }
+}
+
+/// Sets every row's figures at the peak to those of `epoch`, read from the table again.
+fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, epoch: u32) {
+    let mut row_of: ArenaMap<u64, u32> = ArenaMap::with_hasher_in(Build::default(), Arena);
+    row_of.reserve(rows.len() + extra_entries.len());
+    for (r, row) in rows.iter_mut().enumerate() {
+        row.est[PEAK_BYTES] = 0.0;
+        row.est[PEAK_COUNT] = 0.0;
+        row_of.insert(row.entry, r as u32);
+    }
+    for &(r, entry) in extra_entries.iter() {
+        row_of.insert(entry, r);
+    }
+    tables::for_each_stack(|stripe, index, e, _| {
+        if let Some(row) =
+            row_of.get(&entry_key(stripe, index)).and_then(|&r| rows.get_mut(r as usize))
+        {
+            let (bytes, count) = e.peak.at(epoch, e.live_bytes, e.live_count);
+            row.est[PEAK_BYTES] += bytes;
+            row.est[PEAK_COUNT] += count;
+        }
+    });
 }
 
 impl CompactSnapshot {
@@ -475,6 +555,7 @@ impl CompactSnapshot {
         out.giant_refusals = snap.giant_refusals.clone();
         out.unit = snap.unit;
         out.symbol_cache_entries = snap.symbol_cache_entries;
+        out.peak = snap.peak;
         out
     }
 
@@ -519,6 +600,8 @@ impl CompactSnapshot {
                     f(s.num_frees),
                     f(s.retained_bytes),
                     f(s.retained_count),
+                    f(s.peak_retained_bytes),
+                    f(s.peak_retained_count),
                 ],
                 samples: s.samples,
                 live_samples: s.live_samples,
@@ -539,6 +622,7 @@ impl CompactSnapshot {
             giant_refusals: Vec::new(),
             unit: crate::engine::sampler::ByteUnit::Requested,
             symbol_cache_entries: 0,
+            peak: None,
             rows,
             locs,
             locations,
@@ -702,6 +786,8 @@ impl CompactSnapshot {
             num_frees: round(row.est[FREED_COUNT]),
             retained_bytes: round(row.est[LIVE_BYTES]),
             retained_count: round(row.est[LIVE_COUNT]),
+            peak_retained_bytes: round(row.est[PEAK_BYTES]),
+            peak_retained_count: round(row.est[PEAK_COUNT]),
             samples: row.samples,
             live_samples: row.live_samples,
             frames: self.frames_of(r).cloned().collect(),
@@ -729,6 +815,7 @@ impl CompactSnapshot {
             giant_refused: self.giant_refused,
             giant_refusals: self.giant_refusals.clone(),
             symbol_cache_entries: self.symbol_cache_entries,
+            peak: self.peak,
         }
     }
 }
@@ -789,6 +876,7 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
             giant_refused: tables::GIANT_REFUSED.load(std::sync::atomic::Ordering::Relaxed),
             giant_refusals: Vec::new(),
             symbol_cache_entries: 0,
+            peak: None,
         };
     }
     let guard = ts.enter();

@@ -64,7 +64,7 @@ pub fn stack_block_ranked_by(
         s.num_frees
     );
     let (first, second) = match m {
-        Measurement::RetainedBytes => (retained, allocated),
+        Measurement::RetainedBytes | Measurement::RetainedBytesAtPeak => (retained, allocated),
         Measurement::AllocatedBytes => (allocated, retained),
     };
     let _ = writeln!(o, "{head}{first}");
@@ -155,6 +155,7 @@ pub(crate) fn render_compact(
     o.push_str(&mapped_line());
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
+    o.push_str(&super::peak::header_line(snap));
     let _ = writeln!(
         o,
         "profiler memory:    {} ({} bytes)",
@@ -194,7 +195,14 @@ pub(crate) fn render_compact(
     );
     o.push('\n');
     if top.is_empty() {
-        let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
+        match super::peak::nothing_now(snap, m) {
+            Some(note) => {
+                let _ = writeln!(o, "{note}\n");
+            }
+            None => {
+                let _ = writeln!(o, "no stacks with {} bytes sampled yet", m.label());
+            }
+        }
     }
     let histograms = snap.histograms(top);
     for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
@@ -202,6 +210,7 @@ pub(crate) fn render_compact(
         o.push_str(&stack_block_ranked_by(&s, Some((i + 1, est_alloc, est_ret)), m, true, expand));
         o.push('\n');
     }
+    o.push_str(&super::peak::section(snap, top_k, expand));
     o.push_str(&giant_refusals(&snap.giant_refusals));
     o
 }

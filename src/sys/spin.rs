@@ -50,7 +50,6 @@ impl<T> SpinMutex<T> {
     }
 
     /// Takes the lock without waiting for it.
-    #[cfg(test)]
     pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
         self.locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)

@@ -1,0 +1,218 @@
+//! The peak in a report set: the text report's PEAK section and header line, and the peak's
+//! own files beside the current ones:
+//!
+//! | file | what |
+//! |---|---|
+//! | `<set>.peak.folded` | folded stacks weighted by the bytes each retained at the kept peak |
+//! | `<set>.peak.svg` | their flamegraph, when flamegraphs are on |
+//! | `<set>.peak.pb.gz` | pprof heap profile of the peak: `inuse_objects` and `inuse_space` |
+//!
+//! The kept peak is the last moment the estimated retained total rose 5 % above the peak kept
+//! before it (see [`crate::Snapshot::peak`]); the reports name both it and the high-water mark.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::PathBuf;
+
+use super::{ReportContext, ReportOptions, files, flamegraph, folded, heap_profile};
+use super::{human_bytes, human_millis, utc_timestamp};
+use crate::callstack::Measurement;
+use crate::report::snapshot::{CompactSnapshot, Peak};
+use crate::symbols::symbolize::Module;
+
+/// The measure the peak files rank and weigh by.
+const M: Measurement = Measurement::RetainedBytesAtPeak;
+
+/// `2.3s after start (2026-12-03T16:47:59Z)`.
+fn when(p: &Peak) -> String {
+    let since = match p.since_start {
+        Some(d) => format!("{} after start", human_millis(d.as_secs_f64() * 1000.0)),
+        None => "time since start unknown".to_string(),
+    };
+    format!("{since} ({})", utc_timestamp(p.at, true))
+}
+
+/// `98.7 MiB (103497728 bytes)`, or why the exact figure is missing.
+fn exact(p: &Peak) -> String {
+    match p.exact_bytes {
+        Some(b) => format!("{} ({b} bytes) exact", human_bytes(b)),
+        None => "exact not read (the exact totals were being read elsewhere at that instant)"
+            .to_string(),
+    }
+}
+
+/// The text report's one-line summary of the peak, for its header.
+pub(crate) fn header_line(snap: &CompactSnapshot) -> String {
+    match &snap.peak {
+        Some(p) => format!(
+            "peak (sampled):     {} high-water; stacks kept at {} estimated, {}, {}\n",
+            human_bytes(p.high_water_bytes),
+            human_bytes(p.estimated_bytes),
+            match p.exact_bytes {
+                Some(b) => format!("{} exact", human_bytes(b)),
+                None => "exact not read".to_string(),
+            },
+            when(p)
+        ),
+        None => "peak (sampled):     none kept yet (nothing sampled)\n".to_string(),
+    }
+}
+
+/// What the text report says instead of its stacks when none has a non-zero `m` although
+/// stacks were sampled (a program that freed everything before its exit report): where to look
+/// instead. None when there is nothing to point at.
+pub(crate) fn nothing_now(snap: &CompactSnapshot, m: Measurement) -> Option<String> {
+    if snap.len() == 0 || m == M {
+        return None;
+    }
+    let when = if crate::runner::exiting() { "at exit" } else { "now" };
+    Some(format!(
+        "nothing sampled is {} {when}: the {} sampled stacks freed what they held; the PEAK \
+         section below and the .peak.svg, .peak.folded and .peak.pb.gz files of this set show \
+         what they held at the peak",
+        m.label(),
+        snap.len()
+    ))
+}
+
+/// The text report's PEAK section: when, how high (estimated and exact), and the top `top_k`
+/// stacks ranked by what they retained at the kept peak.
+pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, expand: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "PEAK");
+    let Some(p) = &snap.peak else {
+        let _ = writeln!(o, "no peak kept yet: nothing was sampled\n");
+        return o;
+    };
+    let _ = writeln!(
+        o,
+        "high-water (sampled): {} ({} bytes): the most the sampled estimate of retained memory reached",
+        human_bytes(p.high_water_bytes),
+        p.high_water_bytes
+    );
+    let _ = writeln!(
+        o,
+        "kept peak:            {} ({} bytes) estimated, {}",
+        human_bytes(p.estimated_bytes),
+        p.estimated_bytes,
+        exact(p)
+    );
+    let _ = writeln!(o, "kept at:              {}", when(p));
+    let _ = writeln!(
+        o,
+        "                      (peak {} kept: a peak is kept each time the total exceeds the last kept one by 5 %)",
+        p.captures
+    );
+    let ranked = snap.ranked(M);
+    let top = &ranked[..ranked.len().min(top_k)];
+    let _ = writeln!(
+        o,
+        "ranked by:            bytes retained at the kept peak (top {} of {})\n",
+        top.len(),
+        ranked.len()
+    );
+    for (i, &r) in top.iter().enumerate() {
+        let row = snap.row(r);
+        let at_peak = row.measure(M);
+        let share = if p.estimated_bytes == 0 {
+            0.0
+        } else {
+            at_peak as f64 * 100.0 / p.estimated_bytes as f64
+        };
+        let s = snap.stack_stats(r, &Default::default());
+        let _ = writeln!(
+            o,
+            "peak #{}: {} ({} bytes, {share:.1}% of the kept peak) in {} allocations; retained now {}",
+            i + 1,
+            human_bytes(at_peak),
+            at_peak,
+            s.peak_retained_count,
+            human_bytes(s.retained_bytes)
+        );
+        if !s.spans.is_empty() {
+            let path: Vec<String> = s.spans.iter().map(|sp| sp.to_string()).collect();
+            let _ = writeln!(o, "   span: {}", path.join(" > "));
+        }
+        let _ = writeln!(o, "   frames:");
+        let frames = s.display_frames(expand);
+        if frames.is_empty() {
+            let _ = writeln!(o, "     [no frames]");
+        }
+        for f in frames {
+            let _ = writeln!(o, "     {f}");
+        }
+        o.push('\n');
+    }
+    o
+}
+
+/// What the current flamegraph of a report set says when it has nothing to draw: "no
+/// samples" only when nothing was sampled; otherwise that nothing is retained now and where
+/// the peak flamegraph is.
+pub(crate) fn empty_flamegraph_note(snap: &CompactSnapshot, m: Measurement, stem: &str) -> String {
+    if snap.len() == 0 {
+        return flamegraph::NO_SAMPLES.to_string();
+    }
+    let when = if crate::runner::exiting() { "at exit" } else { "now" };
+    format!("nothing {} {when}; see the peak flamegraph {stem}.peak.svg", m.label())
+}
+
+/// The results of writing the peak files of one report set.
+pub(crate) struct Written {
+    pub(crate) folded: io::Result<PathBuf>,
+    pub(crate) svg: Option<io::Result<PathBuf>>,
+    pub(crate) pprof: io::Result<PathBuf>,
+}
+
+/// Writes the peak's folded stacks, flamegraph (when on) and heap profile of `snap` into `dir`
+/// under `stem`, one after the other (each built, written and dropped before the next).
+pub(crate) fn write_files(
+    snap: &CompactSnapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &files::ReportDir,
+    stem: &str,
+    modules: &[Module],
+) -> Written {
+    let ranked = snap.ranked(M);
+    let fold =
+        folded::render_ranked(snap, &ranked, M, opts.expand_frames, folded::MAX_FOLDED_STACKS);
+    drop(ranked);
+    let folded = files::write_atomic(dir, &format!("{stem}.peak.folded"), fold.as_bytes());
+    let svg = opts.gen_flamegraphs.then(|| {
+        let title = match &snap.peak {
+            Some(p) => format!(
+                " of {} (pid {}) at its kept peak, {} estimated, {}",
+                ctx.exe_name(),
+                ctx.pid,
+                human_bytes(p.estimated_bytes),
+                when(p)
+            ),
+            None => format!(" of {} (pid {})", ctx.exe_name(), ctx.pid),
+        };
+        let note = if snap.peak.is_none() {
+            "no peak kept yet: nothing was sampled"
+        } else {
+            "no stack retained anything at the kept peak"
+        };
+        flamegraph::render_svg_noting(&fold, M, &title, note)
+            .map_err(|e| io::Error::other(format!("flamegraph: {e}")))
+            .and_then(|b| files::write_atomic(dir, &format!("{stem}.peak.svg"), &b))
+    });
+    drop(fold);
+    let comment = format!(
+        "ying {} heap profile of {} (pid {}) at its kept peak, sample interval {} bytes",
+        env!("CARGO_PKG_VERSION"),
+        ctx.exe,
+        ctx.pid,
+        snap.sample_interval
+    );
+    let pprof = dir
+        .write_atomic_with(&format!("{stem}.peak.pb.gz"), |w| {
+            let mut gz = super::pprof::gzip(w);
+            heap_profile::write_peak(snap, modules, &comment, &mut gz)?;
+            gz.finish().map(drop)
+        })
+        .map_err(|e| io::Error::new(e.kind(), format!("peak pprof: {e}")));
+    Written { folded, svg, pprof }
+}
