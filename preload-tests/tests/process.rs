@@ -147,6 +147,23 @@ fn a_program_with_its_own_malloc_is_named_and_its_reports_say_so() {
     c.check(r.header_bytes("allocated (exact)") == Some(0), "the shim saw allocations after all?");
 }
 
+/// A position-dependent executable that takes `malloc`'s address makes its PLT stub the
+/// function's canonical address (Debian's `python3.11` is one): the shim must not take the stub
+/// for an allocator of the program's own and must report the heap it does see.
+#[test]
+fn a_position_dependent_program_taking_mallocs_address_is_not_called_foreign() {
+    let dir = TestDir::new("malloc-address");
+    let exe = dir.compile_c("malloc_address.c", &["-no-pie", "-fno-pie"]);
+    let c = compare(&Run::new(&exe), DEFAULTS, &dir.reports("addr"));
+    c.check(c.with.success(), "malloc_address failed");
+    let lines = c.with.ying_lines();
+    c.check(lines.is_empty(), format!("expected no ying line, got {lines:?}"));
+    let r = c.main_report().text_report();
+    c.check(!r.header.contains_key("heap not seen"), "the report says the heap was not seen");
+    let allocated = r.header_bytes("allocated (exact)").unwrap_or(0);
+    c.check(allocated >= 8 << 20, format!("allocated (exact) {allocated} < 8 MiB"));
+}
+
 #[test]
 fn rustc_with_its_own_jemalloc_is_named() {
     // rustc links jemalloc and exports it as `malloc`; other toolchains may not.

@@ -104,6 +104,46 @@ fn find_own_code() {
     }
 }
 
+/// Whether the object holding `addr` defines `malloc` there. A position-dependent executable
+/// that takes `malloc`'s address (Debian's `python3.11`) makes its PLT entry the function's
+/// canonical address: `dlsym` then returns that stub, which jumps to the real `malloc` (ours),
+/// although its symbol is undefined in the executable. The loader's symbol lookup by address
+/// only matches defined symbols, so a stub finds no `malloc`.
+fn defines_malloc_at(addr: usize) -> bool {
+    // <dlfcn.h>'s RTLD_DL_SYMENT and <elf.h>'s SHN_UNDEF (not in the libc crate).
+    const RTLD_DL_SYMENT: libc::c_int = 1;
+    const SHN_UNDEF: u16 = 0;
+    let mut info: libc::Dl_info = empty_dl_info();
+    let mut sym: *const libc::Elf64_Sym = std::ptr::null();
+    // SAFETY: dladdr1 only reads the loader's tables; `info` and `sym` are valid out-parameters
+    // of the types RTLD_DL_SYMENT asks for.
+    let found = unsafe {
+        libc::dladdr1(
+            addr as *const libc::c_void,
+            &mut info,
+            (&mut sym as *mut *const libc::Elf64_Sym).cast(),
+            RTLD_DL_SYMENT,
+        )
+    };
+    if found == 0 || sym.is_null() || info.dli_sname.is_null() {
+        return false;
+    }
+    // SAFETY: a non-null `dli_sname` is a NUL-terminated name in the object's string table, and
+    // a non-null `sym` points at its symbol-table entry; both live as long as the object.
+    let (name, sym) = unsafe { (CStr::from_ptr(info.dli_sname), &*sym) };
+    name == c"malloc" && sym.st_shndx != SHN_UNDEF && sym.st_value as usize != 0
+}
+
+/// A zeroed `Dl_info` (all of its fields are pointers, for which null is valid).
+fn empty_dl_info() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    }
+}
+
 /// Warns when the program's allocation calls do not reach this library. The check asks the
 /// dynamic linker which `malloc` a program's call binds to and compares it with our own code
 /// range: comparing with `crate::malloc` would not do, because this library's own reference to
@@ -118,7 +158,7 @@ fn warn_if_allocator_is_elsewhere() {
     };
     let (start, end) = (OWN_START.load(Ordering::Relaxed), OWN_END.load(Ordering::Relaxed));
     let seen = lookup(c"malloc");
-    if seen != 0 && start < end && !(start..end).contains(&seen) {
+    if seen != 0 && start < end && !(start..end).contains(&seen) && defines_malloc_at(seen) {
         let mods = ying_profiler::__private::modules();
         let owner = ying_profiler::__private::module_of(&mods, seen)
             .map(|m| m.name.to_string())
