@@ -55,7 +55,7 @@
 //!   as the kernel does.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use crate::engine::capture::{MAX_FRAMES, capture};
 use crate::engine::hooks::{Host, Settings};
@@ -303,27 +303,11 @@ fn tracking() -> bool {
     TRACKING.load(Ordering::Relaxed) == TRACKING_ON
 }
 
-/// The page size, read once.
-fn page_size() -> usize {
-    static PAGE: AtomicUsize = AtomicUsize::new(0);
-    let p = PAGE.load(Ordering::Relaxed);
-    if p != 0 {
-        return p;
-    }
-    // SAFETY: `sysconf` reads a constant of the process (from the auxiliary vector); it takes
-    // no lock and does not allocate.
-    let p = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .ok()
-        .filter(|p| p.is_power_of_two())
-        .unwrap_or(4096);
-    PAGE.store(p, Ordering::Relaxed);
-    p
-}
-
 /// `len` rounded up to whole pages, as the kernel maps and unmaps it (saturating: a length
 /// that large fails in the kernel anyway).
 fn pages(len: usize) -> u64 {
-    len.checked_next_multiple_of(page_size()).unwrap_or(usize::MAX & !(page_size() - 1)) as u64
+    len.checked_next_multiple_of(crate::sys::page_size())
+        .unwrap_or(usize::MAX & !(crate::sys::page_size() - 1)) as u64
 }
 
 /// The books of a program thread (guarded for the whole call, so its budget is parked).
@@ -745,7 +729,7 @@ mod tests {
 
     #[test]
     fn lengths_round_up_to_pages() {
-        let p = page_size() as u64;
+        let p = crate::sys::page_size() as u64;
         assert_eq!((pages(1), pages(p as usize), pages(p as usize + 1)), (p, p, 2 * p));
         assert!(pages(usize::MAX) >= pages(usize::MAX - p as usize));
     }

@@ -9,7 +9,7 @@
 pub(crate) mod clock;
 pub(crate) mod spin;
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 /// Where Ying's own messages go: -1 before [`save_stderr`] ran (fd 2 as it is), -2 when fd 2
 /// was closed at start (messages are dropped), otherwise the duplicate of fd 2 taken at start.
@@ -22,6 +22,24 @@ static SAVED_INO: AtomicU64 = AtomicU64::new(0);
 /// The lowest descriptor number tried for descriptors Ying keeps open (the saved stderr, the
 /// reporting directory): far above the ones a program opens first and may expect to get.
 const HIGH_FD: i32 = 1000;
+
+/// The page size, read once (a power of two; 4096 if `sysconf` says otherwise). Lock-free and
+/// allocation-free: the allocation path may call it.
+pub(crate) fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: `sysconf` reads a constant of the process (from the auxiliary vector); it takes
+    // no lock and does not allocate.
+    let p = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096);
+    PAGE.store(p, Ordering::Relaxed);
+    p
+}
 
 /// Device and inode of `fd`, or `None` if it is not open.
 pub(crate) fn fd_id(fd: i32) -> Option<(u64, u64)> {

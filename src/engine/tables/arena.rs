@@ -75,25 +75,10 @@ static HEAP: SpinMutex<Tlsf> = SpinMutex::new(FlexTlsf::new(Pools));
 /// Bytes mapped here (pools and big blocks).
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
 /// The page size, read once.
-static PAGE: AtomicUsize = AtomicUsize::new(0);
-
-fn page_size() -> usize {
-    let p = PAGE.load(Ordering::Relaxed);
-    if p != 0 {
-        return p;
-    }
-    // SAFETY: `sysconf` reads a constant of the process (from the auxiliary vector).
-    let p = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .ok()
-        .filter(|p| p.is_power_of_two())
-        .unwrap_or(4096);
-    PAGE.store(p, Ordering::Relaxed);
-    p
-}
 
 /// `len` rounded up to whole pages (`None` on overflow).
 fn pages(len: usize) -> Option<usize> {
-    len.checked_next_multiple_of(page_size())
+    len.checked_next_multiple_of(crate::sys::page_size())
 }
 
 fn counted_map(len: usize) {
@@ -152,7 +137,7 @@ unsafe impl FlexSource for Pools {
     }
 
     fn min_align(&self) -> usize {
-        page_size()
+        crate::sys::page_size()
     }
 }
 
@@ -184,7 +169,7 @@ unsafe impl Allocator for Arena {
             return Ok(NonNull::slice_from_raw_parts(dangling(layout), 0));
         }
         let p = if is_big(layout) {
-            if layout.align() > page_size() {
+            if layout.align() > crate::sys::page_size() {
                 return Err(AllocError);
             }
             map(pages(layout.size()).ok_or(AllocError)?)
