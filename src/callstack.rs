@@ -264,9 +264,13 @@ pub enum ShownFrame<'a> {
     Frame(&'a Frame),
     /// Consecutive framework frames folded into one line.
     Folded {
-        /// How many (shown) frames the line stands for.
-        frames: usize,
-        /// Their crates, most frames first.
+        /// How many (shown) frames the line stands for; None for the allocation's own frames
+        /// (the innermost run, below the library function the program called), shown as
+        /// `... library internals ...`: their number and crates depend on the path taken
+        /// inside the library (growing or not, which object it allocates) and would split one
+        /// call site into several entries.
+        frames: Option<usize>,
+        /// Their crates, most frames first (empty for the allocation's own frames).
         crates: Vec<&'a str>,
     },
 }
@@ -277,8 +281,11 @@ impl ShownFrame<'_> {
     pub fn name(&self) -> std::borrow::Cow<'_, str> {
         match self {
             ShownFrame::Frame(f) => std::borrow::Cow::Borrowed(&f.function),
-            ShownFrame::Folded { frames, crates } => {
-                std::borrow::Cow::Owned(format!("... {frames} frames in {} ...", crates.join(", ")))
+            ShownFrame::Folded { frames: Some(n), crates } => {
+                std::borrow::Cow::Owned(format!("... {n} frames in {} ...", crates.join(", ")))
+            }
+            ShownFrame::Folded { frames: None, .. } => {
+                std::borrow::Cow::Borrowed("... library internals ...")
             }
         }
     }
@@ -448,7 +455,7 @@ mod tests {
         assert_eq!(
             names(&s.shown_frames(FrameView::DEFAULT)),
             [
-                "... 2 frames in alloc ...",
+                "... library internals ...",
                 "alloc::vec::from_elem",
                 "app::record_audit",
                 "app::handler::{{closure}}",
@@ -582,7 +589,8 @@ pub(crate) fn display_frames<'a>(
 /// becomes one line `... N frames in tokio, std ...`. The innermost run (the allocation's own
 /// frames, in `alloc` or a collection crate) keeps its outermost frame, the library function
 /// the program called (`alloc::vec::from_elem`, `hashbrown::map::HashMap::insert`), and
-/// folds the frames below it. A stack with no frame outside the frameworks is shown whole:
+/// folds the frames below it into `... library internals ...`, without a count or crates
+/// (they vary with the path inside the library and would split one call site). A stack with no frame outside the frameworks is shown whole:
 /// there would be nothing left to read. Frames without a source file are never framework
 /// frames, so C and C++ programs without such paths are shown as they are.
 pub fn shown_frames<'a>(
@@ -614,7 +622,7 @@ pub fn shown_frames<'a>(
         } else {
             // The innermost run keeps the function the program called.
             let fold_end = if i == 0 { end - 1 } else { end };
-            out.push(folded(&crates[i..fold_end]));
+            out.push(folded(&crates[i..fold_end], i == 0));
             out.extend(visible[fold_end..end].iter().map(|f| ShownFrame::Frame(f)));
         }
         i = end;
@@ -622,9 +630,13 @@ pub fn shown_frames<'a>(
     out
 }
 
-/// The line of a folded run whose frames' crates are `crates`: the crates by frame count,
-/// ties in the order they come (innermost first).
-fn folded<'a>(crates: &[Option<&'a str>]) -> ShownFrame<'a> {
+/// The line of a folded run whose frames' crates are `crates`: the crates by frame count, ties
+/// in the order they come (innermost first); for the allocation's own frames (`allocation`),
+/// neither count nor crates (see [`ShownFrame::Folded`]).
+fn folded<'a>(crates: &[Option<&'a str>], allocation: bool) -> ShownFrame<'a> {
+    if allocation {
+        return ShownFrame::Folded { frames: None, crates: Vec::new() };
+    }
     let mut counts: Vec<(&str, usize)> = Vec::new();
     for c in crates.iter().flatten() {
         match counts.iter_mut().find(|(n, _)| n == c) {
@@ -635,7 +647,7 @@ fn folded<'a>(crates: &[Option<&'a str>]) -> ShownFrame<'a> {
     // Stable: equal counts keep their order.
     counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     ShownFrame::Folded {
-        frames: crates.len(),
+        frames: Some(crates.len()),
         crates: counts.into_iter().map(|(n, _)| n).collect(),
     }
 }
