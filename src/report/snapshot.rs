@@ -1041,3 +1041,96 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     drop(histograms);
     snap
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(ip: usize, function: &str, line: u32, inlined: bool) -> Frame {
+        Frame {
+            ip,
+            function: function.into(),
+            file: Some("/app/src/main.rs".into()),
+            line: Some(line),
+            inlined,
+            module: None,
+        }
+    }
+
+    /// A stack through `glue_ip` (an address whose only visible frame is `app::handler` at
+    /// `line`, under hidden `::poll` glue), with figures scaled by `k`.
+    fn stack(glue_ip: usize, line: u32, k: u64) -> StackStats {
+        let mut lifetimes = MillisHistogram::new();
+        lifetimes.add_weighted(5.0, k as f64);
+        let mut retained_age = MillisHistogram::new();
+        retained_age.add_weighted(50_000.0, (100 * k) as f64);
+        let frames = vec![
+            frame(1, "app::alloc_site", 3, false),
+            frame(glue_ip, "<core::pin::Pin<P> as core::future::future::Future>::poll", 9, true),
+            frame(glue_ip, "app::handler", line, false),
+        ];
+        StackStats {
+            allocated_bytes: 1000 * k + 1,
+            num_allocations: 10 * k,
+            freed_bytes: 900 * k,
+            num_frees: 9 * k,
+            retained_bytes: 100 * k + 1,
+            retained_count: k,
+            peak_retained_bytes: 200 * k,
+            peak_retained_count: 2 * k,
+            samples: 3 * k,
+            live_samples: k,
+            stack: StdCallstack::from_ips(&[1, glue_ip]),
+            frames,
+            lifetimes,
+            retained_age,
+            spans: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stacks_printed_alike_merge_with_exact_sums() {
+        // Rows 0, 1 and 3 differ only in the glue's address: one entry; row 2 is another line.
+        let stacks = [stack(0x10, 7, 1), stack(0x11, 7, 2), stack(0x10, 8, 4), stack(0x12, 7, 8)];
+        let raw = CompactSnapshot::from_stacks(&stacks);
+        assert_eq!(raw.len(), 4);
+        let merged = CompactSnapshot::from_stacks(&stacks).merge_printed(FrameView::DEFAULT);
+        assert_eq!((merged.len(), merged.stacks_sampled), (2, 4));
+        let all: Vec<u32> = (0..2).collect();
+        let h = merged.histograms(&all);
+        let s: Vec<StackStats> =
+            all.iter().zip(&h).map(|(&r, h)| merged.stack_stats(r, h)).collect();
+        let sum = |f: fn(&StackStats) -> u64, idx: &[usize]| -> u64 {
+            idx.iter().map(|&i| f(&stacks[i])).sum()
+        };
+        let group = [0, 1, 3];
+        assert_eq!(s[0].stack.ips(), stacks[0].stack.ips(), "the first row of a group leads it");
+        assert_eq!(s[0].allocated_bytes, sum(|s| s.allocated_bytes, &group));
+        assert_eq!(s[0].num_allocations, sum(|s| s.num_allocations, &group));
+        assert_eq!(s[0].freed_bytes, sum(|s| s.freed_bytes, &group));
+        assert_eq!(s[0].num_frees, sum(|s| s.num_frees, &group));
+        assert_eq!(s[0].retained_bytes, sum(|s| s.retained_bytes, &group));
+        assert_eq!(s[0].retained_count, sum(|s| s.retained_count, &group));
+        assert_eq!(s[0].peak_retained_bytes, sum(|s| s.peak_retained_bytes, &group));
+        assert_eq!(s[0].peak_retained_count, sum(|s| s.peak_retained_count, &group));
+        assert_eq!(s[0].samples, sum(|s| s.samples, &group));
+        assert_eq!(s[0].live_samples, sum(|s| s.live_samples, &group));
+        let mut lifetimes = MillisHistogram::new();
+        let mut age = MillisHistogram::new();
+        for &i in &group {
+            lifetimes.merge(&stacks[i].lifetimes);
+            age.merge(&stacks[i].retained_age);
+        }
+        assert_eq!(s[0].lifetimes.counts(), lifetimes.counts());
+        assert_eq!(s[0].retained_age.weights(), age.weights());
+        // The other line is untouched.
+        assert_eq!(s[1].allocated_bytes, stacks[2].allocated_bytes);
+        assert_eq!(s[1].samples, stacks[2].samples);
+        // The totals are those of the raw rows.
+        assert_eq!(merged.estimated_totals(), raw.estimated_totals());
+        // Expanded, the glue is still hidden: the same entries.
+        let expanded =
+            CompactSnapshot::from_stacks(&stacks).merge_printed(FrameView::expanded(true));
+        assert_eq!(expanded.len(), 2);
+    }
+}
