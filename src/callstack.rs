@@ -186,6 +186,9 @@ impl Frame {
 const REGISTRY: &str = "/registry/src/";
 /// Where the standard library's debug info says its sources are: `/rustc/<hash>/library/`.
 const RUSTC: &str = "/rustc/";
+/// Where it says the crates vendored into it are (`hashbrown` under `std::collections`):
+/// `/rust/deps/<crate>-<version>/`.
+const RUST_DEPS: &str = "/rust/deps/";
 
 /// The part of a registry path after the index directory (`tokio-1.40.0/src/...`), or of a
 /// standard-library path after `library/` (`std/src/...`).
@@ -193,6 +196,9 @@ fn framework_rest(file: &str) -> Option<&str> {
     if let Some(i) = file.find(REGISTRY) {
         let rest = &file[i + REGISTRY.len()..];
         let (_index, rest) = rest.split_once('/')?;
+        return Some(rest);
+    }
+    if let Some(rest) = file.strip_prefix(RUST_DEPS) {
         return Some(rest);
     }
     let rest = file.strip_prefix(RUSTC)?;
@@ -203,7 +209,8 @@ fn framework_rest(file: &str) -> Option<&str> {
 /// A source path as reports print it: `crate-version/src/file.rs` for a crate of the cargo
 /// registry (the `.../.cargo/registry/src/index.crates.io-<hash>/` prefix cut off),
 /// `std/src/...` (or `core/`, `alloc/`) for Rust's standard library (`/rustc/<hash>/library/`
-/// cut off), any other path as it is.
+/// cut off), `hashbrown-0.16.1/src/...` for a crate vendored into it (`/rust/deps/` cut off),
+/// any other path as it is.
 pub fn short_path(file: &str) -> &str {
     framework_rest(file).unwrap_or(file)
 }
@@ -214,7 +221,7 @@ pub fn short_path(file: &str) -> &str {
 pub fn framework_crate(file: &str) -> Option<&str> {
     let rest = framework_rest(file)?;
     let dir = rest.split('/').next().filter(|d| !d.is_empty())?;
-    if !file.contains(REGISTRY) {
+    if !file.contains(REGISTRY) && !file.starts_with(RUST_DEPS) {
         return Some(dir);
     }
     // `<name>-<major>.<minor>.<patch>[-pre]`: the name ends at the first `-` followed by a
@@ -427,6 +434,9 @@ mod tests {
         let pre =
             "/c/.cargo/registry/src/index.crates.io-6f17d22bba15001f/h2-0.4.0-alpha.1/src/a.rs";
         assert_eq!(framework_crate(pre), Some("h2"));
+        let vendored = "/rust/deps/hashbrown-0.16.1/src/raw/mod.rs";
+        assert_eq!(framework_crate(vendored), Some("hashbrown"));
+        assert_eq!(short_path(vendored), "hashbrown-0.16.1/src/raw/mod.rs");
         let fr = at(1, "tokio::rt::block_on", TOKIO, false);
         assert_eq!(fr.short_location().as_deref(), Some("tokio-1.40.0/src/rt.rs:1"));
         assert_eq!(fr.to_string(), "tokio::rt::block_on (tokio-1.40.0/src/rt.rs:1)");
