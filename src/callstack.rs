@@ -152,13 +152,171 @@ impl Frame {
         }
     }
 
-    /// `file:line` when known.
+    /// `file:line` when known, the path as debug info has it.
     pub fn location(&self) -> Option<String> {
         let file = self.file.as_ref()?;
         Some(match self.line {
             Some(l) => format!("{file}:{l}"),
             None => file.to_string(),
         })
+    }
+
+    /// `file:line` as reports print it: a path in the cargo registry as
+    /// `crate-version/src/file.rs`, one in Rust's standard library as `std/src/...` (see
+    /// [`short_path`]).
+    pub fn short_location(&self) -> Option<String> {
+        let file = short_path(self.file.as_deref()?);
+        Some(match self.line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_string(),
+        })
+    }
+
+    /// The framework crate this frame's code is in, judged by its source path: a crate from
+    /// the cargo registry (`tokio`, `hyper`, ...) or Rust's standard library (`std`, `core`,
+    /// `alloc`). None for the program's own code and for frames without a source file (C
+    /// libraries without debug info, for instance).
+    pub fn framework_crate(&self) -> Option<&str> {
+        framework_crate(self.file.as_deref()?)
+    }
+}
+
+/// Where the cargo registry keeps the sources of downloaded crates (under `$CARGO_HOME`):
+/// `.../registry/src/index.crates.io-<hash>/<crate>-<version>/`.
+const REGISTRY: &str = "/registry/src/";
+/// Where the standard library's debug info says its sources are: `/rustc/<hash>/library/`.
+const RUSTC: &str = "/rustc/";
+/// Where it says the crates vendored into it are (`hashbrown` under `std::collections`):
+/// `/rust/deps/<crate>-<version>/`.
+const RUST_DEPS: &str = "/rust/deps/";
+
+/// The part of a registry path after the index directory (`tokio-1.40.0/src/...`), or of a
+/// standard-library path after `library/` (`std/src/...`).
+fn framework_rest(file: &str) -> Option<&str> {
+    if let Some(i) = file.find(REGISTRY) {
+        let rest = &file[i + REGISTRY.len()..];
+        let (_index, rest) = rest.split_once('/')?;
+        return Some(rest);
+    }
+    if let Some(rest) = file.strip_prefix(RUST_DEPS) {
+        return Some(rest);
+    }
+    let rest = file.strip_prefix(RUSTC)?;
+    let (_hash, rest) = rest.split_once('/')?;
+    Some(rest.strip_prefix("library/").unwrap_or(rest))
+}
+
+/// A source path as reports print it: `crate-version/src/file.rs` for a crate of the cargo
+/// registry (the `.../.cargo/registry/src/index.crates.io-<hash>/` prefix cut off),
+/// `std/src/...` (or `core/`, `alloc/`) for Rust's standard library (`/rustc/<hash>/library/`
+/// cut off), `hashbrown-0.16.1/src/...` for a crate vendored into it (`/rust/deps/` cut off),
+/// any other path as it is.
+pub fn short_path(file: &str) -> &str {
+    framework_rest(file).unwrap_or(file)
+}
+
+/// The framework crate of a source path (see [`Frame::framework_crate`]): `tokio` for
+/// `.../registry/src/index.crates.io-<hash>/tokio-1.40.0/src/...`, `std` for
+/// `/rustc/<hash>/library/std/src/...`.
+pub fn framework_crate(file: &str) -> Option<&str> {
+    let rest = framework_rest(file)?;
+    let dir = rest.split('/').next().filter(|d| !d.is_empty())?;
+    if !file.contains(REGISTRY) && !file.starts_with(RUST_DEPS) {
+        return Some(dir);
+    }
+    // `<name>-<major>.<minor>.<patch>[-pre]`: the name ends at the first `-` followed by a
+    // version (a name may hold `-` and digits: `sha-1-0.10.0`).
+    let cut = dir.match_indices('-').map(|(i, _)| i).find(|&i| {
+        let v = &dir[i + 1..];
+        let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0 && v.as_bytes().get(digits) == Some(&b'.')
+    });
+    Some(cut.map_or(dir, |i| &dir[..i]))
+}
+
+/// How reports show a stack's frames (see [`StackStats::shown_frames`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FrameView {
+    /// Every frame, each inlined function with its own `file:line`, nothing collapsed or
+    /// folded (`YING_EXPAND_FRAMES`).
+    pub expand: bool,
+    /// Runs of at least [`MIN_FOLDED_RUN`] framework frames fold into one line
+    /// (`YING_FOLD_FRAMEWORK_FRAMES`; no effect with `expand`).
+    pub fold_framework: bool,
+}
+
+impl FrameView {
+    /// The default view: one line per function, framework runs folded.
+    pub const DEFAULT: FrameView = FrameView { expand: false, fold_framework: true };
+
+    /// `expand` with framework runs folded unless expanded.
+    pub const fn expanded(expand: bool) -> FrameView {
+        FrameView { expand, fold_framework: true }
+    }
+}
+
+impl Default for FrameView {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The fewest consecutive framework frames that fold into one line.
+pub const MIN_FOLDED_RUN: usize = 3;
+
+/// One line of a stack as reports show it: a frame, or a folded run of framework frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShownFrame<'a> {
+    /// A frame of its own.
+    Frame(&'a Frame),
+    /// Consecutive framework frames folded into one line.
+    Folded {
+        /// How many (shown) frames the line stands for; None for the allocation's own frames
+        /// (the innermost run, below the library function the program called), shown as
+        /// `... library internals ...`: their number and crates depend on the path taken
+        /// inside the library (growing or not, which object it allocates) and would split one
+        /// call site into several entries.
+        frames: Option<usize>,
+        /// Their crates, most frames first (empty for the allocation's own frames).
+        crates: Vec<&'a str>,
+    },
+}
+
+impl ShownFrame<'_> {
+    /// The name the line has in folded stacks and flamegraphs: the function, or
+    /// `... 27 frames in tokio, hyper, axum ...`.
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            ShownFrame::Frame(f) => std::borrow::Cow::Borrowed(&f.function),
+            ShownFrame::Folded { frames: Some(n), crates } => {
+                std::borrow::Cow::Owned(format!("... {n} frames in {} ...", crates.join(", ")))
+            }
+            ShownFrame::Folded { frames: None, .. } => {
+                std::borrow::Cow::Borrowed("... library internals ...")
+            }
+        }
+    }
+
+    /// The line as the text report prints it: `function (file:line) [inlined]` (the location
+    /// when `with_location`), or the folded run.
+    pub fn text(&self, with_location: bool) -> String {
+        let ShownFrame::Frame(f) = self else { return self.name().into_owned() };
+        let mut o = f.function.to_string();
+        if with_location {
+            if let Some(loc) = f.short_location() {
+                o.push_str(&format!(" ({loc})"));
+            }
+        }
+        if f.inlined {
+            o.push_str(" [inlined]");
+        }
+        o
+    }
+}
+
+impl fmt::Display for ShownFrame<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text(true))
     }
 }
 
@@ -181,16 +339,8 @@ mod tests {
         assert!(!f("tokio::runtime::task::core::Core<T,S>::poll").is_std_internal());
     }
 
-    #[test]
-    fn collapsed_view_names_the_programs_function() {
-        let mut a = f("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem");
-        a.ip = 7;
-        let mut b = f("ying_example::leak_loop::{{closure}}");
-        b.ip = 7;
-        let mut c = f("tokio::runtime::task::harness::poll_future");
-        c.ip = 7;
-        c.inlined = false;
-        let s = StackStats {
+    fn stats(frames: Vec<Frame>) -> StackStats {
+        StackStats {
             allocated_bytes: 1,
             num_allocations: 1,
             freed_bytes: 0,
@@ -201,22 +351,152 @@ mod tests {
             peak_retained_count: 0,
             samples: 1,
             live_samples: 1,
-            frames: vec![a, b, c],
+            frames,
             lifetimes: MillisHistogram::new(),
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[7]),
             spans: Vec::new(),
-        };
+        }
+    }
+
+    /// A frame at `ip` in `file` (line 1).
+    fn at(ip: usize, name: &str, file: &str, inlined: bool) -> Frame {
+        Frame {
+            ip,
+            function: name.into(),
+            file: Some(file.into()),
+            line: Some(1),
+            inlined,
+            module: None,
+        }
+    }
+
+    const TOKIO: &str =
+        "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.40.0/src/rt.rs";
+    const STD: &str = "/rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/std/src/thread.rs";
+    const ALLOC: &str = "/rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/alloc/src/vec.rs";
+    const APP: &str = "/src/app/src/main.rs";
+
+    fn names(lines: &[ShownFrame<'_>]) -> Vec<String> {
+        lines.iter().map(|l| l.name().into_owned()).collect()
+    }
+
+    #[test]
+    fn default_view_names_inlined_functions_once_each() {
+        let mut a = f("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem");
+        a.ip = 7;
+        let mut b = f("app::record_audit");
+        b.ip = 7;
+        let mut glue = f("<core::pin::Pin<P> as core::future::future::Future>::poll");
+        glue.ip = 7;
+        let mut h = f("app::handler::{{closure}}");
+        h.ip = 7;
+        // The same function again (a closure inlined into its namesake), then recursion.
+        let mut h2 = f("app::handler::{{closure}}");
+        h2.ip = 7;
+        h2.inlined = false;
+        let mut r1 = f("app::walk");
+        r1.ip = 8;
+        r1.inlined = false;
+        let mut r2 = r1.clone();
+        r2.ip = 9;
+        let s = stats(vec![a, b, glue, h, h2, r1, r2]);
         let shown: Vec<&str> = s.display_frames(false).iter().map(|f| &*f.function).collect();
-        assert_eq!(shown, ["ying_example::leak_loop::{{closure}}"]);
-        assert_eq!(s.display_frames(true).len(), 3);
+        assert_eq!(
+            shown,
+            [
+                "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+                "app::record_audit",
+                "app::handler::{{closure}}",
+                "app::walk"
+            ]
+        );
+        // The innermost frame of a collapsed function is the one shown.
+        assert!(s.display_frames(false)[2].inlined);
+        // Expanded: every frame but the glue.
+        assert_eq!(s.display_frames(true).len(), 6);
+        assert_eq!(s.shown_frames(FrameView::expanded(true)).len(), 6);
+    }
+
+    #[test]
+    fn registry_and_std_paths_are_shortened() {
+        assert_eq!(short_path(TOKIO), "tokio-1.40.0/src/rt.rs");
+        assert_eq!(short_path(STD), "std/src/thread.rs");
+        assert_eq!(short_path(APP), APP);
+        assert_eq!(short_path("/usr/src/glibc/malloc.c"), "/usr/src/glibc/malloc.c");
+        assert_eq!(framework_crate(TOKIO), Some("tokio"));
+        assert_eq!(framework_crate(STD), Some("std"));
+        assert_eq!(framework_crate(ALLOC), Some("alloc"));
+        assert_eq!(framework_crate(APP), None);
+        let dashed =
+            "/c/.cargo/registry/src/index.crates.io-6f17d22bba15001f/sha-1-0.10.1/src/l.rs";
+        assert_eq!(framework_crate(dashed), Some("sha-1"));
+        let pre =
+            "/c/.cargo/registry/src/index.crates.io-6f17d22bba15001f/h2-0.4.0-alpha.1/src/a.rs";
+        assert_eq!(framework_crate(pre), Some("h2"));
+        let vendored = "/rust/deps/hashbrown-0.16.1/src/raw/mod.rs";
+        assert_eq!(framework_crate(vendored), Some("hashbrown"));
+        assert_eq!(short_path(vendored), "hashbrown-0.16.1/src/raw/mod.rs");
+        let fr = at(1, "tokio::rt::block_on", TOKIO, false);
+        assert_eq!(fr.short_location().as_deref(), Some("tokio-1.40.0/src/rt.rs:1"));
+        assert_eq!(fr.to_string(), "tokio::rt::block_on (tokio-1.40.0/src/rt.rs:1)");
+        // A frame without a file is nobody's framework (C without debug info).
+        assert_eq!(f("malloc").framework_crate(), None);
+    }
+
+    #[test]
+    fn framework_runs_fold_between_the_programs_frames() {
+        let frames = vec![
+            at(1, "alloc::alloc::alloc", ALLOC, true),
+            at(1, "alloc::raw_vec::RawVec::allocate", ALLOC, true),
+            at(1, "alloc::vec::from_elem", ALLOC, true),
+            at(1, "app::record_audit", APP, true),
+            at(1, "app::handler::{{closure}}", APP, false),
+            at(2, "tokio::task::poll_inner", TOKIO, false),
+            at(3, "tokio::task::poll", TOKIO, false),
+            at(4, "std::thread::start", STD, false),
+            at(5, "tokio::runtime::run", TOKIO, false),
+            at(6, "app::main", APP, false),
+            at(7, "std::rt::lang_start", STD, false),
+            at(8, "std::rt::lang_start_inner", STD, false),
+            at(9, "main", "", false),
+        ];
+        let s = stats(frames);
+        assert_eq!(
+            names(&s.shown_frames(FrameView::DEFAULT)),
+            [
+                "... library internals ...",
+                "alloc::vec::from_elem",
+                "app::record_audit",
+                "app::handler::{{closure}}",
+                "... 4 frames in tokio, std ...",
+                "app::main",
+                // Two frames are not a run worth folding.
+                "std::rt::lang_start",
+                "std::rt::lang_start_inner",
+                "main",
+            ]
+        );
+        let off = FrameView { expand: false, fold_framework: false };
+        assert_eq!(s.shown_frames(off).len(), 13);
+        assert_eq!(s.shown_frames(FrameView::expanded(true)).len(), 13);
+        // Nothing but framework frames: shown whole.
+        let all_std = stats(vec![
+            at(1, "std::a", STD, false),
+            at(2, "std::b", STD, false),
+            at(3, "std::c", STD, false),
+        ]);
+        assert_eq!(all_std.shown_frames(FrameView::DEFAULT).len(), 3);
+        // A C program's frames (no registry or rustc paths) are untouched.
+        let c = stats((1..6).map(|i| at(i, &format!("f{i}"), "/src/c/x.c", false)).collect());
+        assert_eq!(names(&c.shown_frames(FrameView::DEFAULT)), ["f1", "f2", "f3", "f4", "f5"]);
     }
 }
 
 impl fmt::Display for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.function)?;
-        if let Some(loc) = self.location() {
+        if let Some(loc) = self.short_location() {
             write!(f, " ({loc})")?;
         }
         if self.inlined {
@@ -280,12 +560,20 @@ impl StackStats {
         }
     }
 
-    /// The frames reports show: allocator plumbing and inlined `::poll` glue hidden. With
-    /// `expand` every inlined frame is listed; otherwise one frame per address, the innermost
-    /// one that is not a standard-library internal (so an async function inlined into `poll`
-    /// is named by that function, not by `alloc::vec::from_elem` above it).
+    /// The frames reports show, without folding: allocator plumbing and inlined `::poll` glue
+    /// hidden. With `expand` every inlined frame is listed, each with its own `file:line`;
+    /// otherwise inlined functions are listed too (an inlined helper of the program is named)
+    /// but consecutive frames of one function are one line (the innermost, where that function
+    /// leads to the allocation), so a recursion or a closure inlined into its namesake shows
+    /// once. [`StackStats::shown_frames`] also folds runs of framework frames.
     pub fn display_frames(&self, expand: bool) -> Vec<&Frame> {
         display_frames(self.frames.iter(), expand)
+    }
+
+    /// The lines reports show of this stack in `view`: [`StackStats::display_frames`], and
+    /// unless expanded, runs of framework frames folded (see [`shown_frames`]).
+    pub fn shown_frames(&self, view: FrameView) -> Vec<ShownFrame<'_>> {
+        shown_frames(self.frames.iter(), view)
     }
 }
 
@@ -296,22 +584,80 @@ pub(crate) fn display_frames<'a>(
     frames: impl Iterator<Item = &'a Frame>,
     expand: bool,
 ) -> Vec<&'a Frame> {
-    let visible = frames.filter(|f| !f.is_noise() && !f.is_poll_glue());
-    if expand {
-        return visible.collect();
+    let mut visible: Vec<&Frame> = frames.filter(|f| !f.is_noise() && !f.is_poll_glue()).collect();
+    if !expand {
+        // `dedup_by` keeps the first of each run: the innermost frame of the function.
+        visible.dedup_by(|outer, inner| outer.function == inner.function);
     }
-    fn pick<'a>(group: &[&'a Frame]) -> Option<&'a Frame> {
-        group.iter().find(|f| !f.is_std_internal()).or(group.first()).copied()
+    visible
+}
+
+/// The lines of a stack (innermost first, inlined frames expanded) in `view`.
+///
+/// Folding: a run of at least [`MIN_FOLDED_RUN`] consecutive shown frames whose code is in a
+/// framework crate ([`Frame::framework_crate`]: the cargo registry, Rust's standard library)
+/// becomes one line `... N frames in tokio, std ...`. The innermost run (the allocation's own
+/// frames, in `alloc` or a collection crate) keeps its outermost frame, the library function
+/// the program called (`alloc::vec::from_elem`, `hashbrown::map::HashMap::insert`), and
+/// folds the frames below it into `... library internals ...`, without a count or crates
+/// (they vary with the path inside the library and would split one call site). A stack with no frame outside the frameworks is shown whole:
+/// there would be nothing left to read. Frames without a source file are never framework
+/// frames, so C and C++ programs without such paths are shown as they are.
+pub fn shown_frames<'a>(
+    frames: impl Iterator<Item = &'a Frame>,
+    view: FrameView,
+) -> Vec<ShownFrame<'a>> {
+    let visible = display_frames(frames, view.expand);
+    if view.expand || !view.fold_framework {
+        return visible.into_iter().map(ShownFrame::Frame).collect();
     }
-    let mut out: Vec<&Frame> = Vec::new();
-    let mut group: Vec<&Frame> = Vec::new();
-    for f in visible {
-        if group.first().is_some_and(|g| g.ip != f.ip) {
-            out.extend(pick(&group));
-            group.clear();
+    let crates: Vec<Option<&str>> = visible.iter().map(|f| f.framework_crate()).collect();
+    if crates.iter().all(Option::is_some) {
+        return visible.into_iter().map(ShownFrame::Frame).collect();
+    }
+    let mut out = Vec::with_capacity(visible.len());
+    let mut i = 0;
+    while i < visible.len() {
+        if crates[i].is_none() {
+            out.push(ShownFrame::Frame(visible[i]));
+            i += 1;
+            continue;
         }
-        group.push(f);
+        let mut end = i;
+        while end < visible.len() && crates[end].is_some() {
+            end += 1;
+        }
+        if end - i < MIN_FOLDED_RUN {
+            out.extend(visible[i..end].iter().map(|f| ShownFrame::Frame(f)));
+        } else {
+            // The innermost run keeps the function the program called.
+            let fold_end = if i == 0 { end - 1 } else { end };
+            out.push(folded(&crates[i..fold_end], i == 0));
+            out.extend(visible[fold_end..end].iter().map(|f| ShownFrame::Frame(f)));
+        }
+        i = end;
     }
-    out.extend(pick(&group));
     out
+}
+
+/// The line of a folded run whose frames' crates are `crates`: the crates by frame count, ties
+/// in the order they come (innermost first); for the allocation's own frames (`allocation`),
+/// neither count nor crates (see [`ShownFrame::Folded`]).
+fn folded<'a>(crates: &[Option<&'a str>], allocation: bool) -> ShownFrame<'a> {
+    if allocation {
+        return ShownFrame::Folded { frames: None, crates: Vec::new() };
+    }
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for c in crates.iter().flatten() {
+        match counts.iter_mut().find(|(n, _)| n == c) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((c, 1)),
+        }
+    }
+    // Stable: equal counts keep their order.
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    ShownFrame::Folded {
+        frames: Some(crates.len()),
+        crates: counts.into_iter().map(|(n, _)| n).collect(),
+    }
 }

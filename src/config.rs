@@ -79,8 +79,10 @@ pub struct Config {
     pub report_pct_change_trigger: u64,
     /// `YING_GEN_FLAMEGRAPHS`: write an SVG flamegraph with each report.
     pub gen_flamegraphs: bool,
-    /// `YING_EXPAND_FRAMES`: show inlined functions as frames of their own.
+    /// `YING_EXPAND_FRAMES`: list every frame, each inlined frame with its own `file:line`.
     pub expand_frames: bool,
+    /// `YING_FOLD_FRAMEWORK_FRAMES`: fold runs of framework frames into one line.
+    pub fold_framework_frames: bool,
     /// `YING_TOP_K`: stacks listed in each text report, `1..=100_000`.
     pub top_k: usize,
     /// `YING_MAX_ALLOC_BYTES`: single requests of at least this many bytes are refused,
@@ -108,6 +110,7 @@ impl Default for Config {
             report_pct_change_trigger: 10,
             gen_flamegraphs: true,
             expand_frames: false,
+            fold_framework_frames: true,
             top_k: 20,
             max_alloc_bytes: 64 << 30,
             max_stacks: 100_000,
@@ -142,7 +145,7 @@ struct Field {
 }
 
 /// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 16] = [
+const FIELDS: [Field; 17] = [
     Field {
         doc: VarDoc {
             name: "YING_ENABLED",
@@ -314,12 +317,28 @@ const FIELDS: [Field; 16] = [
         doc: VarDoc {
             name: "YING_EXPAND_FRAMES",
             default: "false",
-            meaning: "Show every inlined function as a frame of its own in reports, instead of \
-                      one frame per return address.",
+            meaning: "List every frame in reports, each inlined frame with its own file and \
+                      line, nothing collapsed or folded; by default inlined functions are named \
+                      too, but one line per function.",
         },
         raw: |r| r.expand_frames.as_ref(),
         set: |c, v| {
             c.expand_frames = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_FOLD_FRAMEWORK_FRAMES",
+            default: "true",
+            meaning: "Fold each run of 3 or more consecutive frames in crates from the cargo \
+                      registry or in Rust's standard library into one line such as `... 27 \
+                      frames in tokio, hyper, axum ...` in text reports, folded stacks and \
+                      flamegraphs (not in pprof profiles); `false` shows them all.",
+        },
+        raw: |r| r.fold_framework_frames.as_ref(),
+        set: |c, v| {
+            c.fold_framework_frames = parse_bool(v)?;
             Ok(())
         },
     },
@@ -395,6 +414,7 @@ struct Raw {
     report_pct_change_trigger: Option<String>,
     gen_flamegraphs: Option<String>,
     expand_frames: Option<String>,
+    fold_framework_frames: Option<String>,
     top_k: Option<String>,
     max_alloc_bytes: Option<String>,
     max_stacks: Option<String>,
@@ -754,6 +774,7 @@ mod tests {
             ("YING_REPORT_PCT_CHANGE_TRIGGER", "1000000"),
             ("YING_GEN_FLAMEGRAPHS", "OFF"),
             ("YING_EXPAND_FRAMES", "True"),
+            ("YING_FOLD_FRAMEWORK_FRAMES", "false"),
             ("YING_TOP_K", "100000"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
@@ -772,6 +793,7 @@ mod tests {
             report_pct_change_trigger: 1_000_000,
             gen_flamegraphs: false,
             expand_frames: true,
+            fold_framework_frames: false,
             top_k: 100_000,
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
@@ -791,6 +813,7 @@ mod tests {
         let d = Config::default();
         assert!(d.enabled && d.report_at_exit && d.gen_flamegraphs);
         assert!(!d.measure_allocated_not_retained && !d.expand_frames);
+        assert!(d.fold_framework_frames);
         assert_eq!(d.sample_interval_bytes, 524_288);
         assert_eq!(d.reporting_path, PathBuf::from("ying-profiles"));
         assert_eq!((d.check_interval_secs, d.report_pct_change_trigger), (300, 10));
@@ -843,6 +866,7 @@ mod tests {
             ("YING_ENABLED", "", "empty", "true"),
             ("YING_GEN_FLAMEGRAPHS", "2", "expected true/false/1/0", "true"),
             ("YING_EXPAND_FRAMES", " ", "empty", "false"),
+            ("YING_FOLD_FRAMEWORK_FRAMES", "some", "expected true/false/1/0", "true"),
             ("YING_SAMPLE_INTERVAL_BYTES", "lots", "not a number", "524288"),
             ("YING_SAMPLE_INTERVAL_BYTES", "-5", "must not be negative", "524288"),
             ("YING_SAMPLE_INTERVAL_BYTES", "0", "must be at least 1", "524288"),
@@ -1098,6 +1122,7 @@ mod tests {
                 "YING_REPORT_PCT_CHANGE_TRIGGER",
                 "YING_GEN_FLAMEGRAPHS",
                 "YING_EXPAND_FRAMES",
+                "YING_FOLD_FRAMEWORK_FRAMES",
                 "YING_TOP_K",
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
@@ -1107,9 +1132,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 16 fields (checked by the
+        // One row per field: a Config literal must name all 17 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 16);
+        assert_eq!(VARIABLES.len(), 17);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);

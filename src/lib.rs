@@ -34,8 +34,9 @@
 //! **2. [`utils::ProfilerRunner`]: decides how stats get reported** — how often to look
 //! (`check_interval_secs`), how much change is worth a report (`report_pct_change_trigger`),
 //! where output goes (`reporting_path`, created if missing), what to rank by
-//! (`measure_allocated_not_retained`), whether to draw flamegraphs (`gen_flamegraphs`) and
-//! whether to list inlined frames (`expand_frames`):
+//! (`measure_allocated_not_retained`), whether to draw flamegraphs (`gen_flamegraphs`), whether
+//! to list every frame with its own `file:line` (`expand_frames`) and whether to fold runs of
+//! framework frames (`fold_framework_frames`):
 //!
 //! ```no_run
 //! use ying_profiler::{utils::ProfilerRunnerBuilder, YingProfiler};
@@ -64,7 +65,8 @@
 //! [`YingProfiler::top_k_stacks_at_peak`] (what held the memory at its highest, see
 //! [`Snapshot::peak`]),
 //! [`YingProfiler::total_retained_bytes`], [`utils::gen_flamegraph`] for a one-off SVG and
-//! [`utils::write_report_now`] for a whole report set.
+//! [`utils::write_report_now`] for a whole report set. These return one [`StackStats`] per raw
+//! stack; reports merge the stacks that print alike (see below).
 //!
 //! ```
 //! use ying_profiler::YingProfiler;
@@ -82,6 +84,22 @@
 //! }
 //! drop(kept);
 //! ```
+//!
+//! # How reports show a stack
+//!
+//! The text report, folded stacks and flamegraphs list one line per function, innermost first:
+//! functions inlined by the compiler are named like the others, consecutive frames of one
+//! function (a recursion, a closure inlined into its namesake) are one line, and async
+//! `::poll` glue and allocator plumbing are hidden. Runs of at least three frames in crates of
+//! the cargo registry or in Rust's standard library fold into one line such as
+//! `... 27 frames in tokio, hyper, axum ...`, and the allocation's own frames below the library
+//! function the program called (`alloc::vec::from_elem`) into `... library internals ...`
+//! (`fold_framework_frames`, `YING_FOLD_FRAMEWORK_FRAMES`; see [`callstack::shown_frames`]).
+//! Paths in the registry print as `tokio-1.48.0/src/...`, the standard library's as
+//! `std/src/...`. Stacks that print alike (they differ only in hidden frames, in addresses
+//! within one line, or inside a folded run) are one entry, every figure summed. With
+//! `expand_frames` every frame is listed with its own `file:line`, nothing folded. pprof
+//! profiles keep every raw stack and frame: their tools fold on their own.
 //!
 //! # What the numbers mean
 //!

@@ -96,7 +96,7 @@ fn write_report_from(
     let mut written = None;
     source.run_guarded(&mut || {
         let snap = crate::report::snapshot::take_compact(interval, unit);
-        written = Some(report::write_compact(&snap, &ctx, opts, dir));
+        written = Some(report::write_compact(snap, &ctx, opts, dir));
     });
     // Copies allocated as the caller's, the originals freed as the profiler's.
     let out = match &written {
@@ -116,6 +116,7 @@ pub struct ProfilerRunner {
     report_pct_change_trigger: usize,
     reporting_path: String,
     expand_frames: bool,
+    fold_framework_frames: bool,
     gen_flamegraphs: bool,
     measure_allocated_not_retained: bool,
     top_k: usize,
@@ -160,6 +161,7 @@ impl Default for ProfilerRunner {
             report_pct_change_trigger: DEFAULT_PCT_CHANGE_TRIGGER,
             reporting_path: DEFAULT_REPORTING_PATH.to_string(),
             expand_frames: false,
+            fold_framework_frames: true,
             gen_flamegraphs: true,
             measure_allocated_not_retained: false,
             top_k: DEFAULT_TOP_K,
@@ -218,8 +220,12 @@ setters! {
     measure_allocated_not_retained: bool,
     /// Also write an SVG flamegraph with each report.
     gen_flamegraphs: bool,
-    /// List inlined frames within each stack frame in reports.
+    /// List every frame in reports, each inlined frame with its own `file:line`, nothing
+    /// collapsed or folded.
     expand_frames: bool,
+    /// Fold runs of framework frames (crates from the cargo registry, Rust's standard library)
+    /// into one line such as `... 27 frames in tokio, hyper, axum ...` (true by default).
+    fold_framework_frames: bool,
     /// Stacks listed in each text report.
     top_k: usize,
     /// Write a final report set when the process exits through `exit()` or a return from
@@ -444,6 +450,7 @@ impl ProfilerRunner {
             report_pct_change_trigger: cfg.report_pct_change_trigger as usize,
             reporting_path: cfg.reporting_path.display().to_string(),
             expand_frames: cfg.expand_frames,
+            fold_framework_frames: cfg.fold_framework_frames,
             gen_flamegraphs: cfg.gen_flamegraphs,
             measure_allocated_not_retained: cfg.measure_allocated_not_retained,
             top_k: cfg.top_k,
@@ -502,9 +509,13 @@ impl ProfilerRunner {
     pub fn gen_flamegraphs(&self) -> bool {
         self.gen_flamegraphs
     }
-    /// Whether inlined frames are listed.
+    /// Whether every frame is listed (inlined frames with their own `file:line`).
     pub fn expand_frames(&self) -> bool {
         self.expand_frames
+    }
+    /// Whether runs of framework frames fold into one line.
+    pub fn fold_framework_frames(&self) -> bool {
+        self.fold_framework_frames
     }
     /// Whether a final report is written at exit.
     pub fn report_at_exit(&self) -> bool {
@@ -562,6 +573,7 @@ impl ProfilerRunner {
             measurement: self.measurement(),
             top_k: self.top_k.max(1),
             expand_frames: self.expand_frames,
+            fold_framework_frames: self.fold_framework_frames,
             gen_flamegraphs: self.gen_flamegraphs,
         }
     }
@@ -737,12 +749,14 @@ pub fn gen_flamegraph(
     // Every stack is folded (no cut, as in 0.3.0), from a compact snapshot taken and dropped
     // as profiler code, like a report set's.
     profiler.run_guarded(&mut || {
+        let view = crate::callstack::FrameView::DEFAULT;
         let snap = crate::report::snapshot::take_compact(
             interval,
             crate::engine::sampler::ByteUnit::Requested,
-        );
+        )
+        .merge_printed(view);
         let ranked = snap.ranked(measurement);
-        let folded = report::folded::render_ranked(&snap, &ranked, measurement, false, usize::MAX);
+        let folded = report::folded::render_ranked(&snap, &ranked, measurement, view, usize::MAX);
         written = report::flamegraph::render_svg(&folded, measurement, "").and_then(|svg| {
             report::files::write_atomic(dir, name, &svg).map(drop).map_err(|e| e.to_string())
         });

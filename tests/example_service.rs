@@ -2,7 +2,9 @@
 //! `--profile bench`, as its documentation says) and checks the report sets it leaves behind:
 //! the runner's retained-ranked reports name the leak as the top stack, the flamegraphs are
 //! complete SVG documents, and the final allocated-ranked report shows the cache's churn as
-//! allocated but not retained.
+//! allocated but not retained. Reports read like the code: each call site of the example is one
+//! entry (stacks printed alike are merged), its inlined `record_audit` is named, and Tokio's and
+//! std's frames are folded, with short paths.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const LEAK_FN: &str = "leak_loop";
+/// Inlined into `handle_request` (`#[inline(always)]`): named in the default view all the same.
+const AUDIT_FN: &str = "record_audit";
 const CACHE_FNS: [&str; 2] = ["cache_worker", "handle_request"];
 const INTERVAL_SECS: u64 = 3;
 const RUNTIME_SECS: u64 = 10;
@@ -84,6 +88,8 @@ fn report_sets(dir: &Path) -> BTreeMap<u64, ReportSet> {
 struct Block {
     retained: u64,
     allocated: u64,
+    /// The `span:` line, if any.
+    span: Option<String>,
     /// Frame lines as printed (function, location, `[inlined]`).
     lines: Vec<String>,
 }
@@ -160,7 +166,11 @@ fn parse_blocks(report: &str) -> Vec<Block> {
             (bytes_on(line), bytes_on(second))
         };
         let mut frames = Vec::new();
+        let mut span = None;
         for l in lines.by_ref() {
+            if let Some(sp) = l.trim().strip_prefix("span: ") {
+                span = Some(sp.to_string());
+            }
             if l.trim() == "frames:" {
                 break;
             }
@@ -172,7 +182,7 @@ fn parse_blocks(report: &str) -> Vec<Block> {
             frames.push(l.trim().to_string());
             lines.next();
         }
-        blocks.push(Block { retained, allocated, lines: frames });
+        blocks.push(Block { retained, allocated, span, lines: frames });
     }
     blocks
 }
@@ -184,6 +194,37 @@ fn folded_sum(folded: &str, names: &[&str]) -> u64 {
         .filter(|l| names.iter().any(|n| l.contains(n)))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum()
+}
+
+/// A block's frame lines without its folded ones (`... N frames in tokio ...`,
+/// `... library internals ...`).
+fn unfolded(b: &Block) -> Vec<&str> {
+    b.lines.iter().map(String::as_str).filter(|l| !l.starts_with("... ")).collect()
+}
+
+/// Reports read like the code: no two entries print alike, no two entries differ only in
+/// folded frames (one call site of a library function, one entry: stacks that differ inside
+/// the allocator, Tokio or std are one entry), and those frames are folded, with short paths.
+fn assert_reads_like_the_code(report: &str, blocks: &[Block]) {
+    for (i, a) in blocks.iter().enumerate() {
+        for b in &blocks[i + 1..] {
+            assert!(
+                a.lines != b.lines || a.span != b.span,
+                "two entries print alike:\n{:#?}\n{report}",
+                a.lines
+            );
+            assert!(
+                unfolded(a) != unfolded(b) || a.span != b.span,
+                "one call site in two entries:\n{:#?}\n{report}",
+                unfolded(a)
+            );
+        }
+    }
+    assert!(
+        !report.contains(".cargo/registry/") && !report.contains("/rustc/"),
+        "long registry or std paths in the report:\n{report}"
+    );
+    assert!(report.contains(" frames in tokio"), "Tokio's frames not folded:\n{report}");
 }
 
 fn read(p: &Option<PathBuf>, what: &str) -> String {
@@ -290,6 +331,13 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
         let glue = base == "poll" || base.ends_with("::poll");
         assert!(!(inlined && glue), "inlined ::poll glue shown: {line}");
     }
+    assert_reads_like_the_code(last_txt, &blocks);
+    // The leak's `vec!` is one entry, with the library function it called named.
+    let leak_entries: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.names(LEAK_FN) && b.functions().contains(&"alloc::vec::from_elem"))
+        .collect();
+    assert_eq!(leak_entries.len(), 1, "the leak's vec! in several entries:\n{last_txt}");
     let leak_folded = folded_sum(last_folded, &[LEAK_FN]);
     let max_line = last_folded
         .lines()
@@ -312,6 +360,17 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
         cache.retained,
         cache.allocated
     );
+    assert_reads_like_the_code(alloc_txt, &alloc_blocks);
+    // The handler's inlined helper is named (inlined, under the handler that calls it); each
+    // of its call sites is one entry (checked above for every entry).
+    let audit: Vec<&Block> = alloc_blocks.iter().filter(|b| b.names(AUDIT_FN)).collect();
+    assert!(!audit.is_empty(), "no entry names the inlined {AUDIT_FN}:\n{alloc_txt}");
+    for b in &audit {
+        let line = b.lines.iter().find(|l| l.contains(AUDIT_FN)).expect("the helper's line");
+        assert!(line.ends_with("[inlined]"), "{AUDIT_FN} is inlined: {line}");
+        assert!(b.names("handle_request"), "{AUDIT_FN} without its handler: {:#?}", b.lines);
+    }
+    assert!(alloc_folded.contains(AUDIT_FN), "folded stacks name {AUDIT_FN}");
     let cache_allocated = folded_sum(alloc_folded, &CACHE_FNS);
     let cache_retained = folded_sum(last_folded, &CACHE_FNS);
     assert!(

@@ -144,8 +144,147 @@ fn folded_stacks_are_pinned_and_escaped() {
     for l in f.lines() {
         let (stack, value) = l.rsplit_once(' ').unwrap();
         assert!(value.parse::<u64>().is_ok());
-        assert!(!stack.contains("::poll"), "poll glue hidden: {l}");
+        assert!(!stack.contains("Future>::poll"), "poll glue hidden: {l}");
     }
+}
+
+const TOKIO: &str =
+    "/home/dev/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.48.0/src/runtime/task";
+const STD: &str = "/rustc/ded5c06cf21d2b93bffd5d884aa6e96934ee4234/library";
+const APP: &str = "/srv/app/src/service.rs";
+
+fn at(ip: usize, function: &str, file: &str, line: u32, inlined: bool) -> Frame {
+    Frame {
+        ip,
+        function: function.into(),
+        file: (!file.is_empty()).then(|| file.into()),
+        line: (!file.is_empty()).then_some(line),
+        inlined,
+        module: None,
+    }
+}
+
+/// A request handler's stack on a Tokio worker: allocation frames in `alloc`, an inlined
+/// helper of the program, the handler, then Tokio's and std's frames down to the thread start.
+/// `glue_ip` is the address of the `::poll` glue inlined into Tokio's `Core::poll`, `core_line`
+/// its line there, `handler_line` the handler's.
+fn handler_stack(glue_ip: usize, core_line: u32, handler_line: u32) -> Vec<Frame> {
+    vec![
+        at(0x10, "alloc::alloc::alloc", &format!("{STD}/alloc/src/alloc.rs"), 95, true),
+        at(
+            0x10,
+            "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+            &format!("{STD}/alloc/src/raw_vec.rs"),
+            476,
+            true,
+        ),
+        at(
+            0x10,
+            "alloc::vec::Vec<T>::with_capacity",
+            &format!("{STD}/alloc/src/vec/mod.rs"),
+            480,
+            true,
+        ),
+        at(0x10, "service::record_audit", APP, 30, true),
+        at(0x10, "service::handle_request::{{closure}}", APP, handler_line, false),
+        at(
+            glue_ip,
+            "<core::pin::Pin<P> as core::future::future::Future>::poll",
+            &format!("{STD}/core/src/future/future.rs"),
+            124,
+            true,
+        ),
+        at(
+            glue_ip,
+            "tokio::runtime::task::core::Core<T,S>::poll::{{closure}}",
+            &format!("{TOKIO}/core.rs"),
+            331,
+            true,
+        ),
+        at(
+            glue_ip,
+            "tokio::runtime::task::core::Core<T,S>::poll",
+            &format!("{TOKIO}/core.rs"),
+            core_line,
+            false,
+        ),
+        at(
+            0x30,
+            "tokio::runtime::task::harness::poll_future",
+            &format!("{TOKIO}/harness.rs"),
+            473,
+            false,
+        ),
+        at(
+            0x40,
+            "tokio::runtime::task::harness::Harness<T,S>::poll",
+            &format!("{TOKIO}/harness.rs"),
+            151,
+            false,
+        ),
+        at(
+            0x50,
+            "std::sys::pal::unix::thread::Thread::new::thread_start",
+            &format!("{STD}/std/src/sys/pal/unix/thread.rs"),
+            105,
+            false,
+        ),
+        at(0x60, "start_thread", "", 0, false),
+        at(0x70, "__clone3", "", 0, false),
+    ]
+}
+
+/// Three raw stacks of one handler: two that differ only in a hidden glue address and a line
+/// inside Tokio's folded frames (one entry), and one at another line of the handler (an entry
+/// of its own in the text, the same folded stack).
+fn handler_snapshot() -> (Snapshot, ReportContext) {
+    let (mut snap, ctx) = fixture();
+    let mut a = stack(3 << 20, 1 << 20, handler_stack(0x20, 320, 60));
+    a.peak_retained_bytes = 2 << 20;
+    a.peak_retained_count = 2 << 10;
+    let mut b = stack(2 << 20, 512 << 10, handler_stack(0x21, 322, 60));
+    b.peak_retained_bytes = 1 << 20;
+    b.peak_retained_count = 1 << 10;
+    let c = stack(1 << 20, 256 << 10, handler_stack(0x20, 320, 61));
+    snap.stacks = vec![a, b, c];
+    (snap, ctx)
+}
+
+#[test]
+fn stacks_printed_alike_are_one_entry_with_framework_frames_folded() {
+    let (snap, ctx) = handler_snapshot();
+    let txt = text::render(&snap, &ctx, Measurement::RetainedBytes, 10, false);
+    golden("report_handler_merged.txt", &txt);
+    // Two entries: lines 60 and 61 of the handler. The first sums its two stacks exactly.
+    assert!(txt.contains("stacks:             3 sampled, 2 entries as printed"), "{txt}");
+    assert!(
+        txt.contains("#1 retained 1.5 MiB (1572864 bytes, 85.7% of estimated) in 1536 allocations"),
+        "{txt}"
+    );
+    assert!(txt.contains("allocated 5.0 MiB (5242880 bytes"), "{txt}");
+    assert!(txt.contains("samples: 14 (4 live)"), "{txt}");
+    assert!(txt.contains("peak #1: 3.0 MiB (3145728 bytes"), "{txt}");
+    assert!(!txt.contains("#3 "), "{txt}");
+    // The inlined helper is named, Tokio's and std's frames are one line, paths are short.
+    assert!(txt.contains("service::record_audit (/srv/app/src/service.rs:30) [inlined]"), "{txt}");
+    assert!(txt.contains("... 5 frames in tokio, std ...\n"), "{txt}");
+    assert!(
+        txt.contains("alloc::vec::Vec<T>::with_capacity (alloc/src/vec/mod.rs:480) [inlined]"),
+        "{txt}"
+    );
+    assert!(!txt.contains(".cargo/registry") && !txt.contains("/rustc/"), "{txt}");
+    // Folded stacks have no line numbers: all three stacks are one line.
+    let f = folded::render(&snap.stacks, Measurement::RetainedBytes, false);
+    golden("handler_merged.folded", &f);
+    assert_eq!(f.lines().count(), 1, "{f}");
+    assert!(f.ends_with(&format!(" {}\n", (1 << 20) + (512 << 10) + (256 << 10))), "{f}");
+    // Expanded: every frame, nothing merged but what prints alike (the glue is hidden).
+    let expanded = text::render(&snap, &ctx, Measurement::RetainedBytes, 10, true);
+    assert!(expanded.contains("3 sampled, 3 entries as printed"), "{expanded}");
+    assert!(
+        expanded.contains("tokio-1.48.0/src/runtime/task/core.rs:331) [inlined]"),
+        "{expanded}"
+    );
 }
 
 fn assert_well_formed_xml(svg: &[u8]) {

@@ -39,7 +39,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::callstack::Measurement;
+use crate::callstack::{FrameView, Measurement};
 use snapshot::{CompactSnapshot, Snapshot};
 
 /// Facts about the process that go into report headers and file names.
@@ -89,10 +89,23 @@ pub struct ReportOptions {
     pub measurement: Measurement,
     /// Stacks in the text report.
     pub top_k: usize,
-    /// List inlined frames in the text report and flamegraph.
+    /// List every frame, each inlined frame with its own `file:line`, in the text report,
+    /// folded stacks and flamegraph; otherwise one line per function (inlined functions
+    /// named, consecutive frames of one function one line).
     pub expand_frames: bool,
+    /// Fold runs of framework frames (the cargo registry's crates, Rust's standard library)
+    /// into one line such as `... 27 frames in tokio, hyper, axum ...` (see
+    /// [`crate::callstack::shown_frames`]); no effect with `expand_frames`.
+    pub fold_framework_frames: bool,
     /// Also write the SVG flamegraph.
     pub gen_flamegraphs: bool,
+}
+
+impl ReportOptions {
+    /// How these options show frames.
+    pub fn view(&self) -> FrameView {
+        FrameView { expand: self.expand_frames, fold_framework: self.fold_framework_frames }
+    }
 }
 
 impl Default for ReportOptions {
@@ -101,6 +114,7 @@ impl Default for ReportOptions {
             measurement: Measurement::RetainedBytes,
             top_k: 20,
             expand_frames: false,
+            fold_framework_frames: true,
             gen_flamegraphs: true,
         }
     }
@@ -169,16 +183,18 @@ pub fn write_report_set_in(
     opts: &ReportOptions,
     dir: &files::ReportDir,
 ) -> io::Result<ReportPaths> {
-    write_compact(&CompactSnapshot::from_snapshot(snap), ctx, opts, dir)
+    write_compact(CompactSnapshot::from_snapshot(snap), ctx, opts, dir)
 }
 
-/// Writes a full report set for `snap` into `dir`, one output at a time: the stacks are ranked
-/// once (4 bytes a stack), the folded stacks and the flamegraph built from the top
-/// [`folded::MAX_FOLDED_STACKS`] and dropped, the pprof profile streamed to its file, and the
-/// text built from the top `opts.top_k` last. Every file is attempted; the first error is
-/// returned after the others were written.
+/// Writes a full report set for `snap` into `dir`, one output at a time: the pprof profiles
+/// (current and peak) streamed to their files from every raw stack (pprof's locations are
+/// addresses; its tools fold on their own), then the stacks printed alike merged
+/// ([`CompactSnapshot::merge_printed`], in place) and ranked once (4 bytes a stack), the
+/// folded stacks and the flamegraphs built from the top [`folded::MAX_FOLDED_STACKS`] and
+/// dropped, and the text built from the top `opts.top_k` last. Every file is attempted; the
+/// first error is returned after the others were written.
 pub(crate) fn write_compact(
-    snap: &CompactSnapshot,
+    snap: CompactSnapshot,
     ctx: &ReportContext,
     opts: &ReportOptions,
     dir: &files::ReportDir,
@@ -203,21 +219,6 @@ pub(crate) fn write_compact(
         }
     };
     let m = opts.measurement;
-    let ranked = snap.ranked(m);
-    let fold =
-        folded::render_ranked(snap, &ranked, m, opts.expand_frames, folded::MAX_FOLDED_STACKS);
-    keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
-    if opts.gen_flamegraphs {
-        let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
-        let note = peak::empty_flamegraph_note(snap, m, &stem);
-        let svg = flamegraph::render_svg_noting(&fold, m, &title, &note)
-            .map_err(|e| io::Error::other(format!("flamegraph: {e}")));
-        keep(
-            svg.and_then(|b| files::write_atomic(dir, &format!("{stem}.svg"), &b)),
-            &mut paths.svg,
-        );
-    }
-    drop(fold);
     let comment = format!(
         "ying {} heap profile of {} (pid {}), sample interval {} bytes",
         env!("CARGO_PKG_VERSION"),
@@ -229,25 +230,41 @@ pub(crate) fn write_compact(
     let gz = dir
         .write_atomic_with(&format!("{stem}.pb.gz"), |w| {
             let mut gz = pprof::gzip(w);
-            heap_profile::write(snap, &modules, &comment, &mut gz)?;
+            heap_profile::write(&snap, &modules, &comment, &mut gz)?;
             gz.finish().map(drop)
         })
         .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")));
     keep(gz, &mut paths.pprof);
-    let at_peak = peak::write_files(snap, ctx, opts, dir, &stem, &modules);
+    keep(peak::write_pprof(&snap, ctx, dir, &stem, &modules), &mut paths.peak_pprof);
+    drop(modules);
+    let view = opts.view();
+    let snap = snap.merge_printed(view);
+    let ranked = snap.ranked(m);
+    let fold = folded::render_ranked(&snap, &ranked, m, view, folded::MAX_FOLDED_STACKS);
+    keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
+    if opts.gen_flamegraphs {
+        let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
+        let note = peak::empty_flamegraph_note(&snap, m, &stem);
+        let svg = flamegraph::render_svg_noting(&fold, m, &title, &note)
+            .map_err(|e| io::Error::other(format!("flamegraph: {e}")));
+        keep(
+            svg.and_then(|b| files::write_atomic(dir, &format!("{stem}.svg"), &b)),
+            &mut paths.svg,
+        );
+    }
+    drop(fold);
+    let at_peak = peak::write_files(&snap, ctx, opts, dir, &stem);
     keep(at_peak.folded, &mut paths.peak_folded);
     if let Some(svg) = at_peak.svg {
         keep(svg, &mut paths.peak_svg);
     }
-    keep(at_peak.pprof, &mut paths.peak_pprof);
-    drop(modules);
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.
     let totals = crate::engine::totals::Totals {
         profiler_peak_bytes: crate::engine::totals::read().profiler_peak_bytes,
         ..snap.totals
     };
-    let txt = text::render_compact(snap, &ranked, &totals, ctx, m, opts.top_k, opts.expand_frames);
+    let txt = text::render_compact(&snap, &ranked, &totals, ctx, m, opts.top_k, view);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     match first_err {
         Some(e) => Err(e),

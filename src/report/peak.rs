@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use super::{ReportContext, ReportOptions, files, flamegraph, folded, heap_profile};
 use super::{human_bytes, human_millis, utc_timestamp};
-use crate::callstack::Measurement;
+use crate::callstack::{FrameView, Measurement};
 use crate::report::snapshot::{CompactSnapshot, Peak};
 use crate::symbols::symbolize::Module;
 
@@ -71,13 +71,13 @@ pub(crate) fn nothing_now(snap: &CompactSnapshot, m: Measurement) -> Option<Stri
          section below and the .peak.svg, .peak.folded and .peak.pb.gz files of this set show \
          what they held at the peak",
         m.label(),
-        snap.len()
+        snap.stacks_sampled
     ))
 }
 
 /// The text report's PEAK section: when, how high (estimated and exact), and the top `top_k`
 /// stacks ranked by what they retained at the kept peak.
-pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, expand: bool) -> String {
+pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, view: FrameView) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "PEAK");
     let Some(p) = &snap.peak else {
@@ -134,7 +134,7 @@ pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, expand: bool) -> Str
             let _ = writeln!(o, "   span: {}", path.join(" > "));
         }
         let _ = writeln!(o, "   frames:");
-        let frames = s.display_frames(expand);
+        let frames = s.shown_frames(view);
         if frames.is_empty() {
             let _ = writeln!(o, "     [no frames]");
         }
@@ -157,26 +157,24 @@ pub(crate) fn empty_flamegraph_note(snap: &CompactSnapshot, m: Measurement, stem
     format!("nothing {} {when}; see the peak flamegraph {stem}.peak.svg", m.label())
 }
 
-/// The results of writing the peak files of one report set.
+/// The results of writing the peak's folded stacks and flamegraph.
 pub(crate) struct Written {
     pub(crate) folded: io::Result<PathBuf>,
     pub(crate) svg: Option<io::Result<PathBuf>>,
-    pub(crate) pprof: io::Result<PathBuf>,
 }
 
-/// Writes the peak's folded stacks, flamegraph (when on) and heap profile of `snap` into `dir`
-/// under `stem`, one after the other (each built, written and dropped before the next).
+/// Writes the peak's folded stacks and flamegraph (when on) of `snap` (its rows merged as
+/// printed) into `dir` under `stem`, one after the other (each built, written and dropped
+/// before the next).
 pub(crate) fn write_files(
     snap: &CompactSnapshot,
     ctx: &ReportContext,
     opts: &ReportOptions,
     dir: &files::ReportDir,
     stem: &str,
-    modules: &[Module],
 ) -> Written {
     let ranked = snap.ranked(M);
-    let fold =
-        folded::render_ranked(snap, &ranked, M, opts.expand_frames, folded::MAX_FOLDED_STACKS);
+    let fold = folded::render_ranked(snap, &ranked, M, opts.view(), folded::MAX_FOLDED_STACKS);
     drop(ranked);
     let folded = files::write_atomic(dir, &format!("{stem}.peak.folded"), fold.as_bytes());
     let svg = opts.gen_flamegraphs.then(|| {
@@ -199,7 +197,18 @@ pub(crate) fn write_files(
             .map_err(|e| io::Error::other(format!("flamegraph: {e}")))
             .and_then(|b| files::write_atomic(dir, &format!("{stem}.peak.svg"), &b))
     });
-    drop(fold);
+    Written { folded, svg }
+}
+
+/// Writes the peak's heap profile of `snap` (every raw stack: pprof's locations are
+/// addresses) into `dir` under `stem`.
+pub(crate) fn write_pprof(
+    snap: &CompactSnapshot,
+    ctx: &ReportContext,
+    dir: &files::ReportDir,
+    stem: &str,
+    modules: &[Module],
+) -> io::Result<PathBuf> {
     let comment = format!(
         "ying {} heap profile of {} (pid {}) at its kept peak, sample interval {} bytes",
         env!("CARGO_PKG_VERSION"),
@@ -207,12 +216,10 @@ pub(crate) fn write_files(
         ctx.pid,
         snap.sample_interval
     );
-    let pprof = dir
-        .write_atomic_with(&format!("{stem}.peak.pb.gz"), |w| {
-            let mut gz = super::pprof::gzip(w);
-            heap_profile::write_peak(snap, modules, &comment, &mut gz)?;
-            gz.finish().map(drop)
-        })
-        .map_err(|e| io::Error::new(e.kind(), format!("peak pprof: {e}")));
-    Written { folded, svg, pprof }
+    dir.write_atomic_with(&format!("{stem}.peak.pb.gz"), |w| {
+        let mut gz = super::pprof::gzip(w);
+        heap_profile::write_peak(snap, modules, &comment, &mut gz)?;
+        gz.finish().map(drop)
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("peak pprof: {e}")))
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::{ReportContext, human_bytes, utc_timestamp};
-use crate::callstack::{Measurement, StackStats};
+use crate::callstack::{FrameView, Measurement, StackStats};
 use crate::engine::mapped::MappedState;
 use crate::engine::totals::Totals;
 use crate::report::snapshot::{CompactSnapshot, Snapshot};
@@ -38,6 +38,17 @@ pub fn stack_block_ranked_by(
     m: Measurement,
     with_filenames: bool,
     expand: bool,
+) -> String {
+    stack_block_in(s, rank, m, with_filenames, FrameView::expanded(expand))
+}
+
+/// [`stack_block_ranked_by`] with its frames shown in `view`.
+pub(crate) fn stack_block_in(
+    s: &StackStats,
+    rank: Option<(usize, u64, u64)>,
+    m: Measurement,
+    with_filenames: bool,
+    view: FrameView,
 ) -> String {
     let mut o = String::new();
     let (head, est_alloc, est_ret) = match rank {
@@ -77,26 +88,18 @@ pub fn stack_block_ranked_by(
         let _ = writeln!(o, "   span: {}", path.join(" > "));
     }
     let _ = writeln!(o, "   frames:");
-    let frames = s.display_frames(expand);
+    let frames = s.shown_frames(view);
     if frames.is_empty() {
         let _ = writeln!(o, "     [no frames]");
     }
     for f in frames {
-        let _ = write!(o, "     {}", f.function);
-        if with_filenames {
-            if let Some(loc) = f.location() {
-                let _ = write!(o, " ({loc})");
-            }
-        }
-        if f.inlined {
-            let _ = write!(o, " [inlined]");
-        }
-        o.push('\n');
+        let _ = writeln!(o, "     {}", f.text(with_filenames));
     }
     o
 }
 
-/// The whole text report.
+/// The whole text report, framework frames folded unless `expand` (stacks printed alike are
+/// one entry: see [`crate::report::ReportOptions`]).
 pub fn render(
     snap: &Snapshot,
     ctx: &ReportContext,
@@ -104,12 +107,14 @@ pub fn render(
     top_k: usize,
     expand: bool,
 ) -> String {
-    let compact = CompactSnapshot::from_snapshot(snap);
+    let view = FrameView::expanded(expand);
+    let compact = CompactSnapshot::from_snapshot(snap).merge_printed(view);
     let ranked = compact.ranked(m);
-    render_compact(&compact, &ranked, &snap.totals, ctx, m, top_k, expand)
+    render_compact(&compact, &ranked, &snap.totals, ctx, m, top_k, view)
 }
 
-/// The text report of a compact snapshot whose rows with a non-zero `m`, ranked, are `ranked`,
+/// The text report of a compact snapshot (its rows merged in `view`, see
+/// [`CompactSnapshot::merge_printed`]) whose rows with a non-zero `m`, ranked, are `ranked`,
 /// with the totals `t` in its header (a report set writes its text last, with the profiler's
 /// peak memory read after the other files were built). Only the top `top_k` stacks are
 /// materialised.
@@ -120,7 +125,7 @@ pub(crate) fn render_compact(
     ctx: &ReportContext,
     m: Measurement,
     top_k: usize,
-    expand: bool,
+    view: FrameView,
 ) -> String {
     let mut o = String::new();
     let (est_alloc, est_ret) = snap.estimated_totals();
@@ -178,7 +183,8 @@ pub(crate) fn render_compact(
     }
     let _ = writeln!(
         o,
-        "stacks:             {} ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
+        "stacks:             {} sampled, {} entries as printed ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
+        snap.stacks_sampled,
         snap.len(),
         snap.live_samples,
         snap.dropped_samples,
@@ -188,7 +194,7 @@ pub(crate) fn render_compact(
     let top = &ranked[..ranked.len().min(top_k)];
     let _ = writeln!(
         o,
-        "ranked by:          {} bytes (top {} of {})",
+        "ranked by:          {} bytes (top {} of {} entries)",
         m.label(),
         top.len(),
         snap.len()
@@ -207,10 +213,10 @@ pub(crate) fn render_compact(
     let histograms = snap.histograms(top);
     for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
         let s = snap.stack_stats(r, h);
-        o.push_str(&stack_block_ranked_by(&s, Some((i + 1, est_alloc, est_ret)), m, true, expand));
+        o.push_str(&stack_block_in(&s, Some((i + 1, est_alloc, est_ret)), m, true, view));
         o.push('\n');
     }
-    o.push_str(&super::peak::section(snap, top_k, expand));
+    o.push_str(&super::peak::section(snap, top_k, view));
     o.push_str(&giant_refusals(&snap.giant_refusals));
     o
 }
