@@ -31,7 +31,7 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 /// Concurrent dumps in a burst.
 const BURST: usize = 12;
 /// Depth of the recursion that makes 2^DEPTH distinct stacks.
-const DEPTH: u32 = 14;
+const DEPTH: u32 = 13;
 
 fn main() {
     match std::env::var(CASE_VAR) {
@@ -71,6 +71,17 @@ fn go(d: u32, path: u32) -> Vec<u8> {
     black_box(v)
 }
 
+/// Makes 1 MiB of the calling thread's stack resident.
+#[inline(never)]
+fn touch_stack() {
+    let mut buf = [0u8; 1 << 20];
+    black_box(&mut buf);
+    for i in (0..buf.len()).step_by(4096) {
+        buf[i] = 1;
+    }
+    black_box(&buf);
+}
+
 /// Resident memory of this process in KiB.
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -82,7 +93,8 @@ fn rss_kib() -> u64 {
 fn dump(case: &str, handle: Option<&RunnerHandle>, dir: &Path) -> PathBuf {
     let paths = match case {
         "report_now" => {
-            ying_profiler::utils::write_report_now(&YING_ALLOC, &ReportOptions::default(), dir)
+            let options = ReportOptions { gen_flamegraphs: false, ..ReportOptions::default() };
+            ying_profiler::utils::write_report_now(&YING_ALLOC, &options, dir)
         }
         _ => handle.unwrap().dump_now(),
     };
@@ -100,6 +112,7 @@ fn child(case: &str) {
                 .reporting_path(dir.to_str().unwrap())
                 .report_at_exit(false)
                 .max_report_sets(0usize)
+                .gen_flamegraphs(false)
                 .build()
                 .unwrap()
                 .spawn(&YING_ALLOC),
@@ -112,29 +125,43 @@ fn child(case: &str) {
     if let Some(h) = &handle {
         assert_eq!(h.has_thread(), case == "thread", "{case}");
     }
+    let t0 = Instant::now();
+    // The burst's threads exist before the first dump, their stacks already resident (as a
+    // service's worker threads are): what the burst adds is then the dumps' own memory.
+    let phase = Arc::new(Barrier::new(BURST + 1));
+    let threads: Vec<_> = (0..BURST)
+        .map(|_| {
+            let (phase, handle, dir) = (Arc::clone(&phase), handle.clone(), dir.clone());
+            let case = case.to_string();
+            std::thread::spawn(move || {
+                touch_stack();
+                phase.wait();
+                phase.wait();
+                let text = dump(&case, handle.as_ref(), &dir);
+                // Alive until measured: a thread's exit releases its stack.
+                phase.wait();
+                phase.wait();
+                text
+            })
+        })
+        .collect();
+    phase.wait();
     let before = rss_kib();
     let first = dump(case, handle.as_ref(), &dir);
     assert!(first.exists(), "{}", first.display());
     let text = std::fs::read_to_string(&first).unwrap();
     assert!(text.contains("dump_memory_leaf"), "{text}");
     let one = rss_kib();
-    let start = Arc::new(Barrier::new(BURST));
-    let threads: Vec<_> = (0..BURST)
-        .map(|_| {
-            let (start, handle, dir) = (Arc::clone(&start), handle.clone(), dir.clone());
-            let case = case.to_string();
-            std::thread::spawn(move || {
-                start.wait();
-                dump(&case, handle.as_ref(), &dir)
-            })
-        })
-        .collect();
+    phase.wait();
+    phase.wait();
+    let burst = rss_kib();
+    phase.wait();
     for t in threads {
         let text = t.join().unwrap();
         assert!(text.exists(), "{}", text.display());
     }
-    let burst = rss_kib();
-    println!("case={case} before_kib={before} one_kib={one} burst_kib={burst}");
+    let secs = t0.elapsed().as_secs_f64();
+    println!("case={case} before_kib={before} one_kib={one} burst_kib={burst} secs={secs:.1}");
     drop(kept);
 }
 
@@ -156,6 +183,8 @@ fn run_case(case: &str) -> Measured {
         .env("YING_CHECK_INTERVAL_SECS", "0")
         .env("YING_REPORT_AT_EXIT", "false")
         .env("YING_MAX_REPORT_SETS", "0")
+        // Flamegraphs off: the dumps of this unoptimized test build take half the time.
+        .env("YING_GEN_FLAMEGRAPHS", "false")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
