@@ -17,6 +17,11 @@
 //! started or forked: its report would list no stack of its own.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
 //!
+//! On demand, [`RunnerHandle::dump_now`] writes a set at once (on the runner's thread, or on
+//! the calling thread when the runner has none) and returns its paths. Report sets are written
+//! one at a time in the process. After each set, a runner removes its process's oldest sets
+//! beyond [`ProfilerRunnerBuilder::max_report_sets`] ([`DEFAULT_MAX_REPORT_SETS`]).
+//!
 //! # Where reports go
 //!
 //! The reporting path is resolved once, when the runner starts ([`ProfilerRunner::spawn_for`],

@@ -1,7 +1,8 @@
 //! The settings that decide whether, when and what to report, seen from outside: disabled
 //! profiling and disabled reports write nothing, a periodic check writes a baseline report
-//! before the final one, flamegraphs can be turned off, and a relative reporting path is
-//! relative to the program's working directory. Output and status never change.
+//! before the final one, flamegraphs can be turned off, a relative reporting path is relative
+//! to the program's working directory, and a process's oldest sets beyond
+//! `YING_MAX_REPORT_SETS` are removed (nothing else is). Output and status never change.
 
 use preload_tests::{Comparison, Run, TestDir, compare, report_sets};
 
