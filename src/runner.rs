@@ -1013,6 +1013,8 @@ impl ProfilerRunner {
 }
 
 /// Writes a one-off flamegraph of `profiler`'s stacks ranked by `measurement` to `path`.
+/// **Blocks** while it symbolizes and renders every stack (call it in
+/// `tokio::task::spawn_blocking` from async code, as shown for [`RunnerHandle::dump_now`]).
 #[allow(clippy::ptr_arg)] // `&PathBuf` is the 0.3.0 signature; programs written for it still build.
 pub fn gen_flamegraph(
     profiler: &YingProfiler,
