@@ -2,7 +2,8 @@
 //! directory: after 7 dumps with a limit of 3, exactly the 3 newest sets remain, each with all
 //! of its files, while another process's sets, temporary files and unrelated files stay; with
 //! a limit of 0 every set is kept. `dump_now` without a report thread (the handle of a runner
-//! configured with `YING_CHECK_INTERVAL_SECS=0`) writes on the calling thread.
+//! configured with `YING_CHECK_INTERVAL_SECS=0`) writes on the calling thread, and a wait for
+//! the report thread that outlasts its bound is a `TimedOut` error, not a hang.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -136,5 +137,26 @@ fn a_limit_of_zero_keeps_every_set_and_a_handle_without_thread_writes_inline() {
     let own = std::process::id().to_string();
     assert_eq!(sets(&dir).keys().filter(|(p, _)| *p == own).count(), 4);
     drop(kept);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_dump_that_outlasts_its_wait_is_an_error_not_a_hang() {
+    let dir = std::env::temp_dir().join(format!("ying-dump-timeout-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let handle = ProfilerRunnerBuilder::default()
+        .check_interval_secs(3600usize)
+        .reporting_path(dir.to_str().unwrap())
+        .report_at_exit(false)
+        .build()
+        .unwrap()
+        .spawn(&A);
+    // No report thread finishes a set in no time: the request is made, the wait ends at once.
+    let e = handle.dump_now_within(std::time::Duration::ZERO).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    // The thread still writes it; the next request is served (by that set or a later one).
+    let paths = handle.dump_now().expect("dump_now after a timed-out one");
+    assert!(paths.text.unwrap().exists());
+    handle.stop();
     std::fs::remove_dir_all(&dir).unwrap();
 }
