@@ -85,6 +85,9 @@ pub struct Config {
     pub fold_framework_frames: bool,
     /// `YING_TOP_K`: stacks listed in each text report, `1..=100_000`.
     pub top_k: usize,
+    /// `YING_MAX_REPORT_SETS`: report sets of this process kept in the reporting directory, the
+    /// oldest removed beyond it, `0..=1_000_000`; 0 keeps every set.
+    pub max_report_sets: usize,
     /// `YING_MAX_ALLOC_BYTES`: single requests of at least this many bytes are refused,
     /// `1..=u64::MAX`.
     pub max_alloc_bytes: u64,
@@ -112,6 +115,7 @@ impl Default for Config {
             expand_frames: false,
             fold_framework_frames: true,
             top_k: 20,
+            max_report_sets: 50,
             max_alloc_bytes: 64 << 30,
             max_stacks: 100_000,
         }
@@ -357,6 +361,21 @@ const FIELDS: [Field; 17] = [
     },
     Field {
         doc: VarDoc {
+            name: "YING_MAX_REPORT_SETS",
+            default: "50",
+            meaning: "Report sets of this process (same executable and pid) kept in the \
+                      reporting directory, from 0 to 1000000: after each report the oldest sets \
+                      beyond this number are removed, every file of a set, and nothing else \
+                      (other processes' sets and other files stay); 0 keeps every set.",
+        },
+        raw: |r| r.max_report_sets.as_ref(),
+        set: |c, v| {
+            c.max_report_sets = to_usize(uint_in(v, 0, 1_000_000)?)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
             name: "YING_MAX_ALLOC_BYTES",
             default: "64GiB",
             meaning: "A single allocation request of at least this many bytes (1 or more, \
@@ -416,6 +435,7 @@ struct Raw {
     expand_frames: Option<String>,
     fold_framework_frames: Option<String>,
     top_k: Option<String>,
+    max_report_sets: Option<String>,
     max_alloc_bytes: Option<String>,
     max_stacks: Option<String>,
 }
@@ -776,6 +796,7 @@ mod tests {
             ("YING_EXPAND_FRAMES", "True"),
             ("YING_FOLD_FRAMEWORK_FRAMES", "false"),
             ("YING_TOP_K", "100000"),
+            ("YING_MAX_REPORT_SETS", "0"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
         ];
@@ -795,6 +816,7 @@ mod tests {
             expand_frames: true,
             fold_framework_frames: false,
             top_k: 100_000,
+            max_report_sets: 0,
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
         };
@@ -819,6 +841,7 @@ mod tests {
         assert_eq!((d.check_interval_secs, d.report_pct_change_trigger), (300, 10));
         assert_eq!(d.max_alloc_bytes, 68_719_476_736);
         assert_eq!((d.top_k, d.max_stacks), (20, 100_000));
+        assert_eq!(d.max_report_sets, 50);
         assert_eq!((d.seed, d.only_exe), (None, None));
     }
 
@@ -894,6 +917,8 @@ mod tests {
             ("YING_TOP_K", "100001", "must be at most 100000", "20"),
             ("YING_TOP_K", "+5", "not a number", "20"),
             ("YING_MAX_STACKS", "15", "must be at least 16", "100000"),
+            ("YING_MAX_REPORT_SETS", "-1", "must not be negative", "50"),
+            ("YING_MAX_REPORT_SETS", "1000001", "must be at most 1000000", "50"),
             ("YING_MAX_STACKS", "10000001", "must be at most 10000000", "100000"),
             ("YING_MAX_ALLOC_BYTES", "0", "must be at least 1", "64GiB"),
             ("YING_MAX_ALLOC_BYTES", "99999999999TiB", "too large", "64GiB"),
@@ -1124,6 +1149,7 @@ mod tests {
                 "YING_EXPAND_FRAMES",
                 "YING_FOLD_FRAMEWORK_FRAMES",
                 "YING_TOP_K",
+                "YING_MAX_REPORT_SETS",
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
             ]

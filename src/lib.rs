@@ -59,6 +59,9 @@
 //! [`YingProfiler::start_profiling`] builds exactly one of these with the seed values (5 minute
 //! interval, 10 % trigger, flamegraphs on, retained memory, output to `ying-profiles`, and a
 //! final report set when the process exits: `report_at_exit`, on by default in every runner).
+//! Both return a [`utils::RunnerHandle`]: [`utils::RunnerHandle::dump_now`] writes a report set
+//! on demand (from a service's handler, say) and returns its paths. A runner keeps at most
+//! `max_report_sets` sets of its process in its directory (50 by default), removing the oldest.
 //!
 //! **3. Reading stats directly**, when reports should follow your own signals:
 //! [`YingProfiler::top_k_stacks_by_retained`], [`YingProfiler::top_k_stacks_by_allocated`],

@@ -8,7 +8,7 @@ use crate::engine::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use crate::engine::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 use crate::engine::thread_state::ThreadState;
 use crate::report::snapshot::{self, Snapshot};
-use crate::runner::{ProfileSource, ProfilerRunner};
+use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
 
 /// Ying is a memory profiling allocator wrapper. Ying is the Chinese word for an eagle.
 ///
@@ -104,12 +104,11 @@ impl YingProfiler {
     /// Starts reporting with the seed's defaults: a check every 5 minutes, a report when
     /// retained memory moved by 10 %, flamegraphs on, ranked by retained bytes, written to
     /// `ying-profiles`, and a final report set when the process exits (if it took a sample).
-    /// Returns the runner it spawned; the report thread and the exit report need nothing
-    /// kept.
-    pub fn start_profiling(&'static self) -> ProfilerRunner {
-        let runner = ProfilerRunner::seed_defaults();
-        runner.spawn(self);
-        runner
+    /// Returns the handle of the runner it spawned, for on-demand report sets
+    /// ([`RunnerHandle::dump_now`]) and its settings ([`RunnerHandle::runner`]); the report
+    /// thread and the exit report need nothing kept, so the handle may be dropped.
+    pub fn start_profiling(&'static self) -> RunnerHandle {
+        ProfilerRunner::seed_defaults().spawn(self)
     }
 
     /// Exact bytes the program retains right now (the profiler's own memory excluded).

@@ -17,6 +17,11 @@
 //! started or forked: its report would list no stack of its own.
 //! The runner's thread is marked as profiler code, so its own allocations never show up.
 //!
+//! On demand, [`RunnerHandle::dump_now`] writes a set at once (on the runner's thread, or on
+//! the calling thread when the runner has none) and returns its paths. Report sets are written
+//! one at a time in the process. After each set, a runner removes its process's oldest sets
+//! beyond [`ProfilerRunnerBuilder::max_report_sets`] ([`DEFAULT_MAX_REPORT_SETS`]).
+//!
 //! # Where reports go
 //!
 //! The reporting path is resolved once, when the runner starts ([`ProfilerRunner::spawn_for`],
@@ -31,7 +36,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::YingProfiler;
 use crate::callstack::Measurement;
@@ -49,6 +54,17 @@ pub const DEFAULT_CHECK_INTERVAL_SECS: usize = 300;
 pub const DEFAULT_PCT_CHANGE_TRIGGER: usize = 10;
 /// Default number of stacks in a text report.
 pub const DEFAULT_TOP_K: usize = 20;
+/// Default number of report sets of one process kept in the reporting directory (0 keeps all).
+///
+/// A set is a few kilobytes to a few megabytes (the flamegraphs and folded stacks hold at most
+/// 2,000 stacks each, twice with the peak's), so 50 sets stay within a few hundred megabytes
+/// even for a large program; and as periodic reports are written only when retained memory
+/// moved by the trigger (10 %) at a check (every 5 minutes), 50 sets span at least four hours
+/// of a program whose memory changes at every check, and usually days. Older sets are what a
+/// long-running service no longer needs; the newest ones, and the exit report, are kept.
+pub const DEFAULT_MAX_REPORT_SETS: usize = 50;
+/// Default longest wait of [`RunnerHandle::dump_now`] for the report thread.
+pub const DEFAULT_DUMP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
 ///
@@ -122,6 +138,7 @@ pub struct ProfilerRunner {
     top_k: usize,
     report_at_exit: bool,
     report_file_mode: u32,
+    max_report_sets: usize,
     dir: SharedDir,
 }
 
@@ -167,6 +184,7 @@ impl Default for ProfilerRunner {
             top_k: DEFAULT_TOP_K,
             report_at_exit: true,
             report_file_mode: DEFAULT_FILE_MODE,
+            max_report_sets: DEFAULT_MAX_REPORT_SETS,
             dir: SharedDir::default(),
         }
     }
@@ -235,6 +253,11 @@ setters! {
     /// Permission bits of report files (0600 by default; owner read and write are always
     /// kept, execute and special bits never set).
     report_file_mode: u32,
+    /// Report sets of this process kept in the reporting directory: after each set the runner
+    /// writes, the oldest sets of the same process (same executable and pid) beyond this
+    /// number are removed, every file of a set, and nothing else is touched. 0 keeps every
+    /// set. Default: [`DEFAULT_MAX_REPORT_SETS`].
+    max_report_sets: usize,
 }
 
 impl ProfilerRunnerBuilder {
@@ -256,46 +279,228 @@ impl ProfilerRunnerBuilder {
     }
 }
 
-/// Handle to a spawned runner.
+/// Handle to a started runner: on-demand report sets ([`dump_now`](Self::dump_now)) and
+/// stopping. Cheap to clone and to share between threads (a service keeps one in its state).
 #[derive(Debug, Clone)]
 pub struct RunnerHandle {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
 struct Shared {
     state: Mutex<Control>,
     wake: Condvar,
+    /// The runner's settings and reporting directory, for dumps written without the thread.
+    runner: ProfilerRunner,
+    source: &'static dyn ProfileSource,
 }
 
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("state", &self.state)
+            .field("runner", &self.runner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A dump's outcome as the report thread keeps it for its requesters (`io::Error` is not
+/// `Clone`).
+type Outcome = Result<ReportPaths, (io::ErrorKind, String)>;
+
+/// What the report thread and the requesters of dumps share. Requests are numbered: a request
+/// made while dump `started` is being written asks for dump `started + 1`, which begins after
+/// it; every request made before that dump begins is served by it (they share its result).
 #[derive(Debug, Default)]
 struct Control {
     stop: bool,
-    dump_requested: bool,
-    dumps_done: u64,
+    /// The process whose report thread serves requests, 0 when there is none (never started,
+    /// could not start, stopped, or the process is a `fork` child, which has no threads but
+    /// the one that forked).
+    thread_pid: u32,
+    /// The highest dump number asked for.
+    requested: u64,
+    /// The number of the dump being written, or of the last one written.
+    started: u64,
+    /// The number of the last dump written, and its outcome (the report thread's memory:
+    /// replaced and dropped only by that thread).
+    done: u64,
+    outcome: Option<Outcome>,
+}
+
+/// Locks `m`, ignoring poisoning: the state is plain data that no panic leaves half-changed.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl RunnerHandle {
-    /// Asks the runner to write a report set now (regardless of the trigger) and waits for it.
-    pub fn dump_now(&self) {
-        let Ok(mut c) = self.shared.state.lock() else { return };
-        let target = c.dumps_done + 1;
-        c.dump_requested = true;
+    /// Writes a report set now (regardless of the trigger) and returns the paths of its files.
+    ///
+    /// **Blocks** until the set is written: tens to hundreds of milliseconds for a typical
+    /// program, longer for one with very many stacks or a large first symbolization. With a
+    /// report thread (`check_interval_secs` above 0), the thread writes it and this waits at most
+    /// [`DEFAULT_DUMP_TIMEOUT`] (see [`dump_now_within`](Self::dump_now_within)); without one
+    /// (`YING_CHECK_INTERVAL_SECS=0`, or after [`stop`](Self::stop)), the calling thread
+    /// writes it. From async code, call it on a blocking thread:
+    ///
+    /// ```
+    /// use ying_profiler::YingProfiler;
+    /// use ying_profiler::utils::{ProfilerRunnerBuilder, RunnerHandle};
+    ///
+    /// #[global_allocator]
+    /// static YING_ALLOC: YingProfiler = YingProfiler::default();
+    ///
+    /// // A handler of an HTTP server (axum, hyper...) would look the same.
+    /// async fn dump_handler(ying: RunnerHandle) -> Result<String, String> {
+    ///     let paths = tokio::task::spawn_blocking(move || ying.dump_now())
+    ///         .await
+    ///         .map_err(|e| format!("dump task failed: {e}"))?
+    ///         .map_err(|e| format!("report not written: {e}"))?;
+    ///     Ok(format!("{}", paths.text.unwrap_or_default().display()))
+    /// }
+    ///
+    /// #[tokio::main]
+    /// async fn main() {
+    ///     let dir = std::env::temp_dir().join(format!("ying-doc-dump-{}", std::process::id()));
+    ///     let ying = ProfilerRunnerBuilder::default()
+    ///         .reporting_path(dir.to_str().unwrap())
+    ///         .report_at_exit(false)
+    ///         .build()
+    ///         .unwrap()
+    ///         .spawn(&YING_ALLOC);
+    ///     let kept: Vec<Vec<u8>> = (0..64).map(|_| vec![1u8; 64 << 10]).collect();
+    ///     let text = dump_handler(ying.clone()).await.unwrap();
+    ///     assert!(std::path::Path::new(&text).exists(), "{text}");
+    ///     ying.stop();
+    ///     drop(kept);
+    ///     std::fs::remove_dir_all(&dir).unwrap();
+    /// }
+    /// ```
+    ///
+    /// Dumps are written one at a time in the process: a request made while another dump is
+    /// being written waits for it, then for (or shares) the next one, so a burst of requests
+    /// costs one or two report sets, written on one thread. Errors: the files could not be
+    /// written (the first error, naming the path), the report thread did not finish in time
+    /// ([`io::ErrorKind::TimedOut`]; the set is still written, later), or the process is
+    /// exiting.
+    pub fn dump_now(&self) -> io::Result<ReportPaths> {
+        self.dump_now_within(DEFAULT_DUMP_TIMEOUT)
+    }
+
+    /// [`dump_now`](Self::dump_now) waiting at most `timeout` for the report thread or for a
+    /// dump of another thread in progress (a dump the calling thread writes itself is not cut
+    /// short). **Blocks.**
+    pub fn dump_now_within(&self, timeout: Duration) -> io::Result<ReportPaths> {
+        let deadline = Instant::now() + timeout;
+        let me = std::process::id();
+        {
+            let mut c = lock(&self.shared.state);
+            if c.thread_pid == me && !c.stop {
+                let target = c.started + 1;
+                c.requested = c.requested.max(target);
+                self.shared.wake.notify_all();
+                loop {
+                    if c.done >= target {
+                        return match &c.outcome {
+                            Some(Ok(paths)) => Ok(paths.clone()),
+                            Some(Err((kind, msg))) => Err(io::Error::new(*kind, msg.clone())),
+                            None => Err(io::Error::other("report thread kept no outcome")),
+                        };
+                    }
+                    if c.thread_pid != me {
+                        break; // The thread stopped without writing it: write it here.
+                    }
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "the report thread did not finish a report set within {timeout:?}"
+                            ),
+                        ));
+                    }
+                    c = match self.shared.wake.wait_timeout(c, deadline - now) {
+                        Ok((c, _)) => c,
+                        Err(p) => p.into_inner().0,
+                    };
+                }
+            }
+        }
+        self.shared.runner.dump_inline(self.shared.source, deadline)
+    }
+
+    /// The runner this handle belongs to (its settings).
+    pub fn runner(&self) -> &ProfilerRunner {
+        &self.shared.runner
+    }
+
+    /// Whether a report thread of this process serves this handle's dumps (false when
+    /// `check_interval_secs` is 0, the thread could not start or was stopped, and in a `fork`
+    /// child).
+    pub fn has_thread(&self) -> bool {
+        let c = lock(&self.shared.state);
+        c.thread_pid == std::process::id() && !c.stop
+    }
+
+    /// Stops the runner thread (after any report in progress). Later dumps are written by the
+    /// calling thread.
+    pub fn stop(&self) {
+        lock(&self.shared.state).stop = true;
         self.shared.wake.notify_all();
-        while c.dumps_done < target && !c.stop {
-            c = match self.shared.wake.wait(c) {
-                Ok(c) => c,
-                Err(_) => return,
+    }
+}
+
+/// Whose turn it is to write a report set: dumps are written one at a time in the process
+/// (the report thread's, [`RunnerHandle::dump_now`]'s on a calling thread,
+/// [`write_report_now`]'s), so that a burst of requests does not run many report builds at
+/// once, each growing its own thread's malloc arena. Holds the pid of the holder (0: free); a
+/// `fork` child does not wait for a dump of its parent's.
+static TURN: Mutex<u32> = Mutex::new(0);
+static TURN_FREED: Condvar = Condvar::new();
+
+/// The right to write a report set, until dropped.
+struct Turn;
+
+impl Turn {
+    /// Waits for the turn until `deadline`.
+    fn take(deadline: Instant) -> io::Result<Turn> {
+        let me = std::process::id();
+        let mut holder = lock(&TURN);
+        loop {
+            if *holder == 0 || *holder != me {
+                *holder = me;
+                return Ok(Turn);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "another report set was still being written",
+                ));
+            }
+            holder = match TURN_FREED.wait_timeout(holder, deadline - now) {
+                Ok((h, _)) => h,
+                Err(p) => p.into_inner().0,
             };
         }
     }
+}
 
-    /// Stops the runner thread (after any report in progress).
-    pub fn stop(&self) {
-        if let Ok(mut c) = self.shared.state.lock() {
-            c.stop = true;
-        }
-        self.shared.wake.notify_all();
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *lock(&TURN) = 0;
+        TURN_FREED.notify_one();
+    }
+}
+
+/// Gives the memory a report build freed back to the system (glibc's `malloc_trim`): the
+/// build allocates tens of megabytes for a large profile and frees them all, and glibc keeps
+/// freed memory of a thread's arena (other than at its top) until that arena is trimmed.
+fn trim_after_dump() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases glibc's own free lists; it is called outside
+    // every allocation hook and holds no lock of ours.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -456,6 +661,7 @@ impl ProfilerRunner {
             top_k: cfg.top_k,
             report_at_exit: cfg.report_at_exit,
             report_file_mode: cfg.report_file_mode,
+            max_report_sets: cfg.max_report_sets,
             dir: SharedDir::default(),
         }
     }
@@ -524,6 +730,10 @@ impl ProfilerRunner {
     /// Permission bits of report files.
     pub fn report_file_mode(&self) -> u32 {
         self.report_file_mode
+    }
+    /// Report sets of this process kept in the reporting directory (0: all).
+    pub fn max_report_sets(&self) -> usize {
+        self.max_report_sets
     }
 
     /// The reporting path as an absolute path, fixed at the first call on this runner or any
@@ -602,14 +812,54 @@ impl ProfilerRunner {
     }
 
     /// Writes a report set now, from `source`, into the reporting directory (opened at the
-    /// runner's start, see the [module documentation](crate::utils)).
+    /// runner's start, see the [module documentation](crate::utils)), then removes this
+    /// process's oldest sets beyond [`max_report_sets`](Self::max_report_sets). **Blocks**
+    /// while it writes, on the calling thread, without waiting for a dump of another thread:
+    /// [`RunnerHandle::dump_now`] is the call for a program's threads.
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
         // Opening the directory (the first time) allocates: profiler memory, never sampled.
         let mut opened: Option<io::Result<&ReportDir>> = None;
         source.run_guarded(&mut || opened = Some(self.reporting_dir()));
         let dir =
             opened.unwrap_or_else(|| Err(io::Error::other("reporting directory not opened")))?;
-        write_report_from(source, &self.report_options(), dir)
+        let written = write_report_from(source, &self.report_options(), dir);
+        if self.max_report_sets > 0 {
+            source.run_guarded(&mut || self.remove_old_sets(dir));
+        }
+        written
+    }
+
+    /// Removes this process's report sets in `dir` beyond the newest `max_report_sets`; warns
+    /// once per process when that fails.
+    fn remove_old_sets(&self, dir: &ReportDir) {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        let ctx = ReportContext::current();
+        if let Err(e) = dir.remove_old_sets(&ctx.exe_name(), ctx.pid, self.max_report_sets)
+            && !WARNED.swap(true, Ordering::Relaxed)
+        {
+            crate::sys::warn(&format!("old report sets not removed: {e}"));
+        }
+    }
+
+    /// Writes a report set on the calling thread in its turn (waiting at most until `deadline`
+    /// for a dump of another thread), for [`RunnerHandle::dump_now`] without a report thread.
+    fn dump_inline(
+        &self,
+        source: &'static dyn ProfileSource,
+        deadline: Instant,
+    ) -> io::Result<ReportPaths> {
+        let turn = Turn::take(deadline)?;
+        // Announced as a dump in flight, so that an exit waits for its files (see `at_exit`).
+        DUMPS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        let out = if EXITING.load(Ordering::SeqCst) {
+            Err(io::Error::other("the process is exiting: its exit report is being written"))
+        } else {
+            self.write_now(source)
+        };
+        DUMPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        trim_after_dump();
+        drop(turn);
+        out
     }
 
     /// Spawns the background thread for the `#[global_allocator]` profiler.
@@ -646,11 +896,16 @@ impl ProfilerRunner {
     }
 
     /// Starts the report thread (none when `check_interval_secs` is 0), after
-    /// [`prepare_for`](Self::prepare_for). Never call it from inside an allocation function or a
-    /// signal handler: creating a thread allocates and takes glibc's locks.
+    /// [`prepare_for`](Self::prepare_for), and returns the handle for on-demand dumps and
+    /// stopping. Never call it from inside an allocation function or a signal handler: creating
+    /// a thread allocates and takes glibc's locks.
     pub fn spawn_thread_for(&self, source: &'static dyn ProfileSource) -> RunnerHandle {
-        let shared =
-            Arc::new(Shared { state: Mutex::new(Control::default()), wake: Condvar::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(Control::default()),
+            wake: Condvar::new(),
+            runner: self.clone(),
+            source,
+        });
         let handle = RunnerHandle { shared: Arc::clone(&shared) };
         if self.check_interval_secs == 0 {
             return handle;
@@ -658,6 +913,7 @@ impl ProfilerRunner {
         let runner = self.clone();
         let mut start = || {
             register_exit_handler();
+            lock(&shared.state).thread_pid = std::process::id();
             let r = runner.clone();
             let sh = Arc::clone(&shared);
             let body = Box::new(move || {
@@ -666,6 +922,7 @@ impl ProfilerRunner {
             });
             let spawned = crate::sys::spawn_profiler_thread(c"ying-report", body);
             if let Err(e) = spawned {
+                lock(&shared.state).thread_pid = 0;
                 crate::sys::warn(&format!("could not start the report thread: {e}"));
             }
         };
@@ -687,24 +944,41 @@ impl ProfilerRunner {
         }
     }
 
-    /// The report loop; runs on a thread that is profiler code with every signal blocked.
+    /// The report thread's body: the report loop, then the hand-over of requests still
+    /// waiting (their callers write their dumps themselves). Runs as profiler code with every
+    /// signal blocked.
     fn run(&self, source: &dyn ProfileSource, shared: &Shared) {
+        self.report_loop(source, shared);
+        let outcome = {
+            let mut c = lock(&shared.state);
+            c.thread_pid = 0;
+            c.outcome.take()
+        };
+        // This thread's memory, freed by it.
+        drop(outcome);
+        shared.wake.notify_all();
+    }
+
+    /// Checks every `check_interval_secs` and writes the dumps asked for, until stopped or the
+    /// process exits.
+    fn report_loop(&self, source: &dyn ProfileSource, shared: &Shared) {
         let mut last: Option<u64> = None;
         let interval = Duration::from_secs(self.check_interval_secs.max(1) as u64);
         loop {
+            // The number of the dump asked for, if one was.
             let forced = {
-                let Ok(c) = shared.state.lock() else { return };
-                let (mut c, _) = match shared
+                let c = lock(&shared.state);
+                let (mut c, _) = shared
                     .wake
-                    .wait_timeout_while(c, interval, |c| !c.stop && !c.dump_requested)
-                {
-                    Ok(x) => x,
-                    Err(_) => return,
-                };
+                    .wait_timeout_while(c, interval, |c| !c.stop && c.requested <= c.started)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if c.stop {
                     return;
                 }
-                std::mem::take(&mut c.dump_requested)
+                (c.requested > c.started).then(|| {
+                    c.started = c.requested;
+                    c.started
+                })
             };
             // Announce the dump before looking at the exit flag (both sequentially consistent):
             // either the exit path sees it in flight and waits, or this thread sees the exit.
@@ -714,18 +988,36 @@ impl ProfilerRunner {
                 return;
             }
             let now = crate::engine::totals::read().retained_bytes();
-            let worth = forced || self.worth_a_report();
-            if worth && (forced || self.should_report(last, now)) {
-                match self.write_now(source) {
+            let worth = forced.is_some() || self.worth_a_report();
+            let mut written = None;
+            if worth && (forced.is_some() || self.should_report(last, now)) {
+                let out = Turn::take(Instant::now() + EXIT_WAIT).and_then(|turn| {
+                    let out = self.write_now(source);
+                    drop(turn);
+                    out
+                });
+                match &out {
                     Ok(_) => last = Some(now),
-                    Err(e) => crate::sys::warn(&format!("report not written: {e}")),
+                    Err(e) if forced.is_none() => {
+                        crate::sys::warn(&format!("report not written: {e}"))
+                    }
+                    Err(_) => {} // The requester gets the error.
                 }
+                written = Some(out);
             }
             DUMPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
-            if let Ok(mut c) = shared.state.lock() {
-                if forced {
-                    c.dumps_done += 1;
-                }
+            if let Some(n) = forced {
+                let outcome = match written {
+                    Some(Ok(paths)) => Ok(paths),
+                    Some(Err(e)) => Err((e.kind(), e.to_string())),
+                    None => Err((io::ErrorKind::Other, "no report written".to_string())),
+                };
+                let previous = {
+                    let mut c = lock(&shared.state);
+                    c.done = n;
+                    c.outcome.replace(outcome)
+                };
+                drop(previous);
             }
             shared.wake.notify_all();
         }
@@ -733,6 +1025,8 @@ impl ProfilerRunner {
 }
 
 /// Writes a one-off flamegraph of `profiler`'s stacks ranked by `measurement` to `path`.
+/// **Blocks** while it symbolizes and renders every stack (call it in
+/// `tokio::task::spawn_blocking` from async code, as shown for [`RunnerHandle::dump_now`]).
 #[allow(clippy::ptr_arg)] // `&PathBuf` is the 0.3.0 signature; programs written for it still build.
 pub fn gen_flamegraph(
     profiler: &YingProfiler,
@@ -768,11 +1062,18 @@ pub fn gen_flamegraph(
 
 /// Writes a full report set for `profiler` into `dir` right now (for an HTTP endpoint or a
 /// health check), ranked by `options.measurement`.
+///
+/// **Blocks** while the set is written on the calling thread (tens to hundreds of
+/// milliseconds), after any dump of another thread in progress (at most
+/// [`DEFAULT_DUMP_TIMEOUT`]; dumps are written one at a time). From async code call it in
+/// `tokio::task::spawn_blocking`, as shown for [`RunnerHandle::dump_now`], which writes into the
+/// runner's directory and keeps its number of sets bounded; this function removes no old set.
 pub fn write_report_now(
     profiler: &YingProfiler,
     options: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {
+    let turn = Turn::take(Instant::now() + DEFAULT_DUMP_TIMEOUT)?;
     // The directory is the profiler's memory: opened and dropped as profiler code.
     let mut opened: Option<io::Result<ReportDir>> = None;
     profiler.run_guarded(&mut || opened = Some(ReportDir::open(dir, DEFAULT_FILE_MODE)));
@@ -782,5 +1083,7 @@ pub fn write_report_now(
         None => Err(io::Error::other("reporting directory not opened")),
     };
     profiler.run_guarded(&mut || drop(opened.take()));
+    trim_after_dump();
+    drop(turn);
     out
 }

@@ -89,8 +89,9 @@ fn runner_reports_on_change_and_on_demand() {
     // +100%: the next check reports.
     let more = marker_ballast(32);
     assert_eq!(wait_for(&dir, 2, Duration::from_secs(10)), 2, "report after the change");
-    handle.dump_now();
+    let paths = handle.dump_now().expect("dump_now");
     assert_eq!(txt_reports(&dir).len(), 3, "dump_now writes at once");
+    assert!(paths.text.as_ref().is_some_and(|p| p.exists()), "{paths:?}");
     handle.stop();
 
     let names = txt_reports(&dir);

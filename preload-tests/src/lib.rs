@@ -57,7 +57,7 @@
 //! | `real_programs.rs` | python3 (threads, multiprocessing), perl, gcc, a shell pipeline, `YING_ONLY_EXE` |
 //! | `dlopen.rs` | dlopen and dynamic TLS from 8 threads (C and python3 imports) |
 //! | `bad_config.rs` | invalid values, unusable reporting paths, giant allocations |
-//! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths |
+//! | `settings.rs` | reporting switched off, periodic reports, no flamegraphs, relative paths, old sets removed beyond `YING_MAX_REPORT_SETS` |
 //! | `thread_life.rs` | threads that end unseen, `pthread_getattr_np` at thread start, small stacks |
 //! | `cancellation.rs` | `malloc` is never a cancellation point (giant refusals, samples) |
 //! | `signal_alloc.rs` | samples in a signal handler that interrupted `calloc` (glibc's arena lock held) |

@@ -1,7 +1,8 @@
 //! The settings that decide whether, when and what to report, seen from outside: disabled
 //! profiling and disabled reports write nothing, a periodic check writes a baseline report
-//! before the final one, flamegraphs can be turned off, and a relative reporting path is
-//! relative to the program's working directory. Output and status never change.
+//! before the final one, flamegraphs can be turned off, a relative reporting path is relative
+//! to the program's working directory, and a process's oldest sets beyond
+//! `YING_MAX_REPORT_SETS` are removed (nothing else is). Output and status never change.
 
 use preload_tests::{Comparison, Run, TestDir, compare, report_sets};
 
@@ -52,4 +53,39 @@ fn relative_reporting_path_is_relative_to_the_working_directory() {
         sets.iter().any(|s| s.pid == c.with.pid),
         "no report in <cwd>/rel/reports for a relative YING_REPORTING_PATH",
     );
+}
+
+#[test]
+fn old_report_sets_of_the_process_are_removed_beyond_the_limit() {
+    let dir = TestDir::new("retention");
+    let exe = dir.compile_c("hello.c", &[]);
+    let reports = dir.reports("retention");
+    // Another process's set and unrelated files, which must stay.
+    std::fs::create_dir_all(&reports).unwrap();
+    let planted =
+        ["ying.hello.1.0.20261203T181500Z.txt", "ying.hello.1.0.20261203T181500Z.svg", "notes"];
+    for n in planted {
+        std::fs::write(reports.join(n), b"keep").unwrap();
+    }
+    // Runs 4.5 s with a report at every check (every second) and at exit, keeping 2 sets.
+    let vars = [
+        ("YING_CHECK_INTERVAL_SECS", "1"),
+        ("YING_REPORT_PCT_CHANGE_TRIGGER", "0"),
+        ("YING_MAX_REPORT_SETS", "2"),
+    ];
+    let c = compare(&Run::new(&exe).args(&["0", "4500"]).cwd(dir.path()), &vars, &reports);
+    c.check(c.with.success(), "hello.c failed");
+    c.assert_no_ying_lines();
+    let seqs: Vec<u64> = c.main_reports().iter().map(|s| s.seq).collect();
+    // Sequence numbers count every set the process wrote: at least 3 (more than the limit).
+    c.check(
+        seqs.len() == 2 && seqs[0] + 1 == seqs[1] && seqs[1] >= 2,
+        format!("kept sets {seqs:?}, expected the 2 newest of at least 3"),
+    );
+    for s in c.main_reports() {
+        c.check(s.has("txt") && s.has("pb.gz") && s.has("folded"), "a kept set is not whole");
+    }
+    for n in planted {
+        c.check(std::fs::read(reports.join(n)).ok().as_deref() == Some(b"keep"), n);
+    }
 }

@@ -291,6 +291,114 @@ impl ReportDir {
     }
 }
 
+impl ReportDir {
+    /// The names of the directory's entries (`.` and `..` left out), read through the open
+    /// directory: whatever the path now leads to, these are the entries of the directory opened
+    /// at start.
+    fn names_at(dir: RawFd) -> io::Result<Vec<String>> {
+        // A descriptor of our own for the directory stream, which `closedir` closes.
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // SAFETY: "." is NUL-terminated; `dir` is an open directory.
+        let fd = unsafe { libc::openat(dir, c".".as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is an open directory descriptor that nothing else owns; on success the
+        // stream owns it.
+        let stream = unsafe { libc::fdopendir(fd) };
+        if stream.is_null() {
+            let e = io::Error::last_os_error();
+            // SAFETY: `fd` is ours and still open (fdopendir failed).
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        let mut names = Vec::new();
+        loop {
+            // SAFETY: `stream` is an open directory stream used by this thread only.
+            let entry = unsafe { libc::readdir(stream) };
+            if entry.is_null() {
+                break;
+            }
+            // SAFETY: a non-null entry from readdir holds a NUL-terminated name, valid until the
+            // next readdir on the stream; it is copied before that.
+            let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
+            // Report names are ASCII: other names can never be a report set's.
+            if let Ok(n) = name.to_str()
+                && n != "."
+                && n != ".."
+            {
+                names.push(n.to_string());
+            }
+        }
+        // SAFETY: `stream` is open; this closes it and its descriptor.
+        unsafe { libc::closedir(stream) };
+        Ok(names)
+    }
+
+    /// Removes the oldest report sets of the process `exe` (its file name as it appears in
+    /// report names) with `pid` so that at most `keep` of its sets remain, every file of each
+    /// set removed (see [`set_seq_of`]), and returns how many sets were removed. Only names of
+    /// that process's sets are touched: other processes' sets, temporary files and anything
+    /// else stay. Works on the directory opened at start (`unlinkat`, which removes a symbolic
+    /// link itself, never what it points to). Errors name the first file that could not be
+    /// removed; the others are still attempted.
+    pub fn remove_old_sets(&self, exe: &str, pid: u32, keep: usize) -> io::Result<usize> {
+        let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
+        let mut sets: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
+        for name in Self::names_at(dir.fd).map_err(|e| with_path(e, &self.path))? {
+            if let Some(seq) = set_seq_of(&name, exe, pid) {
+                sets.entry(seq).or_default().push(name);
+            }
+        }
+        let excess = sets.len().saturating_sub(keep);
+        let mut first_err = None;
+        for (_, names) in sets.into_iter().take(excess) {
+            for name in names {
+                let c = cstr(name.as_bytes())?;
+                // SAFETY: `c` is NUL-terminated; `dir.fd` is an open directory.
+                if unsafe { libc::unlinkat(dir.fd, c.as_ptr(), 0) } != 0 {
+                    let e = io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::ENOENT) && first_err.is_none() {
+                        first_err = Some(with_path(e, &self.path.join(&name)));
+                    }
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(excess),
+        }
+    }
+}
+
+/// The extensions of a report set's files (see [`crate::report`]).
+pub const SET_EXTENSIONS: [&str; 7] =
+    ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz"];
+
+/// The sequence number of the report set `name` belongs to, when it is a file of a set of the
+/// process `exe` (the executable's file name as report names carry it) with `pid`:
+/// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.<ext>` with `<ext>` one of [`SET_EXTENSIONS`].
+/// Anything else, a temporary file included, is `None`.
+pub fn set_seq_of(name: &str, exe: &str, pid: u32) -> Option<u64> {
+    let rest = name.strip_prefix("ying.")?.strip_prefix(exe)?.strip_prefix('.')?;
+    let rest = rest.strip_prefix(pid.to_string().as_str())?.strip_prefix('.')?;
+    let (seq, rest) = rest.split_once('.')?;
+    let canonical = seq == "0" || (!seq.starts_with('0') && !seq.is_empty());
+    if !canonical || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (stamp, ext) = rest.split_once('.')?;
+    let b = stamp.as_bytes();
+    let is_stamp = b.len() == 16
+        && b[8] == b'T'
+        && b[15] == b'Z'
+        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit);
+    if !is_stamp || !SET_EXTENSIONS.contains(&ext) {
+        return None;
+    }
+    seq.parse().ok()
+}
+
 impl Drop for ReportDir {
     fn drop(&mut self) {
         // Close our descriptor only if it still is ours (the program may have reused it).
@@ -405,6 +513,66 @@ mod tests {
         assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         assert_ne!(random_u64(), random_u64());
         assert!(d.write_atomic("../escape", b"z").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn set_names_of_this_process_only() {
+        let ts = "20261203T181500Z";
+        assert_eq!(set_seq_of(&format!("ying.app.42.7.{ts}.txt"), "app", 42), Some(7));
+        assert_eq!(set_seq_of(&format!("ying.app.42.0.{ts}.peak.pb.gz"), "app", 42), Some(0));
+        assert_eq!(set_seq_of(&format!("ying.a.b.42.3.{ts}.svg"), "a.b", 42), Some(3));
+        for other in [
+            format!("ying.app.43.7.{ts}.txt"),     // another pid
+            format!("ying.app.420.7.{ts}.txt"),    // another pid sharing a prefix
+            format!("ying.app2.42.7.{ts}.txt"),    // another executable
+            format!("ying.a.b.42.3.{ts}.svg"),     // exe "a", pid "b": not ours
+            format!("ying.app.42.7.{ts}.txt.bak"), // not a set's extension
+            format!("ying.app.42.07.{ts}.txt"),    // not a sequence number we write
+            format!(".ying.app.42.7.{ts}.txt.0123456789abcdef.tmp"),
+            format!("ying.app.42.x.{ts}.txt"),
+            "ying.app.42.7.2026.txt".to_string(),
+            "notes.txt".to_string(),
+        ] {
+            let exe = if other.starts_with("ying.a.b") { "a" } else { "app" };
+            assert_eq!(set_seq_of(&other, exe, 42), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn removes_the_oldest_sets_of_this_process_only() {
+        let dir = std::env::temp_dir().join(format!("ying-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        let ts = "20261203T181500Z";
+        let mut expect_kept = vec!["notes.txt".to_string(), format!("ying.app.43.0.{ts}.txt")];
+        for n in &expect_kept {
+            d.write_atomic(n, b"x").unwrap();
+        }
+        let target = dir.join("notes.txt");
+        for seq in 0..6 {
+            for ext in SET_EXTENSIONS {
+                let name = format!("ying.app.42.{seq}.{ts}.{ext}");
+                if (seq, ext) == (1, "svg") {
+                    // A link named like a set's file is removed itself; its target stays.
+                    std::os::unix::fs::symlink(&target, dir.join(&name)).unwrap();
+                } else {
+                    d.write_atomic(&name, b"x").unwrap();
+                }
+                if seq >= 4 {
+                    expect_kept.push(name);
+                }
+            }
+        }
+        assert_eq!(d.remove_old_sets("app", 42, 2).unwrap(), 4);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        expect_kept.sort();
+        assert_eq!(names, expect_kept);
+        assert_eq!(d.remove_old_sets("app", 42, 2).unwrap(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
