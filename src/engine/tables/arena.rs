@@ -74,6 +74,7 @@ type Tlsf = FlexTlsf<Pools, u16, u16, 14, 16>;
 static HEAP: SpinMutex<Tlsf> = SpinMutex::new(FlexTlsf::new(Pools));
 /// Bytes mapped here (pools and big blocks).
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
 /// `len` rounded up to whole pages (`None` on overflow).
 fn pages(len: usize) -> Option<usize> {
     len.checked_next_multiple_of(crate::sys::page_size())
