@@ -26,6 +26,7 @@
 //! directory, whatever the program does with its working directory. Report files are created
 //! with mode 0600 unless [`ProfilerRunnerBuilder::report_file_mode`] widens it.
 
+use std::alloc::GlobalAlloc;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -420,7 +421,7 @@ impl ProfilerRunner {
     /// A runner configured from `YING_*` variables (the same ones as the preload shim). Bad
     /// values print one warning each and fall back to their defaults. The sampling variables
     /// are applied to `profiler` (interval, giant limit, seed, enabled).
-    pub fn from_env(profiler: &YingProfiler) -> Self {
+    pub fn from_env<A: GlobalAlloc>(profiler: &YingProfiler<A>) -> Self {
         crate::sys::save_stderr();
         let (cfg, warnings) = crate::config::Config::from_env();
         for w in warnings {
@@ -600,8 +601,12 @@ impl ProfilerRunner {
         write_report_from(source, &self.report_options(), dir)
     }
 
-    /// Spawns the background thread for the `#[global_allocator]` profiler.
-    pub fn spawn(&self, profiler: &'static YingProfiler) -> RunnerHandle {
+    /// Spawns the background thread for the `#[global_allocator]` profiler (over any inner
+    /// allocator).
+    pub fn spawn<A: GlobalAlloc + Send + Sync + 'static>(
+        &self,
+        profiler: &'static YingProfiler<A>,
+    ) -> RunnerHandle {
         self.spawn_for(profiler)
     }
 
@@ -722,8 +727,8 @@ impl ProfilerRunner {
 
 /// Writes a one-off flamegraph of `profiler`'s stacks ranked by `measurement` to `path`.
 #[allow(clippy::ptr_arg)] // `&PathBuf` is the 0.3.0 signature; programs written for it still build.
-pub fn gen_flamegraph(
-    profiler: &YingProfiler,
+pub fn gen_flamegraph<A: GlobalAlloc + Send + Sync + 'static>(
+    profiler: &YingProfiler<A>,
     measurement: Measurement,
     path: &PathBuf,
 ) -> Result<(), String> {
@@ -754,8 +759,8 @@ pub fn gen_flamegraph(
 
 /// Writes a full report set for `profiler` into `dir` right now (for an HTTP endpoint or a
 /// health check), ranked by `options.measurement`.
-pub fn write_report_now(
-    profiler: &YingProfiler,
+pub fn write_report_now<A: GlobalAlloc + Send + Sync + 'static>(
+    profiler: &YingProfiler<A>,
     options: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {
