@@ -385,7 +385,7 @@ def main():
     )
     md.append(
         "- method: for each variant, %s pairs of (baseline run, variant run) (%s pairs for the "
-        "rows that decide a budget: `ying`, `ying (this repo)` and `profile_spans on`), the "
+        "rows that decide a budget: `ying`, `ying (this repo)`, `profile_spans on`, `YingProfiler<MiMalloc>` and `jemalloc, prof`), the "
         "order alternating between pairs (A B, B A, ...); ratio = variant wall time / baseline "
         "wall time of the same pair; the table gives the median ratio and its min-max range, "
         "and medians of wall time, peak RSS (max RSS of the process tree's largest process, %s) "
@@ -774,9 +774,11 @@ def main():
     md.append(
         "The script installs `heaptrack`, `libjemalloc2` and `valgrind` from Debian if they are "
         "missing, builds `target/release/libying.so`, the C workloads (`bench/*.c`, into "
-        "`target/bench/`) and the Rust workload (`bench/rust-cache`, its own workspace, into "
-        "`target/bench-rust-cache/`), runs everything and rewrites this file. The raw "
-        "measurements stay in `target/bench/results.tsv` and `target/bench/meta.tsv`. "
+        "`target/bench/`), the Rust workload (`bench/rust-cache`, its own workspace, into "
+        "`target/bench-rust-cache/`) and the service (`bench/rust-service`, into "
+        "`target/bench-rust-service/`), runs everything and rewrites this file. The raw "
+        "measurements stay in `target/bench/results.tsv`, `target/bench/service.tsv` and "
+        "`target/bench/meta.tsv`. "
         "`cargo bench --bench micro` runs the micro-benchmarks of the hot-path pieces "
         "(`benches/micro.rs`) by hand."
     )
