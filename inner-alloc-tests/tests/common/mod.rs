@@ -193,6 +193,20 @@ pub fn check<A: GlobalAlloc + Send + Sync + 'static>(a: &'static YingProfiler<A>
     expect("marker_aligned", fig(20 * 4096, 20, 10 * 4096, 10));
     expect("marker_thread_keep", fig(50_000, 10, 50_000, 10));
 
+    // Each marker's stacks as printed (frames from the leaf to the marker), for comparing the
+    // binaries' output by hand (`--nocapture`): they are the same with every inner allocator.
+    for name in ["marker_keep", "marker_churn", "marker_zeroed", "marker_grow", "marker_shrink"] {
+        for s in stacks_of(&snap.stacks, name) {
+            let frames: Vec<&str> = s
+                .display_frames(false)
+                .into_iter()
+                .map(|f| &*f.function)
+                .take_while(|f| !f.contains(name))
+                .collect();
+            println!("{name}: {} <- {}", s.num_allocations, frames.join(" <- "));
+        }
+    }
+
     // The giant guard: refused, counted, its stack named.
     assert_eq!(snap.giant_refused, 1);
     let refusal = snap.giant_refusals.first().expect("the refusal is kept");
