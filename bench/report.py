@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Writes BENCHMARKS.md from the raw measurements of scripts/bench.sh.
 
-    report.py RAW.tsv META.tsv OUT.md
+    report.py RAW.tsv META.tsv OUT.md [SERVICE.tsv]
 
 RAW.tsv has one line per run: workload, group (the variant compared in this series of pairs),
 variant (the one that ran: the group's or the baseline), pair number, wall seconds, peak RSS kB,
-profile output bytes, exit status. META.tsv has `key<TAB>value` lines: the machine, the
+profile output bytes, exit status. SERVICE.tsv has one line per service run: mode (closed or
+rate), group, variant, pair number, requests per second, server CPU microseconds per request,
+server peak RSS kB, exit status. META.tsv has `key<TAB>value` lines: the machine, the
 settings, and the single-number measurements (callgrind, report set). A key may repeat (`note`).
 """
 
@@ -38,6 +40,13 @@ WORKLOADS = [
         "Rust cache workload, 2 threads (one per core), `#[global_allocator]` front end (no LD_PRELOAD)",
     ),
     (
+        "rust-alloc",
+        "mimalloc",
+        ["ying-mimalloc", "jemalloc-rust+prof", "jemalloc-rust"],
+        "Rust cache workload, 2 threads, keeping the program's allocator: `YingProfiler<MiMalloc>`, "
+        "and tikv-jemallocator with and without jemalloc's profiler, against mimalloc alone",
+    ),
+    (
         "rust-spans",
         "spans-off",
         ["spans-on"],
@@ -65,7 +74,138 @@ LABELS = {
     "heaptrack": "heaptrack",
     "jemalloc": "jemalloc",
     "jemalloc+prof": "jemalloc+prof",
+    "mimalloc": "mimalloc",
+    "ying-mimalloc": "YingProfiler<MiMalloc>",
+    "ying-system": "YingProfiler<System>",
+    "jemalloc-rust": "jemalloc (tikv-jemallocator)",
+    "jemalloc-rust+prof": "jemalloc, prof:true,lg_prof_sample:19",
 }
+
+SERVICE_VARIANTS = [
+    ("mimalloc", ["ying-mimalloc", "jemalloc-rust+prof", "jemalloc-rust"]),
+    ("system", ["ying-system"]),
+]
+
+
+def read_service(path):
+    runs = []
+    if not path:
+        return runs
+    try:
+        f = open(path)
+    except OSError:
+        return runs
+    with f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 8:
+                continue
+            mode, group, variant, pair, rps, cpu, rss, rc = parts
+            runs.append(
+                {
+                    "mode": mode,
+                    "group": group,
+                    "variant": variant,
+                    "pair": int(pair),
+                    "rps": float(rps),
+                    "cpu": float(cpu),
+                    "rss": int(rss),
+                    "rc": int(rc),
+                }
+            )
+    return runs
+
+
+def service_rows(runs, mode, base, variants):
+    """Per variant: throughput ratios (variant / base, same pair), CPU per request ratios,
+    and the raw figures; the baseline's figures over all its pairs."""
+    rows = {v: {"ratio": [], "cpu_ratio": [], "rps": [], "cpu": [], "rss": [], "failed": []}
+            for v in [base] + variants}
+    by_pair = {}
+    for r in runs:
+        if r["mode"] == mode and r["group"] in variants:
+            by_pair.setdefault((r["group"], r["pair"]), {})[r["variant"]] = r
+    for (group, _), pair in sorted(by_pair.items()):
+        if base not in pair or group not in pair:
+            continue
+        b, v = pair[base], pair[group]
+        if b["rc"] or v["rc"] or not b["rps"] or not b["cpu"]:
+            rows[group]["failed"].append(max(b["rc"], v["rc"]))
+            continue
+        for name, r in ((base, b), (group, v)):
+            rows[name]["rps"].append(r["rps"])
+            rows[name]["cpu"].append(r["cpu"])
+            rows[name]["rss"].append(r["rss"])
+        rows[group]["ratio"].append(v["rps"] / b["rps"])
+        rows[group]["cpu_ratio"].append(v["cpu"] / b["cpu"])
+    return rows
+
+
+def service_section(runs, meta):
+    """The service tables, and the medians the budget needs: {(mode, variant): ratio}."""
+    md, ratios = [], {}
+    if not runs:
+        return md, ratios
+    md.append("## service")
+    md.append("")
+    md.append(
+        "An axum HTTP/1.1 service (a sharded cache of items built on a miss, a formatted "
+        "answer per request; 2 Tokio workers) built once per global allocator, driven over "
+        "loopback by `svc_load` (a process of its own, `System`). `%s`. Closed loop: each "
+        "connection sends its next request when the answer arrives (throughput). Fixed rate: "
+        "the same total rate for every variant (CPU per request at equal load). Server CPU and "
+        "peak RSS are the server's own `getrusage`, read before and after the load (start-up "
+        "and exit excluded). Ratios are per pair against the baseline of the same pair, in "
+        "alternating order; ranges are min-max. Ying variants run with default settings (512 "
+        "KiB mean interval) and no reporting thread; `jemalloc, prof` is tikv-jemallocator "
+        "built with `profiling`, run with `_RJEM_MALLOC_CONF=%s,prof_final:true`."
+        % (meta.get("params_service", ""), meta.get("je_prof", "prof:true,lg_prof_sample:19"))
+    )
+    md.append("")
+    for mode, title in (("closed", "Closed loop"), ("rate", "Fixed rate")):
+        body = []
+        for base, variants in SERVICE_VARIANTS:
+            rows = service_rows(runs, mode, base, variants)
+            for v in [base] + variants:
+                r = rows[v]
+                if not r["rps"]:
+                    state = "failed (exit %s)" % ",".join(map(str, sorted(set(r["failed"])))) \
+                        if r["failed"] else "not run"
+                    body.append([LABELS[v], state, "", "", "", "", "", ""])
+                    continue
+                if v == base:
+                    ratio, rng, cratio = "1.000 (baseline)", "", ""
+                else:
+                    med = statistics.median(r["ratio"])
+                    ratios[(mode, v)] = med
+                    ratios[(mode, v, "cpu")] = statistics.median(r["cpu_ratio"])
+                    ratio = fnum(med) + "x"
+                    rng = "%s-%s" % (fnum(min(r["ratio"])), fnum(max(r["ratio"])))
+                    cratio = fnum(statistics.median(r["cpu_ratio"])) + "x"
+                body.append(
+                    [
+                        LABELS[v] + (" (vs %s)" % LABELS[base] if v != base else ""),
+                        ratio,
+                        rng,
+                        fnum(statistics.median(r["rps"]), 0),
+                        fnum(statistics.median(r["cpu"]), 1),
+                        cratio,
+                        fnum(statistics.median(r["rss"]) / 1024, 1),
+                        str(len(r["rps"])),
+                    ]
+                )
+        md.append("%s:" % title)
+        md.append("")
+        md.append(
+            table(
+                ["variant", "median throughput ratio", "range", "median req/s",
+                 "server CPU us/request", "CPU/request ratio", "server peak RSS MB", "runs"],
+                body,
+            )
+        )
+        md.append("")
+    return md, ratios
+
 
 MIB = 1024 * 1024
 
@@ -216,6 +356,7 @@ def verdict(ok):
 
 def main():
     raw_path, meta_path, out_path = sys.argv[1:4]
+    svc_runs = read_service(sys.argv[4] if len(sys.argv) > 4 else None)
     runs = read_raw(raw_path)
     meta, notes = read_meta(meta_path)
     m = meta.get
@@ -244,7 +385,7 @@ def main():
     )
     md.append(
         "- method: for each variant, %s pairs of (baseline run, variant run) (%s pairs for the "
-        "rows that decide a budget: `ying`, `ying (this repo)` and `profile_spans on`), the "
+        "rows that decide a budget: `ying`, `ying (this repo)`, `profile_spans on`, `YingProfiler<MiMalloc>` and `jemalloc, prof`), the "
         "order alternating between pairs (A B, B A, ...); ratio = variant wall time / baseline "
         "wall time of the same pair; the table gives the median ratio and its min-max range, "
         "and medians of wall time, peak RSS (max RSS of the process tree's largest process, %s) "
@@ -303,6 +444,8 @@ def main():
     if m("rust_v03") and m("rust_v03") != "built":
         md.append("ying 0.3.0: %s" % m("rust_v03"))
         md.append("")
+    svc_md, svc_ratios = service_section(svc_runs, meta)
+    md.extend(svc_md)
     md.append(
         "The Rust rows run with no reporting thread (pure allocator overhead) and call "
         "`top_k_stacks_by_retained(5)` once at the end. ying 0.3.0 samples one allocation in "
@@ -549,6 +692,32 @@ def main():
         )
         brows.append(["Rust front end <= 1.05x of System, cheaper than 0.3.0", value, verdict(ok)])
     ratio_row("profile_spans on <= 1.05x of off (Rust cache workload)", "rust-spans", "spans-on", 1.05)
+    # Keeping the program's allocator: YingProfiler<MiMalloc> at least 0.95x of mimalloc's
+    # throughput (wall time at most 1/0.95 of it) and not below jemalloc with its profiler.
+    yi, jp = ratios.get(("rust-alloc", "ying-mimalloc")), ratios.get(("rust-alloc", "jemalloc-rust+prof"))
+    target = "Rust cache: YingProfiler<MiMalloc> >= 0.95x of mimalloc's throughput, not below jemalloc+prof's"
+    if yi is None or jp is None:
+        brows.append([target, "not measured", "MISS"])
+    else:
+        brows.append(
+            [
+                target,
+                "%sx of mimalloc's throughput; jemalloc+prof %sx" % (fnum(1 / yi), fnum(1 / jp)),
+                verdict(1 / yi >= 0.95 and yi <= jp),
+            ]
+        )
+    yi, jp = svc_ratios.get(("closed", "ying-mimalloc")), svc_ratios.get(("closed", "jemalloc-rust+prof"))
+    target = "service: YingProfiler<MiMalloc> >= 0.95x of mimalloc's throughput, not below jemalloc+prof's"
+    if yi is None or jp is None:
+        brows.append([target, "not measured", "MISS"])
+    else:
+        brows.append(
+            [
+                target,
+                "%sx of mimalloc's throughput; jemalloc+prof %sx" % (fnum(yi), fnum(jp)),
+                verdict(yi >= 0.95 and yi >= jp),
+            ]
+        )
     for workload, _, _ in MEMORY_ROWS:
         r = mem_ok.get(workload)
         target = "profiler memory <= 2 %% of peak RSS + 8 MiB (%s)" % workload
@@ -605,9 +774,11 @@ def main():
     md.append(
         "The script installs `heaptrack`, `libjemalloc2` and `valgrind` from Debian if they are "
         "missing, builds `target/release/libying.so`, the C workloads (`bench/*.c`, into "
-        "`target/bench/`) and the Rust workload (`bench/rust-cache`, its own workspace, into "
-        "`target/bench-rust-cache/`), runs everything and rewrites this file. The raw "
-        "measurements stay in `target/bench/results.tsv` and `target/bench/meta.tsv`. "
+        "`target/bench/`), the Rust workload (`bench/rust-cache`, its own workspace, into "
+        "`target/bench-rust-cache/`) and the service (`bench/rust-service`, into "
+        "`target/bench-rust-service/`), runs everything and rewrites this file. The raw "
+        "measurements stay in `target/bench/results.tsv`, `target/bench/service.tsv` and "
+        "`target/bench/meta.tsv`. "
         "`cargo bench --bench micro` runs the micro-benchmarks of the hot-path pieces "
         "(`benches/micro.rs`) by hand."
     )

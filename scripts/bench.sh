@@ -7,9 +7,10 @@
 #   scripts/bench.sh --quick   3 pairs per variant, shorter workloads (validation, a few minutes)
 #
 # Installs heaptrack, libjemalloc2 and valgrind from Debian when they are missing. Builds
-# target/release/libying.so, the C workloads in bench/ (into target/bench/) and the Rust
-# workload bench/rust-cache (into target/bench-rust-cache/). Raw measurements are kept in
-# target/bench/results.tsv and target/bench/meta.tsv.
+# target/release/libying.so, the C workloads in bench/ (into target/bench/), the Rust
+# workload bench/rust-cache (into target/bench-rust-cache/) and the service workload
+# bench/rust-service (into target/bench-rust-service/). Raw measurements are kept in
+# target/bench/results.tsv, target/bench/service.tsv and target/bench/meta.tsv.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -37,6 +38,7 @@ if [ "$QUICK" = 1 ]; then
     PY_ROUNDS=1         # rounds of 1.5 M objects
     RUST_OPS=1500000     # per thread; ~0.6 s under System
     STACKS_REPS=1
+    SVC_SECS=2 # seconds of load per service run
 else
     COMMAND="scripts/bench.sh"
     PAIRS=11
@@ -48,7 +50,10 @@ else
     PY_ROUNDS=3
     RUST_OPS=6000000     # per thread; ~2-3 s under System
     STACKS_REPS=3
+    SVC_SECS=5
 fi
+SVC_CONNS=32   # keep-alive connections of the load generator
+SVC_RATE=2000  # requests per second of the fixed-rate runs (below every variant's closed-loop rate)
 PY_RECORDS=500000 # x 3 objects = 1.5 M objects per round
 CC1_FUNCTIONS=300
 CG_PAIRS=1000000
@@ -56,7 +61,7 @@ CG_PAIRS=1000000
 # Nothing from the caller's environment may change what is measured.
 while read -r var; do
     unset "$var"
-done < <(compgen -e | grep -E '^(YING_|MALLOC_CONF$|LD_PRELOAD$|HEAPTRACK)' || true)
+done < <(compgen -e | grep -E '^(YING_|MALLOC_CONF$|_RJEM_MALLOC_CONF$|LD_PRELOAD$|HEAPTRACK)' || true)
 
 say() { echo "== $*" >&2; }
 
@@ -107,7 +112,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ying-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 RAW=$BUILD/results.tsv
 META=$BUILD/meta.tsv
+SVC_RAW=$BUILD/service.tsv
 : >"$RAW"
+: >"$SVC_RAW"
 : >"$META"
 meta() { printf '%s\t%s\n' "$1" "$2" >>"$META"; }
 note() {
@@ -190,6 +197,14 @@ else
     cp "$WORK/v03.log" "$BUILD/v03.log"
 fi
 
+say "building the service workload (bench/rust-service)"
+cargo build --release --quiet --manifest-path bench/rust-service/Cargo.toml \
+    --target-dir target/bench-rust-service
+SVCBIN=$ROOT/target/bench-rust-service/release
+
+# jemalloc's profiler as jemalloc_pprof users run it: one sample per 512 KiB (2^19), as Ying.
+JE_PROF="prof:true,lg_prof_sample:19"
+
 # ---------------------------------------------------------------------------------------------
 # Measuring one run
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +237,8 @@ run_one() {
     local -a prefix=() cmd=()
     out=$(mktemp -d "$WORK/out.XXXXXX")
     case "$variant" in
-        glibc | system | ying-rust | ying-0.3.0 | spans-off | spans-on) ;;
+        glibc | system | ying-rust | ying-0.3.0 | spans-off | spans-on | mimalloc | ying-mimalloc | jemalloc-rust) ;;
+        jemalloc-rust+prof) prefix=(env "_RJEM_MALLOC_CONF=$JE_PROF,prof_final:true,prof_prefix:$out/jeprof") ;;
         ying) prefix=(env "LD_PRELOAD=$LIBYING" "YING_REPORTING_PATH=$out") ;;
         heaptrack) prefix=(env "HEAPTRACK_CHILD_OUT=$out" heaptrack -o "$out/heaptrack") ;;
         jemalloc) prefix=(env "LD_PRELOAD=$JEMALLOC") ;;
@@ -249,6 +265,13 @@ run_one() {
                 system) cmd=("$RUSTBIN/cache-system" "$RUST_OPS") ;;
                 ying-rust) cmd=("$RUSTBIN/cache-ying" "$RUST_OPS") ;;
                 ying-0.3.0) cmd=("$RUSTBIN/cache-ying03" "$RUST_OPS") ;;
+            esac
+            ;;
+        rust-alloc)
+            case "$variant" in
+                mimalloc) cmd=("$RUSTBIN/cache-mimalloc" "$RUST_OPS") ;;
+                ying-mimalloc) cmd=("$RUSTBIN/cache-ying-mimalloc" "$RUST_OPS") ;;
+                jemalloc-rust | jemalloc-rust+prof) cmd=("$RUSTBIN/cache-jemalloc" "$RUST_OPS") ;;
             esac
             ;;
         rust-spans)
@@ -287,6 +310,77 @@ bench_pairs() {
     done
 }
 
+# svc_one MODE VARIANT: one run of the service (bench/rust-service) under VARIANT, driven by
+# svc-load for $SVC_SECS seconds (MODE closed: back to back on $SVC_CONNS connections; rate:
+# $SVC_RATE requests/s in all); sets S_RPS S_CPU (server CPU us per request) S_RSS (server peak
+# RSS kB) S_RC. The server's CPU and RSS are its own getrusage, read by the load generator
+# before and after the load (start-up and exit excluded).
+svc_one() {
+    local mode=$1 variant=$2 out pid line i
+    local -a prefix=() server=() load=()
+    out=$(mktemp -d "$WORK/svc.XXXXXX")
+    case "$variant" in
+        system) server=("$SVCBIN/svc_system") ;;
+        ying-system) server=("$SVCBIN/svc_ying") ;;
+        mimalloc) server=("$SVCBIN/svc_mimalloc") ;;
+        ying-mimalloc) server=("$SVCBIN/svc_ying_mimalloc") ;;
+        jemalloc-rust) server=("$SVCBIN/svc_jemalloc") ;;
+        jemalloc-rust+prof)
+            prefix=(env "_RJEM_MALLOC_CONF=$JE_PROF,prof_final:true,prof_prefix:$out/jeprof")
+            server=("$SVCBIN/svc_jemalloc")
+            ;;
+        *)
+            echo "bench.sh: unknown service variant $variant" >&2
+            exit 1
+            ;;
+    esac
+    load=("$SVCBIN/svc_load")
+    "${prefix[@]}" "${server[@]}" "$out/port" >"$WORK/svc.log" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 100; i++)); do
+        [ -s "$out/port" ] && break
+        sleep 0.05
+    done
+    S_RC=0
+    if [ ! -s "$out/port" ]; then
+        S_RC=1
+    elif [ "$mode" = closed ]; then
+        line=$("${load[@]}" "$(cat "$out/port")" closed "$SVC_SECS" "$SVC_CONNS" --shutdown) || S_RC=$?
+    else
+        line=$("${load[@]}" "$(cat "$out/port")" rate "$SVC_SECS" "$SVC_CONNS" "$SVC_RATE" --shutdown) || S_RC=$?
+    fi
+    if [ "$S_RC" -ne 0 ]; then
+        kill "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" || S_RC=$?
+    S_RPS=$(awk '{ for (i = 1; i < NF; i++) if ($i == "rps") print $(i + 1) }' <<<"${line:-}")
+    S_CPU=$(awk '{ for (i = 1; i < NF; i++) if ($i == "cpu_us_per_req") print $(i + 1) }' <<<"${line:-}")
+    S_RSS=$(awk '{ for (i = 1; i < NF; i++) if ($i == "peak_rss_kb") print $(i + 1) }' <<<"${line:-}")
+    if [ -z "$S_RPS" ]; then
+        if [ "$S_RC" -eq 0 ]; then S_RC=1; fi
+        S_RPS=0 S_CPU=0 S_RSS=0
+        say "service $mode/$variant failed; last lines of its output:"
+        tail -n 5 "$WORK/svc.log" >&2
+    fi
+    rm -rf "$out"
+}
+
+# svc_pairs MODE BASELINE VARIANT: $PAIRS pairs of service runs, order alternating.
+svc_pairs() {
+    local mode=$1 base=$2 variant=$3 n=${4:-$PAIRS} i v b_rps v_rps
+    local -a order
+    for ((i = 1; i <= n; i++)); do
+        if ((i % 2)); then order=("$base" "$variant"); else order=("$variant" "$base"); fi
+        for v in "${order[@]}"; do
+            svc_one "$mode" "$v"
+            printf '%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n' "$mode" "$variant" "$v" "$i" \
+                "$S_RPS" "$S_CPU" "$S_RSS" "$S_RC" >>"$SVC_RAW"
+            if [ "$v" = "$base" ]; then b_rps=$S_RPS; else v_rps=$S_RPS; fi
+        done
+        say "service $mode $variant pair $i/$n: $base ${b_rps} req/s, $variant ${v_rps} req/s"
+    done
+}
+
 # ---------------------------------------------------------------------------------------------
 # Machine
 # ---------------------------------------------------------------------------------------------
@@ -314,6 +408,9 @@ meta params_cc1 "gcc -O2 -c target/bench/cc1_workload.c ($CC1_FUNCTIONS function
 meta params_python "$PY bench/objects.py $PY_RECORDS $PY_ROUNDS ($PY_ROUNDS round(s) of $((PY_RECORDS * 3)) objects)"
 meta params_rust-example "bench/rust-cache, $RUST_OPS operations per thread"
 meta params_rust-spans "bench/rust-cache cache-ying-spans, $RUST_OPS operations per thread, one span per operation"
+meta params_rust-alloc "bench/rust-cache, $RUST_OPS operations per thread"
+meta params_service "bench/rust-service: axum on 2 Tokio workers, svc_load over loopback, $SVC_CONNS connections, $SVC_SECS s per run; fixed rate $SVC_RATE req/s"
+meta je_prof "$JE_PROF"
 
 # ---------------------------------------------------------------------------------------------
 # Paired timings
@@ -329,6 +426,20 @@ if [ "$RUST_V03" = 1 ]; then
     bench_pairs rust-example system ying-0.3.0
 fi
 bench_pairs rust-spans spans-off spans-on "$BUDGET_PAIRS"
+# Keeping the program's allocator: Ying over mimalloc against mimalloc alone, and jemalloc
+# (tikv-jemallocator) with and without its own profiler, all against mimalloc.
+bench_pairs rust-alloc mimalloc ying-mimalloc "$BUDGET_PAIRS"
+bench_pairs rust-alloc mimalloc jemalloc-rust+prof "$BUDGET_PAIRS"
+bench_pairs rust-alloc mimalloc jemalloc-rust
+
+# The service: closed loop (throughput) and fixed rate (CPU per request), every variant
+# against mimalloc, and Ying over System against System.
+for mode in closed rate; do
+    svc_pairs "$mode" mimalloc ying-mimalloc "$BUDGET_PAIRS"
+    svc_pairs "$mode" mimalloc jemalloc-rust+prof "$BUDGET_PAIRS"
+    svc_pairs "$mode" mimalloc jemalloc-rust
+    svc_pairs "$mode" system ying-system
+done
 
 # ---------------------------------------------------------------------------------------------
 # Instructions per malloc+free pair (callgrind does not replace malloc: the shim works under it)
@@ -460,7 +571,7 @@ bench/process_cost.sh "$LIBYING" "$PROC_ROUNDS" >"$BUILD/process_cost.md"
 # BENCHMARKS.md
 # ---------------------------------------------------------------------------------------------
 meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
-python3 bench/report.py "$RAW" "$META" BENCHMARKS.md
+python3 bench/report.py "$RAW" "$META" BENCHMARKS.md "$SVC_RAW"
 {
     echo
     cat "$BUILD/process_cost.md"

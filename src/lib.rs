@@ -29,7 +29,9 @@
 //!
 //! **1. The allocator: collects, never reports.** The `#[global_allocator]` declaration makes
 //! Ying sample allocations. On its own it writes nothing and spawns no thread: it keeps its stats
-//! in memory and defers every call to [`std::alloc::System`].
+//! in memory and defers every call to [`std::alloc::System`], or to the allocator your program
+//! already uses: `YingProfiler<mimalloc::MiMalloc>` from [`YingProfiler::wrapping`] (any
+//! `GlobalAlloc`; the figures are the same whatever is inside).
 //!
 //! **2. [`utils::ProfilerRunner`]: decides how stats get reported** — how often to look
 //! (`check_interval_secs`), how much change is worth a report (`report_pct_change_trigger`),

@@ -1,4 +1,5 @@
-//! The `#[global_allocator]` front end: [`YingProfiler`] wraps [`System`] with the sampling hooks.
+//! The `#[global_allocator]` front end: [`YingProfiler`] wraps an inner allocator ([`System`]
+//! unless another is given) with the sampling hooks.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -13,16 +14,32 @@ use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
 /// Ying is a memory profiling allocator wrapper. Ying is the Chinese word for an eagle.
 ///
 /// Install it as the global allocator; it samples allocations (on average one per
-/// [`sample_interval`](YingProfiler::sample_interval) bytes) and forwards every call to
-/// [`System`]. See the [crate documentation](crate) for the whole picture.
+/// [`sample_interval`](YingProfiler::sample_interval) bytes) and forwards every call to its
+/// inner allocator `A`: [`System`] for [`YingProfiler::default`] and [`YingProfiler::new`],
+/// any other [`GlobalAlloc`] (mimalloc, jemalloc, ...) with [`YingProfiler::wrapping`]. See the
+/// [crate documentation](crate) for the whole picture.
+///
+/// Every figure counts the sizes the program asked for (its `Layout`s), never what the inner
+/// allocator made of them, so the numbers, the exact totals, the giant guard and every report
+/// are the same whichever allocator is inside.
 ///
 /// A request of at least the giant limit (64 GiB by default) is refused before anything is
 /// allocated: its stack is printed to stderr and `null` is returned. For the infallible std
 /// collections a null return means Rust's allocation-error handler aborts the process, with the
 /// stack that asked printed just before.
-#[derive(Debug)]
-pub struct YingProfiler {
+pub struct YingProfiler<A: GlobalAlloc = System> {
     settings: Settings,
+    inner: A,
+}
+
+impl<A: GlobalAlloc> std::fmt::Debug for YingProfiler<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The inner allocator by type name: allocator crates rarely implement `Debug`.
+        f.debug_struct("YingProfiler")
+            .field("settings", &self.settings)
+            .field("inner", &std::any::type_name::<A>())
+            .finish()
+    }
 }
 
 thread_local! {
@@ -61,54 +78,36 @@ impl Host for RustHost {
     }
 
     fn is_entry_frame(_ip: usize, function: impl FnOnce() -> usize) -> bool {
+        // The slow paths are not generic over the inner allocator (it is called through a
+        // `&dyn Fn`), so that one address per entry point stands for every `YingProfiler<A>`.
         let start = function();
-        type A = unsafe fn(&YingProfiler, Layout, bool) -> *mut u8;
-        type R = unsafe fn(&YingProfiler, *mut u8, Layout, usize) -> *mut u8;
-        start == YingProfiler::alloc_slow as A as usize
-            || start == YingProfiler::realloc_slow as R as usize
+        type A = fn(&Settings, Layout, &dyn Fn() -> *mut u8) -> *mut u8;
+        type R = fn(&Settings, *mut u8, Layout, usize, &dyn Fn() -> *mut u8) -> *mut u8;
+        start == alloc_slow as A as usize || start == realloc_slow as R as usize
     }
 }
 
+/// The profiler over [`System`]: its constructors, and the figures that are process-wide (one
+/// set of tables and totals serves every `YingProfiler`, whatever its inner allocator).
 impl YingProfiler {
-    /// The default profiler: 512 KiB mean sampling interval, 64 GiB giant limit.
+    /// The default profiler over [`System`]: 512 KiB mean sampling interval, 64 GiB giant
+    /// limit.
     #[allow(clippy::should_implement_trait)]
     pub const fn default() -> Self {
-        Self { settings: Settings::new(DEFAULT_SAMPLE_INTERVAL_BYTES, DEFAULT_MAX_ALLOC_BYTES) }
+        Self::wrapping(System)
     }
 
-    /// A profiler sampling on average once per `sample_interval_bytes` bytes (1 = every
-    /// allocation) and refusing single requests of `single_alloc_limit` bytes or more.
+    /// A profiler over [`System`] sampling on average once per `sample_interval_bytes` bytes
+    /// (1 = every allocation) and refusing single requests of `single_alloc_limit` bytes or
+    /// more.
     ///
     /// In 0.3.0 the first argument was "sample one allocation in N"; it is now a byte interval,
     /// which weighs large allocations fairly and makes every figure an unbiased estimate.
     pub const fn new(sample_interval_bytes: u32, single_alloc_limit: usize) -> Self {
-        Self { settings: Settings::new(sample_interval_bytes as u64, single_alloc_limit as u64) }
-    }
-
-    /// A copy of this profiler with another mean sampling interval in bytes.
-    pub const fn with_sample_interval(self, bytes: u64) -> Self {
-        let limit = self.settings.max_alloc_bytes.into_inner();
-        Self { settings: Settings::new(bytes, limit) }
-    }
-
-    /// The sampling settings (interval, giant limit, seed), adjustable at run time.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// Mean bytes between samples.
-    pub fn sample_interval(&self) -> u64 {
-        self.settings.sample_interval()
-    }
-
-    /// Starts reporting with the seed's defaults: a check every 5 minutes, a report when
-    /// retained memory moved by 10 %, flamegraphs on, ranked by retained bytes, written to
-    /// `ying-profiles`, and a final report set when the process exits (if it took a sample).
-    /// Returns the handle of the runner it spawned, for on-demand report sets
-    /// ([`RunnerHandle::dump_now`]) and its settings ([`RunnerHandle::runner`]); the report
-    /// thread and the exit report need nothing kept, so the handle may be dropped.
-    pub fn start_profiling(&'static self) -> RunnerHandle {
-        ProfilerRunner::seed_defaults().spawn(self)
+        Self {
+            settings: Settings::new(sample_interval_bytes as u64, single_alloc_limit as u64),
+            inner: System,
+        }
     }
 
     /// Exact bytes the program retains right now (the profiler's own memory excluded).
@@ -134,6 +133,97 @@ impl YingProfiler {
     fn estimates() -> (f64, f64) {
         let _g = RustHost::thread_state().enter();
         crate::engine::tables::estimated_bytes()
+    }
+}
+
+impl<A: GlobalAlloc> YingProfiler<A> {
+    /// A profiler with the default settings (512 KiB mean sampling interval, 64 GiB giant
+    /// limit) that forwards every call to `inner`, for a program that keeps its allocator:
+    ///
+    /// ```
+    /// use ying_profiler::YingProfiler;
+    ///
+    /// #[global_allocator]
+    /// static YING_ALLOC: YingProfiler<mimalloc::MiMalloc> =
+    ///     YingProfiler::wrapping(mimalloc::MiMalloc).with_sample_interval(1);
+    ///
+    /// #[inline(never)]
+    /// fn build_index() -> Vec<Box<[u8]>> {
+    ///     (0..100).map(|_| vec![1u8; 1000].into_boxed_slice()).collect()
+    /// }
+    ///
+    /// let index = build_index();
+    /// // Sizes are the program's requests, not mimalloc's size classes: with an interval of
+    /// // one byte every allocation is a sample, and the figures are exact.
+    /// let top = YING_ALLOC.top_k_stacks_by_retained(20);
+    /// let boxes = top
+    ///     .iter()
+    ///     .find(|s| s.num_allocations == 100 && s.frames.iter().any(|f| f.function.contains("build_index")))
+    ///     .expect("build_index's stack");
+    /// assert_eq!(boxes.retained_bytes, 100_000);
+    /// assert!(YingProfiler::total_retained_bytes() >= 100_000);
+    /// drop(index);
+    /// ```
+    ///
+    /// The figures that are process-wide ([`YingProfiler::total_retained_bytes`],
+    /// [`YingProfiler::totals`]) are called on `YingProfiler` whatever the inner allocator.
+    pub const fn wrapping(inner: A) -> Self {
+        Self {
+            settings: Settings::new(DEFAULT_SAMPLE_INTERVAL_BYTES, DEFAULT_MAX_ALLOC_BYTES),
+            inner,
+        }
+    }
+
+    /// A copy of this profiler with another mean sampling interval in bytes.
+    pub const fn with_sample_interval(self, bytes: u64) -> Self {
+        let limit = self.settings.max_alloc_bytes_const();
+        self.with_settings(Settings::new(bytes, limit))
+    }
+
+    /// A copy of this profiler refusing single requests of `bytes` or more (the giant guard).
+    pub const fn with_single_alloc_limit(self, bytes: u64) -> Self {
+        let interval = self.settings.sample_interval_const();
+        self.with_settings(Settings::new(interval, bytes))
+    }
+
+    /// The allocator every call is forwarded to.
+    pub const fn inner(&self) -> &A {
+        &self.inner
+    }
+
+    /// The same profiler with other settings (for the `const` builders: a `const fn` may
+    /// neither drop nor move a field out of a `Self` that is generic, so `self` is taken apart
+    /// by hand).
+    const fn with_settings(self, settings: Settings) -> Self {
+        // SAFETY: `inner` is read out once and `self` is forgotten right after, so the
+        // allocator value is moved, not duplicated; the old `Settings` (atomics) has no
+        // destructor to miss.
+        let inner = unsafe { std::ptr::read(&self.inner) };
+        std::mem::forget(self);
+        Self { settings, inner }
+    }
+
+    /// The sampling settings (interval, giant limit, seed), adjustable at run time.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Mean bytes between samples.
+    pub fn sample_interval(&self) -> u64 {
+        self.settings.sample_interval()
+    }
+
+    /// Starts reporting with the seed's defaults: a check every 5 minutes, a report when
+    /// retained memory moved by 10 %, flamegraphs on, ranked by retained bytes, written to
+    /// `ying-profiles`, and a final report set when the process exits (if it took a sample).
+    /// Returns the handle of the runner it spawned, for on-demand report sets
+    /// ([`RunnerHandle::dump_now`]) and its settings ([`RunnerHandle::runner`]); the report
+    /// thread and the exit report need nothing kept, so the handle may be dropped.
+    pub fn start_profiling(&'static self) -> RunnerHandle
+    where
+        A: Send + Sync + 'static,
+    {
+        ProfilerRunner::seed_defaults().spawn(self)
     }
 
     /// Addresses in the symbol cache.
@@ -207,7 +297,7 @@ impl YingProfiler {
     }
 }
 
-impl ProfileSource for YingProfiler {
+impl<A: GlobalAlloc + Send + Sync + 'static> ProfileSource for YingProfiler<A> {
     fn snapshot(&self) -> Snapshot {
         YingProfiler::snapshot(self)
     }
@@ -219,98 +309,59 @@ impl ProfileSource for YingProfiler {
     }
 }
 
-/// The alignment glibc's malloc guarantees (`System`'s `MIN_ALIGN` on the 64-bit targets).
-const MALLOC_ALIGN: usize = 2 * std::mem::size_of::<usize>();
-
-/// Whether `System` serves a block of `size` bytes aligned to `align` with plain `malloc` or
-/// `realloc` (the alignment is at most what malloc guarantees, and at most the size); other
-/// layouts take `System`'s aligned path.
-#[inline(always)]
-fn is_plain(align: usize, size: usize) -> bool {
-    align <= MALLOC_ALIGN && align <= size
+/// `alloc` and `alloc_zeroed` beyond the unsampled path: samples, first calls on a thread,
+/// giant requests. `real` is the inner allocator's call. Never inlined and not generic: its
+/// one address identifies the front end's frame in captured stacks for every inner allocator
+/// (see `RustHost::is_entry_frame`); the inner call through `&dyn Fn` costs an indirect call on
+/// this path only.
+#[cold]
+#[inline(never)]
+fn alloc_slow(settings: &Settings, layout: Layout, real: &dyn Fn() -> *mut u8) -> *mut u8 {
+    hooks::on_alloc::<RustHost>(settings, layout.size(), real, move |_| layout.size())
 }
 
-impl YingProfiler {
-    /// `alloc` and `alloc_zeroed` beyond the unsampled path of a plain layout: samples, first
-    /// calls on a thread, giant requests, over-aligned layouts. Never inlined: its address
-    /// identifies the front end's frame in captured stacks (see `RustHost::is_entry_frame`).
-    ///
-    /// # Safety
-    /// As for `GlobalAlloc::alloc` (and `alloc_zeroed` when `zeroed`).
-    #[cold]
-    #[inline(never)]
-    unsafe fn alloc_slow(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        hooks::on_alloc::<RustHost>(
-            &self.settings,
-            layout.size(),
-            // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-            move || unsafe {
-                if zeroed { System.alloc_zeroed(layout) } else { System.alloc(layout) }
-            },
-            move |_| layout.size(),
-        )
-    }
-
-    /// `realloc` beyond the unsampled path (see `alloc_slow`).
-    ///
-    /// # Safety
-    /// As for `GlobalAlloc::realloc`.
-    #[cold]
-    #[inline(never)]
-    unsafe fn realloc_slow(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        hooks::on_realloc::<RustHost>(
-            &self.settings,
-            ptr,
-            layout.size(),
-            new_size,
-            // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-            move || unsafe { System.realloc(ptr, layout, new_size) },
-            move |_| new_size,
-        )
-    }
+/// `realloc` beyond the unsampled path (see `alloc_slow`).
+#[cold]
+#[inline(never)]
+fn realloc_slow(
+    settings: &Settings,
+    ptr: *mut u8,
+    layout: Layout,
+    new_size: usize,
+    real: &dyn Fn() -> *mut u8,
+) -> *mut u8 {
+    hooks::on_realloc::<RustHost>(settings, ptr, layout.size(), new_size, real, move |_| new_size)
 }
 
-// SAFETY: every method forwards to `System` (or to the `malloc` that `System` itself calls for
-// that layout) with the caller's layout unchanged; the hooks only observe pointers and sizes and
-// never touch the memory, so `System`'s guarantees hold.
-unsafe impl GlobalAlloc for YingProfiler {
-    // Inlined into the allocator shim `__rust_alloc`: the unsampled path of a plain layout is
-    // the whole call. Everything else goes through `alloc_slow`, whose frame marks where a
-    // captured stack's own frames end.
+// SAFETY: every method forwards to the inner allocator `A` with the caller's layout, pointer and
+// size unchanged (one call per call, or none for a refused giant request, which returns null);
+// the hooks only observe pointers and sizes and never touch the memory, so `A`'s guarantees
+// hold, and every block is returned to the allocator that made it.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for YingProfiler<A> {
+    // Inlined into the allocator shim `__rust_alloc`: the unsampled path is the whole call (the
+    // inner allocator's own, inlined where it can be: `System`'s is `malloc`). Everything else
+    // goes through `alloc_slow`, whose frame marks where a captured stack's own frames end.
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size();
-        if is_plain(layout.align(), size) {
-            let fast = hooks::alloc_unsampled_sized::<RustHost>(
-                size,
-                // SAFETY: what `System.alloc` does for a plain layout (see `is_plain`); `size`
-                // is non-zero because the alignment is at least 1 and at most `size`.
-                move || unsafe { libc::malloc(size) }.cast(),
-            );
-            if let Some(p) = fast {
-                return p;
-            }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`, which is
+        // passed on unchanged.
+        let real = move || unsafe { self.inner.alloc(layout) };
+        match hooks::alloc_unsampled_sized::<RustHost>(layout.size(), real) {
+            Some(p) => p,
+            None => alloc_slow(&self.settings, layout, &real),
         }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-        unsafe { self.alloc_slow(layout, false) }
     }
 
     // Inlined into `__rust_alloc_zeroed`, as `alloc` is; the rest shares `alloc_slow`.
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size();
-        if is_plain(layout.align(), size) {
-            let fast = hooks::alloc_unsampled_sized::<RustHost>(
-                size,
-                // SAFETY: what `System.alloc_zeroed` does for a plain layout (see `is_plain`).
-                move || unsafe { libc::calloc(size, 1) }.cast(),
-            );
-            if let Some(p) = fast {
-                return p;
-            }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`, which
+        // is passed on unchanged.
+        let real = move || unsafe { self.inner.alloc_zeroed(layout) };
+        match hooks::alloc_unsampled_sized::<RustHost>(layout.size(), real) {
+            Some(p) => p,
+            None => alloc_slow(&self.settings, layout, &real),
         }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract for `layout`.
-        unsafe { self.alloc_slow(layout, true) }
     }
 
     // Inlined into the allocator shim `__rust_dealloc` (a free is never an entry frame of a
@@ -320,30 +371,28 @@ unsafe impl GlobalAlloc for YingProfiler {
         hooks::on_free::<RustHost>(
             ptr,
             move |_| layout.size(),
-            // SAFETY: `ptr` was allocated by `System` (through us) with `layout`.
-            move |p| unsafe { System.dealloc(p, layout) },
+            // SAFETY: `ptr` was allocated by the inner allocator (through us) with `layout`.
+            move |p| unsafe { self.inner.dealloc(p, layout) },
         )
     }
 
     // Inlined into `__rust_realloc`, as `alloc` is; `realloc_slow` is the frame of its own.
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if is_plain(layout.align(), new_size) {
-            let fast = hooks::realloc_unsampled::<RustHost>(
-                &self.settings,
-                ptr,
-                layout.size(),
-                new_size,
-                // SAFETY: what `System.realloc` does for a plain alignment and new size (see
-                // `is_plain`); `ptr` is a live block of ours (caller contract).
-                move || unsafe { libc::realloc(ptr.cast(), new_size) }.cast(),
-                move |_| new_size,
-            );
-            if let Some(p) = fast {
-                return p;
-            }
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract (`ptr` is a live block
+        // of the inner allocator's, through us, with `layout`), passed on unchanged.
+        let real = move || unsafe { self.inner.realloc(ptr, layout, new_size) };
+        let fast = hooks::realloc_unsampled::<RustHost>(
+            &self.settings,
+            ptr,
+            layout.size(),
+            new_size,
+            real,
+            move |_| new_size,
+        );
+        match fast {
+            Some(p) => p,
+            None => realloc_slow(&self.settings, ptr, layout, new_size, &real),
         }
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { self.realloc_slow(ptr, layout, new_size) }
     }
 }

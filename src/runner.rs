@@ -31,6 +31,7 @@
 //! directory, whatever the program does with its working directory. Report files are created
 //! with mode 0600 unless [`ProfilerRunnerBuilder::report_file_mode`] widens it.
 
+use std::alloc::GlobalAlloc;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -631,7 +632,7 @@ impl ProfilerRunner {
     /// A runner configured from `YING_*` variables (the same ones as the preload shim). Bad
     /// values print one warning each and fall back to their defaults. The sampling variables
     /// are applied to `profiler` (interval, giant limit, seed, enabled).
-    pub fn from_env(profiler: &YingProfiler) -> Self {
+    pub fn from_env<A: GlobalAlloc>(profiler: &YingProfiler<A>) -> Self {
         crate::sys::save_stderr();
         let (cfg, warnings) = crate::config::Config::from_env();
         for w in warnings {
@@ -862,8 +863,12 @@ impl ProfilerRunner {
         out
     }
 
-    /// Spawns the background thread for the `#[global_allocator]` profiler.
-    pub fn spawn(&self, profiler: &'static YingProfiler) -> RunnerHandle {
+    /// Spawns the background thread for the `#[global_allocator]` profiler (over any inner
+    /// allocator).
+    pub fn spawn<A: GlobalAlloc + Send + Sync + 'static>(
+        &self,
+        profiler: &'static YingProfiler<A>,
+    ) -> RunnerHandle {
         self.spawn_for(profiler)
     }
 
@@ -1028,8 +1033,8 @@ impl ProfilerRunner {
 /// **Blocks** while it symbolizes and renders every stack (call it in
 /// `tokio::task::spawn_blocking` from async code, as shown for [`RunnerHandle::dump_now`]).
 #[allow(clippy::ptr_arg)] // `&PathBuf` is the 0.3.0 signature; programs written for it still build.
-pub fn gen_flamegraph(
-    profiler: &YingProfiler,
+pub fn gen_flamegraph<A: GlobalAlloc + Send + Sync + 'static>(
+    profiler: &YingProfiler<A>,
     measurement: Measurement,
     path: &PathBuf,
 ) -> Result<(), String> {
@@ -1068,8 +1073,8 @@ pub fn gen_flamegraph(
 /// [`DEFAULT_DUMP_TIMEOUT`]; dumps are written one at a time). From async code call it in
 /// `tokio::task::spawn_blocking`, as shown for [`RunnerHandle::dump_now`], which writes into the
 /// runner's directory and keeps its number of sets bounded; this function removes no old set.
-pub fn write_report_now(
-    profiler: &YingProfiler,
+pub fn write_report_now<A: GlobalAlloc + Send + Sync + 'static>(
+    profiler: &YingProfiler<A>,
     options: &ReportOptions,
     dir: &Path,
 ) -> io::Result<ReportPaths> {

@@ -141,6 +141,19 @@ impl Settings {
     pub const fn enabled_at_start(self, on: bool) -> Self {
         Self { enabled: AtomicBool::new(on), ..self }
     }
+    /// The mean sampling interval, for the `const` builders of `YingProfiler`, which own the
+    /// settings they read (they take the profiler by value). Never call it on shared settings:
+    /// a plain read racing with a store is a data race.
+    pub(crate) const fn sample_interval_const(&self) -> u64 {
+        // SAFETY: the atomic's own storage, read through the pointer it hands out, by the owner
+        // of the settings (see above): no other thread can store to it meanwhile.
+        unsafe { *self.sample_interval.as_ptr() }
+    }
+    /// The giant limit, for the `const` builders (see `sample_interval_const`).
+    pub(crate) const fn max_alloc_bytes_const(&self) -> u64 {
+        // SAFETY: as in `sample_interval_const`.
+        unsafe { *self.max_alloc_bytes.as_ptr() }
+    }
     /// Mean sampling interval in bytes.
     #[inline]
     pub fn sample_interval(&self) -> u64 {

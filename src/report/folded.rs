@@ -102,9 +102,9 @@ pub(crate) fn render_ranked(
 /// The folded format of one stack's statistics, with the formats rather than with the data type.
 impl StackStats {
     /// One folded-stack line (`root;...;leaf value`) weighted by `measurement` (0.3.0 name).
-    pub fn dtrace_report(
+    pub fn dtrace_report<A: std::alloc::GlobalAlloc>(
         &self,
-        _profiler: &crate::YingProfiler,
+        _profiler: &crate::YingProfiler<A>,
         measurement: Measurement,
     ) -> String {
         line(self, measurement, false)

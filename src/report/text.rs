@@ -243,9 +243,9 @@ pub(crate) fn giant_refusals(refusals: &[crate::report::snapshot::GiantRefusal])
 /// The text format of one stack's statistics, with the formats rather than with the data type.
 impl StackStats {
     /// A human-readable block (0.3.0 signature): figures, histogram and frames.
-    pub fn rich_report(
+    pub fn rich_report<A: std::alloc::GlobalAlloc>(
         &self,
-        _profiler: &crate::YingProfiler,
+        _profiler: &crate::YingProfiler<A>,
         with_filenames: bool,
         expand_frame: bool,
     ) -> String {

@@ -1,0 +1,1 @@
+//! Nothing here: the tests in `tests/` are the package (see `Cargo.toml`).
