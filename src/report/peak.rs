@@ -129,18 +129,7 @@ pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, view: FrameView) -> 
             s.peak_retained_count,
             human_bytes(s.retained_bytes)
         );
-        if !s.spans.is_empty() {
-            let path: Vec<String> = s.spans.iter().map(|sp| sp.to_string()).collect();
-            let _ = writeln!(o, "   span: {}", path.join(" > "));
-        }
-        let _ = writeln!(o, "   frames:");
-        let frames = s.shown_frames(view);
-        if frames.is_empty() {
-            let _ = writeln!(o, "     [no frames]");
-        }
-        for f in frames {
-            let _ = writeln!(o, "     {f}");
-        }
+        crate::report::text::write_spans_and_frames(&mut o, &s, view, true);
         o.push('\n');
     }
     o

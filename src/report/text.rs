@@ -83,6 +83,18 @@ pub(crate) fn stack_block_in(
     let _ = writeln!(o, "   samples: {} ({} live)", s.samples, s.live_samples);
     let _ = writeln!(o, "   lifetimes of freed allocations: {}", s.lifetimes);
     let _ = writeln!(o, "   age of retained bytes: {}", s.retained_age);
+    write_spans_and_frames(&mut o, s, view, with_filenames);
+    o
+}
+
+/// An entry's span path (if any) and its frames as the view shows them: the part of a stack's
+/// block that the current and the peak sections share.
+pub(crate) fn write_spans_and_frames(
+    o: &mut String,
+    s: &StackStats,
+    view: FrameView,
+    with_filenames: bool,
+) {
     if !s.spans.is_empty() {
         let path: Vec<String> = s.spans.iter().map(|sp| sp.to_string()).collect();
         let _ = writeln!(o, "   span: {}", path.join(" > "));
@@ -95,7 +107,6 @@ pub(crate) fn stack_block_in(
     for f in frames {
         let _ = writeln!(o, "     {}", f.text(with_filenames));
     }
-    o
 }
 
 /// The whole text report, framework frames folded unless `expand` (stacks printed alike are
