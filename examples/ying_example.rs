@@ -316,8 +316,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .report_pct_change_trigger(5usize)
         .reporting_path(settings.reporting_path.clone())
         .gen_flamegraphs(true)
-        // This service writes its own final report (`write_report_now` below) and frees
-        // everything before it returns: a report at exit would find nothing retained.
+        // This service writes its own final report set (`write_report_now` below) before it
+        // frees everything: a report at exit would be a second set, with what it held only in
+        // its peak section.
         .report_at_exit(false)
         .build()?;
     let handle = runner.spawn(&YING_ALLOC);
