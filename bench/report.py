@@ -204,6 +204,58 @@ def service_section(runs, meta):
             )
         )
         md.append("")
+    cg_md, cg_ratios = service_instructions(meta)
+    md.extend(cg_md)
+    ratios.update(cg_ratios)
+    return md, ratios
+
+
+def service_instructions(meta):
+    """The service's instructions per request under callgrind (bench.sh: two runs of the
+    same length at two fixed rates per variant, "IR REQUESTS" each; the difference cancels
+    start-up, exit and idle wake-ups). Returns the table and {("cg", variant): ratio to the
+    baseline of its row group}."""
+    md, ratios = [], {}
+    per_req = {}
+    for v in ["system", "ying-system", "mimalloc", "ying-mimalloc", "jemalloc-rust",
+              "jemalloc-rust+prof"]:
+        parts = meta.get("svc_cg_" + v, "").split()
+        if len(parts) != 4:
+            continue
+        ir_lo, n_lo, ir_hi, n_hi = (int(x) for x in parts)
+        if n_hi > n_lo:
+            per_req[v] = ((ir_hi - ir_lo) / (n_hi - n_lo), n_lo, n_hi)
+    if not per_req:
+        return md, ratios
+    md.append("Instructions per request (callgrind, deterministic):")
+    md.append("")
+    md.append(
+        "Each server runs under `valgrind --tool=callgrind` twice for %s s, at 100 and at 500 "
+        "requests/s (4 connections): (instructions of the second run - of the first) / "
+        "(requests of the second - of the first) is one request's cost, start-up, exit and the "
+        "runtime's idle wake-ups cancelled. Unlike wall-clock throughput on two shared cores, "
+        "this does not move with the neighbours; it leaves out cache and memory effects."
+        % meta.get("svc_cg_secs", "8")
+    )
+    md.append("")
+    body = []
+    for base, variants in SERVICE_VARIANTS:
+        if base not in per_req:
+            continue
+        b = per_req[base][0]
+        body.append([LABELS[base], fnum(b, 0), "1.000 (baseline)", "%d / %d" % per_req[base][1:]])
+        for v in variants:
+            if v not in per_req:
+                body.append([LABELS[v], "not measured", "", ""])
+                continue
+            r = per_req[v][0] / b
+            ratios[("cg", v)] = r
+            body.append(
+                [LABELS[v] + " (vs %s)" % LABELS[base], fnum(per_req[v][0], 0), fnum(r) + "x",
+                 "%d / %d" % per_req[v][1:]]
+            )
+    md.append(table(["variant", "instructions per request", "ratio", "requests (runs)"], body))
+    md.append("")
     return md, ratios
 
 
@@ -716,6 +768,19 @@ def main():
                 target,
                 "%sx of mimalloc's throughput; jemalloc+prof %sx" % (fnum(yi), fnum(jp)),
                 verdict(yi >= 0.95 and yi >= jp),
+            ]
+        )
+    yi, jp = svc_ratios.get(("cg", "ying-mimalloc")), svc_ratios.get(("cg", "jemalloc-rust+prof"))
+    target = ("service, instructions per request (callgrind): YingProfiler<MiMalloc> <= 1/0.95x "
+              "of mimalloc's, not above jemalloc+prof's")
+    if yi is None or jp is None:
+        brows.append([target, "not measured", "MISS"])
+    else:
+        brows.append(
+            [
+                target,
+                "%sx of mimalloc's instructions; jemalloc+prof %sx" % (fnum(yi), fnum(jp)),
+                verdict(yi <= 1 / 0.95 and yi <= jp),
             ]
         )
     for workload, _, _ in MEMORY_ROWS:

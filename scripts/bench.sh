@@ -465,6 +465,52 @@ meta cg_glibc0 "$(callgrind_ir -- 0)"
 meta cg_ying0 "$(callgrind_ir "${SHIM[@]}" -- 0)"
 meta cg_ying_off "$(callgrind_ir "${SHIM[@]}" YING_SAMPLE_INTERVAL_BYTES=1TiB -- "$CG_PAIRS")"
 
+# The service's instructions per request: wall-clock throughput on 2 shared cores spreads by
+# +-30 % between identical runs (the load generator shares the cores), while instruction counts
+# do not depend on the neighbours. Each variant's server runs under callgrind twice for the same
+# time at two fixed rates; the difference of the two totals over the difference of the requests
+# served is the cost of one request, with start-up, exit and the runtime's idle wake-ups (the
+# same in both runs) cancelled.
+say "callgrind: the service's instructions per request"
+# svc_cg_ir VARIANT RATE: "instructions requests" of one callgrind run of the server.
+svc_cg_ir() {
+    local variant=$1 rate=$2 out pid line ir served i
+    local -a prefix=()
+    out=$(mktemp -d "$WORK/svccg.XXXXXX")
+    if [ "${variant#*+}" = prof ]; then
+        prefix=(env "_RJEM_MALLOC_CONF=$JE_PROF,prof_prefix:$out/jeprof")
+    fi
+    "${prefix[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        "$SVCBIN/svc_${variant%%+*}" "$out/port" >"$out/log" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 300; i++)); do
+        [ -s "$out/port" ] && break
+        sleep 0.1
+    done
+    if [ -s "$out/port" ]; then
+        line=$("$SVCBIN/svc_load" "$(cat "$out/port")" rate "$SVC_CG_SECS" 4 "$rate" --shutdown) ||
+            kill "$pid" 2>/dev/null
+    fi
+    wait "$pid" || true
+    ir=$(awk '/Collected :/ { print $NF }' "$out/log")
+    served=$(awk '{ for (i = 1; i < NF; i++) if ($i == "served") print $(i + 1) }' <<<"${line:-}")
+    rm -rf "$out"
+    [ -n "$ir" ] && [ -n "$served" ] && echo "$ir $served"
+}
+SVC_CG_SECS=8
+for variant in system ying-system mimalloc ying-mimalloc jemalloc-rust jemalloc-rust+prof; do
+    # svc_ying and svc_ying_mimalloc are the binaries' names for the ying variants.
+    bin_variant=${variant/ying-system/ying}
+    bin_variant=${bin_variant/ying-mimalloc/ying_mimalloc}
+    bin_variant=${bin_variant/jemalloc-rust/jemalloc}
+    lo=$(svc_cg_ir "$bin_variant" 100) || lo=""
+    hi=$(svc_cg_ir "$bin_variant" 500) || hi=""
+    if [ -n "$lo" ] && [ -n "$hi" ]; then
+        meta "svc_cg_$variant" "$lo $hi"
+    fi
+done
+meta svc_cg_secs "$SVC_CG_SECS"
+
 # ---------------------------------------------------------------------------------------------
 # One report set with ~10,000 stacks
 # ---------------------------------------------------------------------------------------------
