@@ -1,0 +1,477 @@
+//! The process's memory over time, for the HTML report ([`super::html`]): a bounded series of
+//! points (time, exact retained and allocated bytes, RSS, the sampled peak) filled by the
+//! report thread at each check, and for each dump the figures of the stacks that matter in it
+//! (the top stacks by retained, allocated and retained-at-peak bytes, each stack stored once
+//! as interned frames) with the rest summed as "others".
+//!
+//! # What it costs
+//!
+//! Nothing on the allocation paths: the report thread adds a point at each check (reading the
+//! exact totals, `/proc/self/statm` and the peak, as a check already does), and the reporting
+//! path adds a dump after each report set. Memory, all of it the profiler's:
+//!
+//! - points: 40 bytes each, at most [`MAX_POINTS`] (160 KiB). When the ring is full, every
+//!   second point of its older half is dropped, so a month of checks at any interval keeps the
+//!   whole month at decreasing resolution towards the start, never more than [`MAX_POINTS`].
+//! - dumps: the newest [`DETAIL_DUMPS`] keep up to [`RETAINED_STACKS`] + [`ALLOCATED_STACKS`] +
+//!   [`PEAK_STACKS`] stacks of 64 bytes each (at most 10.6 KB a dump, about 1 MiB for 100
+//!   dumps); older dumps keep only their [`CHART_STACKS`] largest stacks for the chart
+//!   (about 700 bytes), and past [`MAX_DUMPS`] dumps every second older one is dropped.
+//! - interned stacks and frames: 4 bytes a frame of each distinct stack still referenced, and
+//!   each distinct frame's name and `file:line` once; unreferenced ones are dropped when dumps
+//!   are thinned. A program whose top stacks stay the same (the usual case) holds each once.
+//!
+//! Measured (tests below, and BENCHMARKS.md): 100 dumps of a 10,000-stack program of
+//! 30-frame stacks whose stacks all differ from dump to dump (the worst case) take
+//! about 4 MiB.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::callstack::{FrameView, Measurement, ShownFrame};
+use crate::report::snapshot::CompactSnapshot;
+
+/// Points kept in the ring.
+pub const MAX_POINTS: usize = 4096;
+/// Dumps kept with their stacks in detail (their table, flamegraph and peak view).
+pub const DETAIL_DUMPS: usize = 100;
+/// Dumps kept at all (the older ones with their chart figures only).
+pub const MAX_DUMPS: usize = 1024;
+/// Stacks kept per dump, ranked by retained bytes (the flamegraph's; the rest is "others").
+pub const RETAINED_STACKS: usize = 100;
+/// Further stacks kept per dump, ranked by allocated bytes (the table's allocated view).
+pub const ALLOCATED_STACKS: usize = 20;
+/// Further stacks kept per dump, ranked by retained bytes at the kept peak (the peak view).
+pub const PEAK_STACKS: usize = 40;
+/// Stacks an older dump keeps for the chart.
+pub const CHART_STACKS: usize = 10;
+/// Stacks of a dump whose lifetimes are read (the table's rows).
+const TABLE_STACKS: usize = 25;
+
+/// One moment of the series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Point {
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub t_ms: u64,
+    /// Exact bytes the program retains.
+    pub retained: u64,
+    /// Exact bytes the program allocated since start.
+    pub allocated: u64,
+    /// Resident set size in bytes (0 when unknown).
+    pub rss: u64,
+    /// The highest sampled estimate of retained bytes so far (the peak's high-water mark).
+    pub peak: u64,
+}
+
+/// One stack's figures in one dump.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StackFigures {
+    /// Index of the stack in [`Timeline::stacks`].
+    pub stack: u32,
+    /// Estimated retained bytes.
+    pub retained: u64,
+    /// Estimated allocated bytes.
+    pub allocated: u64,
+    /// Estimated allocations.
+    pub alloc_count: u64,
+    /// Estimated retained allocations.
+    pub retained_count: u64,
+    /// Estimated retained bytes at the kept peak.
+    pub peak: u64,
+    /// Mean lifetime of the freed allocations in ms (negative: not read or none freed).
+    pub lifetime_ms: f32,
+    /// Mean age of the retained bytes in ms (negative: not read or none retained).
+    pub age_ms: f32,
+}
+
+/// What one dump showed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Dump {
+    /// The report set's sequence number in the process.
+    pub seq: u64,
+    /// The report set's file stem (`ying.<exe>.<pid>.<seq>.<time>`).
+    pub stem: String,
+    /// The moment, with the exact totals and RSS at the dump.
+    pub at: Point,
+    /// Estimated retained and allocated bytes summed over every stack.
+    pub est_retained: u64,
+    /// See `est_retained`.
+    pub est_allocated: u64,
+    /// The kept peak: estimated bytes, exact bytes (0 unknown), and when (ms since the epoch).
+    pub peak_estimated: u64,
+    /// See `peak_estimated`.
+    pub peak_exact: u64,
+    /// See `peak_estimated`.
+    pub peak_t_ms: u64,
+    /// Stacks sampled in the process at the dump.
+    pub stacks_sampled: u64,
+    /// The stacks kept, largest retained first.
+    pub stacks: Vec<StackFigures>,
+    /// Whether the dump still has its stacks in detail (else its chart stacks only).
+    pub detail: bool,
+}
+
+/// A frame as reports show it: its name and `file:line` (empty when unknown).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ShownLine {
+    /// Function name, or a folded run (`... 27 frames in tokio ...`).
+    pub name: String,
+    /// Short `file:line`, empty when unknown.
+    pub location: String,
+}
+
+/// A stack kept by some dump: frames root first, and the frame that names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Stack {
+    /// Frame indices into [`Timeline::frames`], root first.
+    pub frames: Box<[u32]>,
+    /// The frame that names the stack: the innermost frame of the program's own code (else the
+    /// innermost frame).
+    pub label: u32,
+}
+
+/// The series of one process (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    /// Path of the executable.
+    pub exe: String,
+    /// Process id.
+    pub pid: u32,
+    /// The ring of points, oldest first.
+    pub points: VecDeque<Point>,
+    /// Dumps, oldest first.
+    pub dumps: VecDeque<Dump>,
+    /// Interned frames.
+    pub frames: Vec<ShownLine>,
+    /// Interned stacks.
+    pub stacks: Vec<Stack>,
+    frame_index: HashMap<ShownLine, u32>,
+    stack_index: HashMap<Stack, u32>,
+}
+
+/// The process's timeline (report threads only).
+static TIMELINE: Mutex<Option<Timeline>> = Mutex::new(None);
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Resident set size in bytes from `/proc/self/statm` (0 when unreadable).
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    pages * crate::sys::page_size() as u64
+}
+
+/// The point of now: exact totals, RSS, the peak's high-water mark.
+fn point_now() -> Point {
+    let totals = crate::engine::totals::read();
+    Point {
+        t_ms: now_ms(),
+        retained: totals.retained_bytes(),
+        allocated: totals.allocated_bytes,
+        rss: rss_bytes(),
+        peak: crate::engine::peak::read().high_water,
+    }
+}
+
+/// Runs `f` on this process's timeline (a fresh one after a `fork`).
+fn with_timeline<T>(f: impl FnOnce(&mut Timeline) -> T) -> T {
+    let mut g = TIMELINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pid = std::process::id();
+    let t = g.get_or_insert_with(Timeline::default);
+    if t.pid != pid {
+        *t = Timeline { pid, ..Timeline::default() };
+    }
+    f(t)
+}
+
+/// Adds a point for now (the report thread, at each check; profiler code).
+pub(crate) fn tick() {
+    let p = point_now();
+    with_timeline(|t| t.push_point(p));
+}
+
+/// Records the dump written from `snap` (its rows merged as printed in `view`) under `stem`,
+/// then runs `f` on the timeline (the reporting path renders the HTML there).
+pub(crate) fn record_dump<T>(
+    snap: &CompactSnapshot,
+    view: FrameView,
+    exe: &str,
+    seq: u64,
+    stem: &str,
+    f: impl FnOnce(&Timeline) -> T,
+) -> T {
+    let mut at = point_now();
+    at.t_ms = snap.taken_at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    at.retained = snap.totals.retained_bytes();
+    at.allocated = snap.totals.allocated_bytes;
+    with_timeline(|t| {
+        t.exe = exe.to_string();
+        t.push_point(at);
+        t.add_dump(snap, view, seq, stem, at);
+        f(t)
+    })
+}
+
+fn round_ms(ms: f64) -> f32 {
+    if ms.is_finite() { ms as f32 } else { -1.0 }
+}
+
+impl Timeline {
+    /// An empty timeline for `exe` and `pid` (the view of a directory builds one per process).
+    pub fn new(exe: &str, pid: u32) -> Self {
+        Self { exe: exe.to_string(), pid, ..Self::default() }
+    }
+
+    /// Adds a point, thinning the older half of the ring when it is full.
+    pub fn push_point(&mut self, p: Point) {
+        if self.points.len() >= MAX_POINTS {
+            let half = self.points.len() / 2;
+            let mut i = 0;
+            self.points.retain(|_| {
+                i += 1;
+                i > half || i % 2 == 1
+            });
+        }
+        self.points.push_back(p);
+    }
+
+    /// Interns a frame.
+    pub fn frame_id(&mut self, line: ShownLine) -> u32 {
+        if let Some(&i) = self.frame_index.get(&line) {
+            return i;
+        }
+        let i = self.frames.len() as u32;
+        self.frames.push(line.clone());
+        self.frame_index.insert(line, i);
+        i
+    }
+
+    /// Interns a stack.
+    pub fn stack_id(&mut self, stack: Stack) -> u32 {
+        if let Some(&i) = self.stack_index.get(&stack) {
+            return i;
+        }
+        let i = self.stacks.len() as u32;
+        self.stacks.push(stack.clone());
+        self.stack_index.insert(stack, i);
+        i
+    }
+
+    /// Interns the stack of row `r` of `snap` as `view` shows it.
+    fn intern_row(&mut self, snap: &CompactSnapshot, r: u32, view: FrameView) -> u32 {
+        let shown = snap.shown(r, view);
+        let mut frames: Vec<u32> = Vec::with_capacity(shown.len() + 1);
+        let mut label = None;
+        // Innermost first: the first frame of the program's own code names the stack.
+        let mut ids: Vec<u32> = Vec::with_capacity(shown.len());
+        for l in &shown {
+            let (line, own) = match l {
+                ShownFrame::Frame(f) => (
+                    ShownLine {
+                        name: f.function.to_string(),
+                        location: f.short_location().unwrap_or_default(),
+                    },
+                    f.framework_crate().is_none() && !f.is_std_internal() && f.file.is_some(),
+                ),
+                ShownFrame::Folded { .. } => {
+                    (ShownLine { name: l.name().into_owned(), location: String::new() }, false)
+                }
+            };
+            let id = self.frame_id(line);
+            if own && label.is_none() {
+                label = Some(id);
+            }
+            ids.push(id);
+        }
+        for sp in snap.spans_of(r) {
+            frames.push(
+                self.frame_id(ShownLine { name: format!("[span {sp}]"), location: String::new() }),
+            );
+        }
+        frames.extend(ids.iter().rev());
+        if frames.is_empty() {
+            frames.push(
+                self.frame_id(ShownLine { name: "[unknown]".to_string(), location: String::new() }),
+            );
+        }
+        let label = label.or(ids.first().copied()).unwrap_or(frames[frames.len() - 1]);
+        self.stack_id(Stack { frames: frames.into_boxed_slice(), label })
+    }
+
+    /// Adds the dump of `snap`: its top stacks by retained, allocated and retained-at-peak
+    /// bytes, then thins older dumps.
+    pub(crate) fn add_dump(
+        &mut self,
+        snap: &CompactSnapshot,
+        view: FrameView,
+        seq: u64,
+        stem: &str,
+        at: Point,
+    ) {
+        let by_retained = snap.ranked(Measurement::RetainedBytes);
+        let mut rows: Vec<u32> = by_retained.iter().take(RETAINED_STACKS).copied().collect();
+        let table: Vec<u32> = by_retained.iter().take(TABLE_STACKS).copied().collect();
+        drop(by_retained);
+        for m in [Measurement::AllocatedBytes, Measurement::RetainedBytesAtPeak] {
+            let n = if m == Measurement::AllocatedBytes { ALLOCATED_STACKS } else { PEAK_STACKS };
+            for r in snap.ranked(m).into_iter().take(n) {
+                if !rows.contains(&r) {
+                    rows.push(r);
+                }
+            }
+        }
+        let mut read: Vec<u32> = table;
+        for &r in rows.iter().skip(RETAINED_STACKS) {
+            if !read.contains(&r) && snap.row(r).measure(Measurement::AllocatedBytes) > 0 {
+                read.push(r);
+            }
+        }
+        let histograms = snap.histograms(&read);
+        let mut stacks = Vec::with_capacity(rows.len());
+        for &r in &rows {
+            let s = snap.stack_stats(r, &Default::default());
+            let (lifetime_ms, age_ms) = match read.iter().position(|&x| x == r) {
+                Some(i) => (
+                    round_ms(histograms[i].lifetimes.average_millis()),
+                    round_ms(histograms[i].retained_age.average_millis()),
+                ),
+                None => (-1.0, -1.0),
+            };
+            stacks.push(StackFigures {
+                stack: self.intern_row(snap, r, view),
+                retained: s.retained_bytes,
+                allocated: s.allocated_bytes,
+                alloc_count: s.num_allocations,
+                retained_count: s.retained_count,
+                peak: s.peak_retained_bytes,
+                lifetime_ms,
+                age_ms,
+            });
+        }
+        let (est_allocated, est_retained) = snap.estimated_totals();
+        let peak = snap.peak.as_ref();
+        self.dumps.push_back(Dump {
+            seq,
+            stem: stem.to_string(),
+            at,
+            est_retained,
+            est_allocated,
+            peak_estimated: peak.map_or(0, |p| p.estimated_bytes),
+            peak_exact: peak.and_then(|p| p.exact_bytes).unwrap_or(0),
+            peak_t_ms: peak
+                .and_then(|p| p.at.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as u64),
+            stacks_sampled: snap.stacks_sampled as u64,
+            stacks,
+            detail: true,
+        });
+        self.thin_dumps();
+    }
+
+    /// Reduces dumps beyond the newest [`DETAIL_DUMPS`] to their chart stacks, drops every
+    /// second older dump past [`MAX_DUMPS`], and forgets stacks and frames no dump refers to.
+    pub fn thin_dumps(&mut self) {
+        let n = self.dumps.len();
+        let mut changed = false;
+        for d in self.dumps.iter_mut().take(n.saturating_sub(DETAIL_DUMPS)) {
+            if d.detail {
+                d.detail = false;
+                d.stacks.sort_by_key(|s| std::cmp::Reverse(s.retained));
+                d.stacks.truncate(CHART_STACKS);
+                d.stacks.shrink_to_fit();
+                changed = true;
+            }
+        }
+        if n > MAX_DUMPS {
+            let half = n / 2;
+            let mut i = 0;
+            self.dumps.retain(|_| {
+                i += 1;
+                i > half || i % 2 == 1
+            });
+            changed = true;
+        }
+        if changed {
+            self.collect_garbage();
+        }
+    }
+
+    /// Drops the stacks and frames no dump refers to, renumbering the rest.
+    fn collect_garbage(&mut self) {
+        let mut stack_map = vec![u32::MAX; self.stacks.len()];
+        let mut stacks = Vec::new();
+        for d in self.dumps.iter_mut() {
+            for s in d.stacks.iter_mut() {
+                let old = s.stack as usize;
+                if stack_map[old] == u32::MAX {
+                    stack_map[old] = stacks.len() as u32;
+                    stacks.push(std::mem::replace(
+                        &mut self.stacks[old],
+                        Stack { frames: Box::new([]), label: 0 },
+                    ));
+                }
+                s.stack = stack_map[old];
+            }
+        }
+        let mut frame_map = vec![u32::MAX; self.frames.len()];
+        let mut frames = Vec::new();
+        for st in stacks.iter_mut() {
+            for f in st.frames.iter_mut().chain(std::iter::once(&mut st.label)) {
+                let old = *f as usize;
+                if frame_map[old] == u32::MAX {
+                    frame_map[old] = frames.len() as u32;
+                    frames.push(std::mem::replace(
+                        &mut self.frames[old],
+                        ShownLine { name: String::new(), location: String::new() },
+                    ));
+                }
+                *f = frame_map[old];
+            }
+        }
+        self.frame_index = frames.iter().cloned().zip(0..).collect();
+        self.stack_index = stacks.iter().cloned().zip(0..).collect();
+        self.frames = frames;
+        self.stacks = stacks;
+    }
+
+    /// Bytes this timeline holds, approximately (its vectors, maps and strings).
+    pub fn memory_bytes(&self) -> usize {
+        let frames: usize = self
+            .frames
+            .iter()
+            .map(|f| 2 * (f.name.capacity() + f.location.capacity()) + 2 * 48 + 8)
+            .sum();
+        let stacks: usize = self.stacks.iter().map(|s| 2 * (s.frames.len() * 4 + 24) + 8).sum();
+        let dumps: usize = self
+            .dumps
+            .iter()
+            .map(|d| {
+                std::mem::size_of::<Dump>()
+                    + d.stem.capacity()
+                    + d.stacks.capacity() * std::mem::size_of::<StackFigures>()
+            })
+            .sum();
+        self.points.capacity() * std::mem::size_of::<Point>() + frames + stacks + dumps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_stays_bounded_and_keeps_the_start_and_the_newest() {
+        let mut t = Timeline::new("x", 1);
+        for i in 0..(30 * 24 * 3600 / 5) {
+            t.push_point(Point { t_ms: i, ..Point::default() });
+        }
+        assert!(t.points.len() <= MAX_POINTS && t.points.len() > MAX_POINTS / 2);
+        assert_eq!(t.points.front().unwrap().t_ms, 0, "the start stays");
+        assert_eq!(t.points.back().unwrap().t_ms, 30 * 24 * 3600 / 5 - 1, "the newest stays");
+        let ts: Vec<u64> = t.points.iter().map(|p| p.t_ms).collect();
+        assert!(ts.windows(2).all(|w| w[0] < w[1]), "in order");
+    }
+}
