@@ -30,6 +30,7 @@ pub mod folded;
 pub mod heap_profile;
 pub mod peak;
 pub mod pprof;
+pub mod proto;
 pub(crate) mod snapshot;
 pub mod text;
 
