@@ -31,6 +31,7 @@ pub mod heap_profile;
 pub mod html;
 pub mod peak;
 pub mod pprof;
+pub mod proto;
 pub(crate) mod snapshot;
 pub mod text;
 pub mod timeline;
