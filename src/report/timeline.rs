@@ -25,17 +25,22 @@
 //! 30-frame stacks whose stacks all differ from dump to dump (the worst case) take
 //! about 4 MiB.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::HashTable;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::{FrameView, Measurement, ShownFrame};
-use crate::report::snapshot::CompactSnapshot;
+use crate::report::snapshot::{CompactSnapshot, Snapshot};
+use crate::spans::SpanInfo;
 
 /// Points kept in the ring.
 pub const MAX_POINTS: usize = 4096;
-/// Dumps kept with their stacks in detail (their table, flamegraph and peak view).
-pub const DETAIL_DUMPS: usize = 100;
+/// Dumps kept with their stacks in detail (their table, flamegraph and peak view): as many as
+/// the report sets a runner keeps by default ([`crate::utils::DEFAULT_MAX_REPORT_SETS`]).
+pub const DETAIL_DUMPS: usize = 50;
 /// Dumps kept at all (the older ones with their chart figures only).
 pub const MAX_DUMPS: usize = 1024;
 /// Stacks kept per dump, ranked by retained bytes (the flamegraph's; the rest is "others").
@@ -132,7 +137,7 @@ pub struct Stack {
 }
 
 /// The series of one process (see the module documentation).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Timeline {
     /// Path of the executable.
     pub exe: String,
@@ -146,8 +151,49 @@ pub struct Timeline {
     pub frames: Vec<ShownLine>,
     /// Interned stacks.
     pub stacks: Vec<Stack>,
-    frame_index: HashMap<ShownLine, u32>,
-    stack_index: HashMap<Stack, u32>,
+    /// Indices of `frames` and `stacks` by their hash (the values are not stored twice).
+    frame_index: HashTable<u32>,
+    stack_index: HashTable<u32>,
+}
+
+impl std::fmt::Debug for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timeline")
+            .field("exe", &self.exe)
+            .field("pid", &self.pid)
+            .field("points", &self.points.len())
+            .field("dumps", &self.dumps.len())
+            .field("stacks", &self.stacks.len())
+            .field("frames", &self.frames.len())
+            .finish()
+    }
+}
+
+/// A fixed hash for the interning tables.
+fn hash_of<T: Hash + ?Sized>(v: &T) -> u64 {
+    std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+        .hash_one(v)
+}
+
+/// Interns `v` in `items` through `index`.
+fn intern<T: Hash + Eq>(items: &mut Vec<T>, index: &mut HashTable<u32>, v: T) -> u32 {
+    let h = hash_of(&v);
+    if let Some(&i) = index.find(h, |&i| items[i as usize] == v) {
+        return i;
+    }
+    let i = items.len() as u32;
+    items.push(v);
+    index.insert_unique(h, i, |&j| hash_of(&items[j as usize]));
+    i
+}
+
+/// An index of `items` by hash.
+fn index_of<T: Hash>(items: &[T]) -> HashTable<u32> {
+    let mut t = HashTable::with_capacity(items.len());
+    for (i, v) in items.iter().enumerate() {
+        t.insert_unique(hash_of(v), i as u32, |&j| hash_of(&items[j as usize]));
+    }
+    t
 }
 
 /// The process's timeline (report threads only).
@@ -240,34 +286,26 @@ impl Timeline {
 
     /// Interns a frame.
     pub fn frame_id(&mut self, line: ShownLine) -> u32 {
-        if let Some(&i) = self.frame_index.get(&line) {
-            return i;
-        }
-        let i = self.frames.len() as u32;
-        self.frames.push(line.clone());
-        self.frame_index.insert(line, i);
-        i
+        intern(&mut self.frames, &mut self.frame_index, line)
     }
 
     /// Interns a stack.
     pub fn stack_id(&mut self, stack: Stack) -> u32 {
-        if let Some(&i) = self.stack_index.get(&stack) {
-            return i;
-        }
-        let i = self.stacks.len() as u32;
-        self.stacks.push(stack.clone());
-        self.stack_index.insert(stack, i);
-        i
+        intern(&mut self.stacks, &mut self.stack_index, stack)
     }
 
     /// Interns the stack of row `r` of `snap` as `view` shows it.
     fn intern_row(&mut self, snap: &CompactSnapshot, r: u32, view: FrameView) -> u32 {
-        let shown = snap.shown(r, view);
-        let mut frames: Vec<u32> = Vec::with_capacity(shown.len() + 1);
+        self.intern_shown(&snap.shown(r, view), snap.spans_of(r))
+    }
+
+    /// Interns a stack whose lines (innermost first) are `shown`, under the span path `spans`.
+    pub(crate) fn intern_shown(&mut self, shown: &[ShownFrame<'_>], spans: &[SpanInfo]) -> u32 {
+        let mut frames: Vec<u32> = Vec::with_capacity(shown.len() + spans.len());
         let mut label = None;
         // Innermost first: the first frame of the program's own code names the stack.
         let mut ids: Vec<u32> = Vec::with_capacity(shown.len());
-        for l in &shown {
+        for l in shown {
             let (line, own) = match l {
                 ShownFrame::Frame(f) => (
                     ShownLine {
@@ -286,7 +324,7 @@ impl Timeline {
             }
             ids.push(id);
         }
-        for sp in snap.spans_of(r) {
+        for sp in spans {
             frames.push(
                 self.frame_id(ShownLine { name: format!("[span {sp}]"), location: String::new() }),
             );
@@ -299,6 +337,21 @@ impl Timeline {
         }
         let label = label.or(ids.first().copied()).unwrap_or(frames[frames.len() - 1]);
         self.stack_id(Stack { frames: frames.into_boxed_slice(), label })
+    }
+
+    /// Adds `snap` (a snapshot the program took or built) as dump `seq` named `stem`, with a
+    /// point at its time (its exact totals and the peak's high-water mark; RSS unknown).
+    pub fn add_snapshot(&mut self, snap: &Snapshot, view: FrameView, seq: u64, stem: &str) {
+        let compact = CompactSnapshot::from_snapshot(snap).merge_printed(view);
+        let at = Point {
+            t_ms: snap.taken_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            retained: snap.totals.retained_bytes(),
+            allocated: snap.totals.allocated_bytes,
+            rss: 0,
+            peak: snap.peak.map_or(0, |p| p.high_water_bytes),
+        };
+        self.push_point(at);
+        self.add_dump(&compact, view, seq, stem, at);
     }
 
     /// Adds the dump of `snap`: its top stacks by retained, allocated and retained-at-peak
@@ -431,20 +484,23 @@ impl Timeline {
                 *f = frame_map[old];
             }
         }
-        self.frame_index = frames.iter().cloned().zip(0..).collect();
-        self.stack_index = stacks.iter().cloned().zip(0..).collect();
+        self.frame_index = index_of(&frames);
+        self.stack_index = index_of(&stacks);
         self.frames = frames;
         self.stacks = stacks;
     }
 
     /// Bytes this timeline holds, approximately (its vectors, maps and strings).
     pub fn memory_bytes(&self) -> usize {
+        // A table slot: its 4-byte value and a control byte, at a load of 7/8.
+        let slot = 5 * 8 / 7 + 1;
         let frames: usize = self
             .frames
             .iter()
-            .map(|f| 2 * (f.name.capacity() + f.location.capacity()) + 2 * 48 + 8)
+            .map(|f| f.name.capacity() + f.location.capacity() + size_of::<ShownLine>() + slot)
             .sum();
-        let stacks: usize = self.stacks.iter().map(|s| 2 * (s.frames.len() * 4 + 24) + 8).sum();
+        let stacks: usize =
+            self.stacks.iter().map(|s| s.frames.len() * 4 + size_of::<Stack>() + slot).sum();
         let dumps: usize = self
             .dumps
             .iter()

@@ -21,6 +21,9 @@
 
 use std::fmt::Write as _;
 
+mod view;
+pub use view::{VIEW_FILE, write_view};
+
 use super::timeline::{Dump, Timeline};
 use super::{human_bytes, utc_timestamp};
 
