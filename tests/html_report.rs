@@ -372,3 +372,103 @@ fn ten_thousand_stacks_a_hundred_dumps_under_5_mb_and_renders() {
     assert_eq!(rows(&loaded.dom, "class=\"diff-table\"").len(), 20);
     assert_no_page_requests(&loaded, &work);
 }
+
+/// A stack `main` → `app::handler` → `leaf` retaining `retained` bytes.
+fn named_stack(leaf: &str, line: u32, retained: u64) -> StackStats {
+    let mut s = synthetic_stack(0, retained);
+    let f = |ip: usize, name: &str, line: u32| Frame {
+        ip,
+        function: name.into(),
+        file: Some("/app/src/main.rs".into()),
+        line: Some(line),
+        inlined: false,
+        module: None,
+    };
+    s.frames = vec![
+        f(0x10 + line as usize, leaf, line),
+        f(0x2000, "app::handler", 20),
+        f(0x3000, "app::main", 5),
+    ];
+    s.stack = StdCallstack::from_ips(&[0x10 + line as usize, 0x2000, 0x3000]);
+    s
+}
+
+/// `ying view DIR`'s page: sets of three processes (two runs of one program, one of another)
+/// written by `write_report_set`, read back from disk, one section per process, each with its
+/// own dumps, chart and diff.
+#[test]
+fn the_directory_view_has_a_section_per_process_in_chromium() {
+    let work = scratch("view");
+    let dir = work.join("reports");
+    let opts = ying_profiler::report::ReportOptions::default();
+    let start = UNIX_EPOCH + Duration::from_secs(1_796_214_611);
+    // (exe, pid, the function that grows, sets)
+    let procs = [
+        ("svc", 100u32, "app::old_run_cache", 3u64),
+        ("svc", 200, "app::new_run_leak", 4),
+        ("worker", 300, "app::batch_buffer", 2),
+    ];
+    for (k, (exe, pid, grows, n)) in procs.iter().enumerate() {
+        let ctx = ying_profiler::report::ReportContext {
+            pid: *pid,
+            exe: format!("/usr/bin/{exe}"),
+            rss_kib: Some(50_000),
+            anon_rss_kib: Some(40_000),
+        };
+        for i in 0..*n {
+            let stacks = vec![
+                named_stack(grows, 40, (1 + i) * (4 << 20)),
+                named_stack("app::steady_pool", 41, 3 << 20),
+                named_stack("app::shrinking_queue", 42, (8 - 2 * i.min(3)) << 20),
+            ];
+            let retained: u64 = stacks.iter().map(|s| s.retained_bytes).sum();
+            let snap = Snapshot {
+                taken_at: start + Duration::from_secs(3600 * k as u64 + 60 * i),
+                totals: Totals {
+                    allocated_bytes: retained * 2,
+                    freed_bytes: retained,
+                    ..Totals::default()
+                },
+                sample_interval: 524_288,
+                unit: ying_profiler::ByteUnit::Requested,
+                stacks,
+                live_samples: 3,
+                dropped_samples: 0,
+                address_conflicts: 0,
+                giant_refused: 0,
+                giant_refusals: Vec::new(),
+                symbol_cache_entries: 0,
+                peak: None,
+            };
+            ying_profiler::report::write_report_set(&snap, &ctx, &opts, &dir).expect("set written");
+        }
+    }
+    // A file of no set and a corrupt profile are left out.
+    std::fs::write(dir.join("notes.txt"), b"x").unwrap();
+    std::fs::write(dir.join("ying.svc.999.0.20261203T181500Z.pb.gz"), b"not gzip").unwrap();
+    let page = html::write_view(&dir).expect("the view is written");
+    assert_eq!(page, dir.join(html::VIEW_FILE));
+    let loaded = load(&file_url(&page), &work, None);
+    let dom = &loaded.dom;
+    assert!(dom.contains("data-rendered=\"yes\""), "the script ran to its end");
+    let sections: Vec<&str> = dom.split("class=\"process\"").skip(1).collect();
+    assert_eq!(sections.len(), 3, "one section per process");
+    for (s, (exe, pid, grows, n)) in sections.iter().zip(&procs) {
+        assert!(
+            s.contains(&format!("{exe} (pid {pid})")),
+            "sections in the order the processes ran"
+        );
+        let picker = text_of(s, "class=\"dump-picker\"", "</select>");
+        assert_eq!(picker.matches("dump ").count() as u64, *n, "{picker}");
+        let diff = rows(s, "class=\"diff-table\"");
+        assert!(diff[0].contains(grows), "{exe} {pid}: the diff names {grows} first: {diff:?}");
+        assert!(diff.last().unwrap().contains("shrinking_queue") || *n < 3, "{diff:?}");
+        let names = attrs(s, "class=\"series\"", "data-name");
+        assert!(names.contains(grows), "{names:?}");
+    }
+    assert_no_page_requests(&loaded, &work);
+    // An empty directory is an error, not an empty page.
+    let empty = work.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(html::write_view(&empty).is_err());
+}

@@ -297,8 +297,8 @@
     box.appendChild(fg);
     new Flame(this, fg, items, false, "retained");
     box.appendChild(el("h3", {}, "Peak"));
-    box.appendChild(el("p", { "class": "peak-info" }, d.peak_est ? "kept peak at " + when(d.peak_t) +
-      ": " + bytes(d.peak_est) + " estimated" + (d.peak_exact ? ", " + bytes(d.peak_exact) + " exact" : "") +
+    box.appendChild(el("p", { "class": "peak-info" }, d.peak_est ? "kept peak" +
+      (d.peak_t ? " at " + when(d.peak_t) : "") + ": " + bytes(d.peak_est) + " estimated" + (d.peak_exact ? ", " + bytes(d.peak_exact) + " exact" : "") +
       "; high-water " + bytes(d.peak) : "no peak kept yet"));
     var peakRows = d.s.filter(function (f) { return f[5] > 0; });
     box.appendChild(table("peak-stacks", this.stackCols().slice(0, 2).concat([this.stackCols()[6]]), peakRows, 2, 10));
