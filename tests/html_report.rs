@@ -235,7 +235,19 @@ fn example_leak_grows_in_the_chart_and_leads_the_diff_in_chromium() {
     let diff_flame = text_of(dom, "class=\"flame-box diff\"", "</section>");
     assert!(diff_flame.contains(LEAK_FN), "the diff flamegraph names the leak");
     assert!(dom.contains("data-delta=\""), "diff nodes carry their change");
+    let tips = attrs(dom, "class=\"fg-node\"", "title");
+    assert!(
+        tips.iter().any(|t| t.contains(LEAK_FN) && t.contains("MiB retained")),
+        "the flamegraph's tooltips give bytes: {:?}",
+        &tips[..tips.len().min(5)]
+    );
     assert_no_page_requests(&loaded, &work);
+
+    // Searching (from the URL) marks the leak's nodes and sums their bytes.
+    let found = load(&format!("{}#search=leak_loop", file_url(page)), &work, None);
+    let matched = text_of(&found.dom, "class=\"note fg-found\"", "</span>");
+    assert!(matched.contains("matched") && matched.contains("MiB"), "{matched}");
+    assert!(found.dom.contains("fg-node fg-match"), "matching nodes are marked");
 
     // Picking the first dump through the URL shows that dump.
     let first = load(&format!("{}#dump=0&a=0&b=1", file_url(page)), &work, None);

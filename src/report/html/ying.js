@@ -156,10 +156,11 @@
     });
     this.root = root;
     this.zoom = root;
-    this.term = "";
+    this.term = proc.search || "";
     var self = this;
     var bar = el("div", { "class": "controls" });
     var search = el("input", { type: "search", placeholder: "search functions", "class": "fg-search" });
+    search.value = this.term;
     var reset = el("button", { "class": "fg-reset" }, "reset zoom");
     this.found = el("span", { "class": "note fg-found" });
     search.addEventListener("input", function () { self.term = search.value; self.draw(); });
@@ -373,8 +374,10 @@
     // The URL's #dump=N&a=I&b=J picks; the last dump and the first-to-last diff otherwise.
     var q = {};
     location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
-      var s = kv.split("="); if (s.length === 2) q[s[0]] = Number(s[1]);
+      var s = kv.split("=");
+      if (s.length === 2) q[s[0]] = s[0] === "search" ? decodeURIComponent(s[1]) : Number(s[1]);
     });
+    this.search = q.search || "";
     var n = p.dumps.length, clamp = function (v, d) { return v >= 0 && v < n ? v : d; };
     var first = 0;
     while (first < n - 1 && !p.dumps[first].detail) first++;
