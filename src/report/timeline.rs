@@ -517,6 +517,92 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::callstack::{Frame, StackStats, StdCallstack};
+    use crate::engine::histogram::MillisHistogram;
+
+    /// A stack `app::main` → `leaf` (at `line`) retaining `retained` bytes.
+    fn stack(leaf: &str, line: u32, retained: u64) -> StackStats {
+        let f = |ip: usize, name: &str, line: u32| Frame {
+            ip,
+            function: name.into(),
+            file: Some("/app/src/main.rs".into()),
+            line: Some(line),
+            inlined: false,
+            module: None,
+        };
+        StackStats {
+            allocated_bytes: retained * 2,
+            num_allocations: 4,
+            freed_bytes: retained,
+            num_frees: 2,
+            retained_bytes: retained,
+            retained_count: 2,
+            peak_retained_bytes: retained,
+            peak_retained_count: 2,
+            samples: 1,
+            live_samples: 1,
+            frames: vec![f(0x1000 + line as usize, leaf, line), f(0x2000, "app::main", 5)],
+            lifetimes: MillisHistogram::new(),
+            retained_age: MillisHistogram::new(),
+            stack: StdCallstack::from_ips(&[0x1000 + line as usize, 0x2000]),
+            spans: Vec::new(),
+        }
+    }
+
+    fn snapshot(stacks: Vec<StackStats>, t: u64) -> Snapshot {
+        Snapshot {
+            taken_at: UNIX_EPOCH + std::time::Duration::from_secs(t),
+            totals: Default::default(),
+            sample_interval: 4096,
+            unit: crate::engine::sampler::ByteUnit::Requested,
+            stacks,
+            live_samples: 0,
+            dropped_samples: 0,
+            address_conflicts: 0,
+            giant_refused: 0,
+            giant_refusals: Vec::new(),
+            symbol_cache_entries: 0,
+            peak: None,
+        }
+    }
+
+    #[test]
+    fn old_dumps_are_thinned_and_their_stacks_still_name_the_right_frames() {
+        let mut t = Timeline::new("x", 1);
+        let n = MAX_DUMPS as u64 + 100;
+        for d in 0..n {
+            // A stack of its own in each dump (named after the dump), and one in all of them.
+            let own = format!("app::only_in_dump_{d}");
+            let s = vec![stack(&own, 10 + (d % 7) as u32, 1000 + d), stack("app::always", 9, 10)];
+            t.add_snapshot(&snapshot(s, d), FrameView::DEFAULT, d, &format!("set{d}"));
+        }
+        assert!(t.dumps.len() <= MAX_DUMPS, "{} dumps", t.dumps.len());
+        assert_eq!(t.dumps.back().unwrap().seq, n - 1, "the newest dump stays");
+        assert_eq!(t.dumps.front().unwrap().seq, 0, "the first dump stays");
+        assert_eq!(t.dumps.iter().filter(|d| d.detail).count(), DETAIL_DUMPS);
+        for d in &t.dumps {
+            assert!(d.stacks.len() <= if d.detail { 2 } else { CHART_STACKS });
+            for s in &d.stacks {
+                let st = &t.stacks[s.stack as usize];
+                let label = &t.frames[st.label as usize].name;
+                if s.retained == 10 {
+                    assert_eq!(label, "app::always");
+                } else {
+                    assert_eq!(label, &format!("app::only_in_dump_{}", d.seq), "renumbered right");
+                    assert_eq!(s.retained, 1000 + d.seq);
+                }
+                let root = &t.frames[st.frames[0] as usize];
+                assert_eq!(root.name, "app::main");
+            }
+        }
+        // Stacks of dumps no longer kept are forgotten: one per kept dump and the shared one.
+        assert_eq!(t.stacks.len(), t.dumps.len() + 1);
+        // Interning still finds the survivors.
+        let before = t.stacks.len();
+        let s = vec![stack("app::always", 9, 10)];
+        t.add_snapshot(&snapshot(s, n), FrameView::DEFAULT, n, "last");
+        assert_eq!(t.stacks.len(), before, "the shared stack is found again, not added");
+    }
 
     #[test]
     fn the_ring_stays_bounded_and_keeps_the_start_and_the_newest() {

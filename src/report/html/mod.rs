@@ -290,4 +290,12 @@ mod tests {
         assert_eq!(o, "\"a\\u003c/script>\\\"\\\\\\u000a\"");
         assert_eq!(esc("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
     }
+
+    #[test]
+    fn the_page_is_no_file_of_a_set_so_the_set_limit_keeps_it() {
+        let name = file_name("app", 42);
+        assert_eq!(name, "ying.app.42.html");
+        assert_eq!(crate::report::files::set_seq_of(&name, "app", 42), None);
+        assert_eq!(crate::report::files::set_seq_of(VIEW_FILE, "view", 0), None);
+    }
 }
