@@ -300,8 +300,10 @@ fn write_compact_as(
         let page = timeline::record_dump(&snap, view, &ctx.exe, seq, &stem, |t| {
             html::render(&[t], &title)
         });
-        let name = html::file_name(&ctx.exe_name(), ctx.pid);
-        keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
+        if let Some(page) = page {
+            let name = html::file_name(&ctx.exe_name(), ctx.pid);
+            keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
+        }
     }
     match first_err {
         Some(e) => Err(e),

@@ -29,8 +29,9 @@ use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
 
 use hashbrown::HashTable;
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, TryLockError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::callstack::{FrameView, Measurement, ShownFrame};
 use crate::report::snapshot::{CompactSnapshot, Snapshot};
@@ -222,25 +223,56 @@ fn point_now() -> Point {
     }
 }
 
-/// Runs `f` on this process's timeline (a fresh one after a `fork`).
-fn with_timeline<T>(f: impl FnOnce(&mut Timeline) -> T) -> T {
-    let mut g = TIMELINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+/// The process whose thread holds [`TIMELINE`] (0: none, or not yet recorded).
+static HOLDER: AtomicU32 = AtomicU32::new(0);
+
+/// The longest wait for the timeline held by another thread of this process (one dump at a
+/// time is written, so this is only a check's point waiting for a dump's page).
+const WAIT_OWN: Duration = Duration::from_secs(60);
+/// The longest wait when the holder is not of this process: a `fork` child whose parent's
+/// thread held the lock at the fork (nothing in the child will ever release it).
+const WAIT_OTHER: Duration = Duration::from_millis(200);
+
+/// Runs `f` on this process's timeline (a fresh one after a `fork`); None, without waiting
+/// more than [`WAIT_OTHER`], when the lock is held by a thread of another process (the parent's
+/// report thread at the moment of a `fork`): that child's reports then have no page rather than
+/// a hang.
+fn with_timeline<T>(f: impl FnOnce(&mut Timeline) -> T) -> Option<T> {
     let pid = std::process::id();
+    let start = Instant::now();
+    let mut g = loop {
+        match TIMELINE.try_lock() {
+            Ok(g) => break g,
+            Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let limit =
+                    if HOLDER.load(Ordering::Relaxed) == pid { WAIT_OWN } else { WAIT_OTHER };
+                if start.elapsed() > limit {
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    };
+    HOLDER.store(pid, Ordering::Relaxed);
     let t = g.get_or_insert_with(Timeline::default);
     if t.pid != pid {
         *t = Timeline { pid, ..Timeline::default() };
     }
-    f(t)
+    let out = f(t);
+    HOLDER.store(0, Ordering::Relaxed);
+    Some(out)
 }
 
 /// Adds a point for now (the report thread, at each check; profiler code).
 pub(crate) fn tick() {
     let p = point_now();
-    with_timeline(|t| t.push_point(p));
+    let _ = with_timeline(|t| t.push_point(p));
 }
 
 /// Records the dump written from `snap` (its rows merged as printed in `view`) under `stem`,
-/// then runs `f` on the timeline (the reporting path renders the HTML there).
+/// then runs `f` on the timeline (the reporting path renders the HTML there); None when the
+/// timeline cannot be had (see `with_timeline`).
 pub(crate) fn record_dump<T>(
     snap: &CompactSnapshot,
     view: FrameView,
@@ -248,7 +280,7 @@ pub(crate) fn record_dump<T>(
     seq: u64,
     stem: &str,
     f: impl FnOnce(&Timeline) -> T,
-) -> T {
+) -> Option<T> {
     let mut at = point_now();
     at.t_ms = snap.taken_at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     at.retained = snap.totals.retained_bytes();
@@ -564,6 +596,29 @@ mod tests {
             symbol_cache_entries: 0,
             peak: None,
         }
+    }
+
+    #[test]
+    fn a_timeline_held_by_another_process_is_given_up_not_waited_for() {
+        // What a `fork` child sees when its parent's report thread held the lock at the fork:
+        // the lock taken, by a holder that is not of this process.
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _g = TIMELINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            HOLDER.store(std::process::id() + 1, Ordering::Relaxed);
+            held_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            HOLDER.store(0, Ordering::Relaxed);
+        });
+        held_rx.recv().unwrap();
+        let start = Instant::now();
+        assert!(with_timeline(|_| ()).is_none(), "given up");
+        assert!(start.elapsed() < WAIT_OWN, "{:?}", start.elapsed());
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        // Released: the timeline is there again.
+        assert!(with_timeline(|t| t.pid).is_some_and(|p| p == std::process::id()));
     }
 
     #[test]
