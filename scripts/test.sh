@@ -41,6 +41,8 @@ echo "== build libying.so"
 cargo build --release -p ying-preload
 echo "== library, integration and doc tests"
 cargo test --workspace --exclude preload-tests
+echo "== the 10k-stack, 100-dump HTML page (optimized: minutes unoptimized)"
+cargo test --release --test html_report ten_thousand
 echo "== profile_spans feature"
 cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
 echo "== LD_PRELOAD tests"
