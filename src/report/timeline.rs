@@ -14,16 +14,19 @@
 //!   second point of its older half is dropped, so a month of checks at any interval keeps the
 //!   whole month at decreasing resolution towards the start, never more than [`MAX_POINTS`].
 //! - dumps: the newest [`DETAIL_DUMPS`] keep up to [`RETAINED_STACKS`] + [`ALLOCATED_STACKS`] +
-//!   [`PEAK_STACKS`] stacks of 64 bytes each (at most 10.6 KB a dump, about 1 MiB for 100
-//!   dumps); older dumps keep only their [`CHART_STACKS`] largest stacks for the chart
-//!   (about 700 bytes), and past [`MAX_DUMPS`] dumps every second older one is dropped.
+//!   [`PEAK_STACKS`] stacks of 56 bytes each (at most 9 KB a dump, 450 KB for 50 dumps); older
+//!   dumps keep only their [`CHART_STACKS`] largest stacks for the chart (about 700 bytes), and
+//!   past [`MAX_DUMPS`] dumps every second older one is dropped.
 //! - interned stacks and frames: 4 bytes a frame of each distinct stack still referenced, and
 //!   each distinct frame's name and `file:line` once; unreferenced ones are dropped when dumps
 //!   are thinned. A program whose top stacks stay the same (the usual case) holds each once.
 //!
-//! Measured (tests below, and BENCHMARKS.md): 100 dumps of a 10,000-stack program of
-//! 30-frame stacks whose stacks all differ from dump to dump (the worst case) take
-//! about 4 MiB.
+//! Measured ([`Timeline::memory_bytes`] in `tests/html_report.rs`, BENCHMARKS.md): 100 dumps
+//! of a 10,000-stack program of 30-frame stacks whose sizes change at every dump, so that each
+//! dump's top stacks differ (the worst case: 5,240 distinct stacks kept), hold 4.3 MiB.
+//!
+//! The lock is never waited for when a thread of another process holds it (a `fork` child
+//! whose parent's report thread held it at the fork): that child's dumps then write no page.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
