@@ -614,6 +614,27 @@ if [ "$QUICK" = 1 ]; then PROC_ROUNDS=1; else PROC_ROUNDS=5; fi
 bench/process_cost.sh "$LIBYING" "$PROC_ROUNDS" >"$BUILD/process_cost.md"
 
 # ---------------------------------------------------------------------------------------------
+# HTML report: the 10,000-stack, 100-dump page (size, timeline memory, Chromium's render)
+# ---------------------------------------------------------------------------------------------
+say "HTML report: tests/html_report.rs ten_thousand (needs chromium)"
+{
+    echo "## HTML report and timeline"
+    echo
+    echo "\`cargo test --release --test html_report ten_thousand -- --nocapture\`: 100 dumps of a 10,000-stack program of 30-frame stacks whose sizes change at every dump (each dump's top stacks differ: the worst case for the timeline's interned stacks), rendered into one page and opened in headless Chromium (\`--dump-dom\`; the time includes the browser's start, the script's own time is measured by the page). Load average at the time: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo
+    echo '```text'
+    if command -v chromium >/dev/null 2>&1; then
+        cargo test --release --test html_report ten_thousand -- --nocapture 2>/dev/null \
+            | grep -E '^(10k stacks|chromium:)' || echo "the test failed"
+    else
+        echo "not measured: chromium is missing (scripts/test.sh installs it)"
+    fi
+    echo '```'
+    echo
+    echo "The timeline adds no code to the allocation paths (\`src/engine/\` and the shim are unchanged by it): the report thread reads the exact totals, \`/proc/self/statm\` and the peak once per check."
+} >"$BUILD/html_report.md"
+
+# ---------------------------------------------------------------------------------------------
 # BENCHMARKS.md
 # ---------------------------------------------------------------------------------------------
 meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -621,5 +642,7 @@ python3 bench/report.py "$RAW" "$META" BENCHMARKS.md "$SVC_RAW"
 {
     echo
     cat "$BUILD/process_cost.md"
+    echo
+    cat "$BUILD/html_report.md"
 } >>BENCHMARKS.md
 say "wrote BENCHMARKS.md (raw data: $RAW, $META)"

@@ -21,6 +21,14 @@ if ! command -v sqlite3 >/dev/null 2>&1; then
         sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null
     fi
 fi
+if ! command -v chromium >/dev/null 2>&1 || ! command -v lynx >/dev/null 2>&1; then
+    echo "== installing chromium and lynx (tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx)"
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium lynx >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium lynx >/dev/null
+    fi
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -33,6 +41,8 @@ echo "== build libying.so"
 cargo build --release -p ying-preload
 echo "== library, integration and doc tests"
 cargo test --workspace --exclude preload-tests
+echo "== the 10k-stack, 100-dump HTML page (optimized: minutes unoptimized)"
+cargo test --release --test html_report ten_thousand
 echo "== profile_spans feature"
 cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
 echo "== LD_PRELOAD tests"

@@ -113,7 +113,7 @@ fn write_report_from(
     let mut written = None;
     source.run_guarded(&mut || {
         let snap = crate::report::snapshot::take_compact(interval, unit);
-        written = Some(report::write_compact(snap, &ctx, opts, dir));
+        written = Some(report::write_dump(snap, &ctx, opts, dir));
     });
     // Copies allocated as the caller's, the originals freed as the profiler's.
     let out = match &written {
@@ -993,6 +993,7 @@ impl ProfilerRunner {
                 return;
             }
             let now = crate::engine::totals::read().retained_bytes();
+            crate::report::timeline::tick();
             let worth = forced.is_some() || self.worth_a_report();
             let mut written = None;
             if worth && (forced.is_some() || self.should_report(last, now)) {

@@ -103,6 +103,12 @@ fn a_runner_keeps_its_newest_sets_and_touches_nothing_else() {
     for n in &planted {
         assert_eq!(std::fs::read(dir.join(n)).unwrap(), b"keep", "{n} was touched");
     }
+    // The process's HTML report is no file of a set: it stays, with every dump in its timeline.
+    let html = dir.join(format!("ying.{exe}.{}.html", ctx.pid));
+    let page = std::fs::read_to_string(&html).expect("the HTML report stays");
+    for seq in &seqs {
+        assert!(page.contains(&format!("{{\"seq\":{seq},")), "dump {seq} in the page");
+    }
     // After `stop`, the calling thread writes the dump; the limit still holds.
     assert!(!handle.has_thread());
     let paths = handle.dump_now().expect("dump_now after stop");

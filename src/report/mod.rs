@@ -28,10 +28,13 @@ pub mod files;
 pub mod flamegraph;
 pub mod folded;
 pub mod heap_profile;
+pub mod html;
 pub mod peak;
 pub mod pprof;
+pub mod proto;
 pub(crate) mod snapshot;
 pub mod text;
+pub mod timeline;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -137,6 +140,9 @@ pub struct ReportPaths {
     pub peak_svg: Option<PathBuf>,
     /// The pprof heap profile of the kept peak (`.peak.pb.gz`).
     pub peak_pprof: Option<PathBuf>,
+    /// The process's HTML report (`ying.<exe>.<pid>.html`, rewritten at each dump of the
+    /// runner; not a file of the set, kept by the report-set limit).
+    pub html: Option<PathBuf>,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -198,6 +204,28 @@ pub(crate) fn write_compact(
     ctx: &ReportContext,
     opts: &ReportOptions,
     dir: &files::ReportDir,
+) -> io::Result<ReportPaths> {
+    write_compact_as(snap, ctx, opts, dir, false)
+}
+
+/// [`write_compact`] of a dump of the process's own tables (the runner's): the dump also joins
+/// the process's [`timeline`] and the HTML report `ying.<exe>.<pid>.html` ([`html`]) is
+/// rewritten.
+pub(crate) fn write_dump(
+    snap: CompactSnapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &files::ReportDir,
+) -> io::Result<ReportPaths> {
+    write_compact_as(snap, ctx, opts, dir, true)
+}
+
+fn write_compact_as(
+    snap: CompactSnapshot,
+    ctx: &ReportContext,
+    opts: &ReportOptions,
+    dir: &files::ReportDir,
+    in_timeline: bool,
 ) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     print_new_refusals(&snap.giant_refusals);
@@ -266,6 +294,17 @@ pub(crate) fn write_compact(
     };
     let txt = text::render_compact(&snap, &ranked, &totals, ctx, m, opts.top_k, view);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
+    drop(txt);
+    if in_timeline {
+        let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
+        let page = timeline::record_dump(&snap, view, &ctx.exe, seq, &stem, |t| {
+            html::render(&[t], &title)
+        });
+        if let Some(page) = page {
+            let name = html::file_name(&ctx.exe_name(), ctx.pid);
+            keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
+        }
+    }
     match first_err {
         Some(e) => Err(e),
         None => Ok(paths),

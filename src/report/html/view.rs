@@ -1,0 +1,291 @@
+//! The HTML view of a directory of report sets ([`write_view`], behind `ying view DIR`): every
+//! set's pprof profiles read back from disk, grouped by process (executable and pid, older
+//! runs included), one section per process, in the same page as a process's own
+//! `ying.<exe>.<pid>.html`.
+//!
+//! A set is read from its `.pb.gz` (the current figures of every stack), its `.peak.pb.gz` (the
+//! stacks at the kept peak) and the exact totals and RSS in the header of its `.txt`, when they
+//! are there. Stacks are shown as reports show them (stacks printed alike are one entry,
+//! framework runs folded), and only the stacks a dump keeps in a process's timeline are kept
+//! (see [`crate::report::timeline`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::callstack::{Frame, FrameView};
+use crate::report::proto::{Profile, read_profile};
+use crate::report::timeline::{
+    ALLOCATED_STACKS, Dump, PEAK_STACKS, Point, RETAINED_STACKS, StackFigures, Timeline,
+};
+
+/// The file [`write_view`] writes in the directory.
+pub const VIEW_FILE: &str = "ying.view.html";
+
+/// One report set found in the directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct SetName {
+    exe: String,
+    pid: u32,
+    seq: u64,
+    stamp: String,
+    /// `ying.<exe>.<pid>.<seq>.<stamp>`.
+    stem: String,
+}
+
+/// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.pb.gz` (not `.peak.pb.gz`) as a set's name.
+fn parse_set(name: &str) -> Option<SetName> {
+    let stem = name.strip_suffix(".pb.gz")?;
+    if stem.ends_with(".peak") {
+        return None;
+    }
+    let mut parts = stem.rsplitn(4, '.');
+    let stamp = parts.next()?;
+    let seq = parts.next()?.parse().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    let exe = parts.next()?.strip_prefix("ying.")?;
+    let b = stamp.as_bytes();
+    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+        return None;
+    }
+    Some(SetName {
+        exe: exe.to_string(),
+        pid,
+        seq,
+        stamp: stamp.to_string(),
+        stem: stem.to_string(),
+    })
+}
+
+/// Milliseconds since the epoch of a `yyyymmddThhmmssZ` stamp.
+fn stamp_ms(s: &str) -> u64 {
+    let n = |r: std::ops::Range<usize>| s.get(r).and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
+    let (y, m, d) = (n(0..4), n(4..6), n(6..8));
+    let (hh, mm, ss) = (n(9..11), n(11..13), n(13..15));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    u64::try_from(secs).unwrap_or(0) * 1000
+}
+
+/// The figure in parentheses `(N bytes)` on the header line starting with `key`.
+fn header_bytes(txt: &str, key: &str) -> Option<u64> {
+    let line = txt.lines().take(30).find(|l| l.starts_with(key))?;
+    let open = line.find('(')?;
+    line[open + 1..].split_whitespace().next()?.parse().ok()
+}
+
+/// The stacks of `p` as reports show them, each stack's values for `types` summed over the
+/// samples printed alike, in `t`'s interned stacks.
+fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, Vec<i64>> {
+    let idx: Vec<Option<usize>> = types.iter().map(|n| p.sample_type_index(n)).collect();
+    let names: HashMap<u64, (Arc<str>, Option<Arc<str>>)> = p
+        .function
+        .iter()
+        .map(|f| {
+            let file = p.string(f.filename);
+            (f.id, (Arc::from(p.string(f.name)), (!file.is_empty()).then(|| Arc::from(file))))
+        })
+        .collect();
+    let locations: HashMap<u64, Vec<Frame>> = p
+        .location
+        .iter()
+        .map(|l| {
+            let n = l.line.len();
+            let frames = l
+                .line
+                .iter()
+                .enumerate()
+                .map(|(i, line)| {
+                    let (function, file) = names
+                        .get(&line.function_id)
+                        .cloned()
+                        .unwrap_or_else(|| (Arc::from("[unknown]"), None));
+                    Frame {
+                        ip: l.address as usize,
+                        function,
+                        file,
+                        line: u32::try_from(line.line).ok().filter(|&x| x > 0),
+                        inlined: i + 1 < n,
+                        module: None,
+                    }
+                })
+                .collect::<Vec<_>>();
+            let frames = if frames.is_empty() {
+                vec![Frame {
+                    ip: l.address as usize,
+                    function: Arc::from(format!("{:#x}", l.address)),
+                    file: None,
+                    line: None,
+                    inlined: false,
+                    module: None,
+                }]
+            } else {
+                frames
+            };
+            (l.id, frames)
+        })
+        .collect();
+    let mut out: HashMap<u32, Vec<i64>> = HashMap::new();
+    for s in &p.sample {
+        let frames = s.location_id.iter().filter_map(|id| locations.get(id)).flatten();
+        let shown = crate::callstack::shown_frames(frames, FrameView::DEFAULT);
+        let id = t.intern_shown(&shown, &[]);
+        let v = out.entry(id).or_insert_with(|| vec![0; types.len()]);
+        for (k, i) in idx.iter().enumerate() {
+            if let Some(i) = i {
+                v[k] += s.value.get(*i).copied().unwrap_or(0);
+            }
+        }
+    }
+    out
+}
+
+/// Reads the set `set` of `dir` into `t` as one dump.
+fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
+    let read = |ext: &str| std::fs::read(dir.join(format!("{}.{ext}", set.stem)));
+    let bytes = read("pb.gz")?;
+    let p = read_profile(&bytes).map_err(|e| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("{}.pb.gz: {e}", set.stem))
+    })?;
+    let cur = stacks_of(t, &p, &["inuse_space", "alloc_space", "alloc_objects", "inuse_objects"]);
+    let time_ms = u64::try_from(p.time_nanos / 1_000_000).unwrap_or(0);
+    drop(p);
+    let peak = read("peak.pb.gz")
+        .ok()
+        .and_then(|b| read_profile(&b).ok())
+        .map(|pp| stacks_of(t, &pp, &["inuse_space"]))
+        .unwrap_or_default();
+    let txt = read("txt").map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let pos = |v: i64| u64::try_from(v).unwrap_or(0);
+    let mut all: BTreeMap<u32, StackFigures> = BTreeMap::new();
+    for (&stack, v) in &cur {
+        all.insert(
+            stack,
+            StackFigures {
+                stack,
+                retained: pos(v[0]),
+                allocated: pos(v[1]),
+                alloc_count: pos(v[2]),
+                retained_count: pos(v[3]),
+                peak: 0,
+                lifetime_ms: -1.0,
+                age_ms: -1.0,
+            },
+        );
+    }
+    for (&stack, v) in &peak {
+        all.entry(stack)
+            .or_insert(StackFigures {
+                stack,
+                lifetime_ms: -1.0,
+                age_ms: -1.0,
+                ..Default::default()
+            })
+            .peak = pos(v[0]);
+    }
+    let est_retained: u64 = all.values().map(|s| s.retained).sum();
+    let est_allocated: u64 = all.values().map(|s| s.allocated).sum();
+    let peak_estimated: u64 = all.values().map(|s| s.peak).sum();
+    let mut keep: Vec<u32> = Vec::new();
+    let mut rank = |key: fn(&StackFigures) -> u64, n: usize| {
+        let mut v: Vec<&StackFigures> = all.values().filter(|s| key(s) > 0).collect();
+        v.sort_by_key(|s| std::cmp::Reverse(key(s)));
+        for s in v.into_iter().take(n) {
+            if !keep.contains(&s.stack) {
+                keep.push(s.stack);
+            }
+        }
+    };
+    rank(|s| s.retained, RETAINED_STACKS);
+    rank(|s| s.allocated, ALLOCATED_STACKS);
+    rank(|s| s.peak, PEAK_STACKS);
+    let t_ms = if time_ms > 0 { time_ms } else { stamp_ms(&set.stamp) };
+    let at = Point {
+        t_ms,
+        retained: header_bytes(&txt, "retained (exact):").unwrap_or(est_retained),
+        allocated: header_bytes(&txt, "allocated (exact):").unwrap_or(est_allocated),
+        rss: txt
+            .lines()
+            .take(30)
+            .find_map(|l| l.strip_prefix("rss:"))
+            .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024),
+        peak: peak_estimated,
+    };
+    t.points.push_back(at);
+    t.dumps.push_back(Dump {
+        seq: set.seq,
+        stem: set.stem.clone(),
+        at,
+        est_retained,
+        est_allocated,
+        peak_estimated,
+        peak_exact: 0,
+        peak_t_ms: 0,
+        stacks_sampled: cur.len() as u64,
+        stacks: keep.iter().map(|s| all[s]).collect(),
+        detail: true,
+    });
+    Ok(())
+}
+
+/// Writes one HTML page for the report sets in `dir` (`ying.view.html` there, atomically) and
+/// returns its path: one section per process (executable and pid), sets of older runs
+/// included, each with the chart of its dumps, the dump picker and the diff. A set whose
+/// profile cannot be read is left out with a `ying: warning:` line; a directory without any
+/// set is an error.
+pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
+    let mut sets: Vec<SetName> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().to_str().and_then(parse_set))
+        .collect();
+    if sets.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{}: no report set (ying.<exe>.<pid>.<seq>.<time>.pb.gz)", dir.display()),
+        ));
+    }
+    sets.sort_by(|a, b| (&a.exe, a.pid, a.seq).cmp(&(&b.exe, b.pid, b.seq)));
+    let mut timelines: Vec<Timeline> = Vec::new();
+    for set in &sets {
+        let same = timelines.last().is_some_and(|t| t.pid == set.pid && t.exe == set.exe);
+        if !same {
+            timelines.push(Timeline::new(&set.exe, set.pid));
+        }
+        let t = timelines.last_mut().expect("pushed");
+        if let Err(e) = add_set(t, dir, set) {
+            crate::sys::warn(&format!("set {} left out of the view: {e}", set.stem));
+        }
+    }
+    for t in timelines.iter_mut() {
+        t.thin_dumps();
+    }
+    timelines.retain(|t| !t.dumps.is_empty());
+    // Processes in the order they started.
+    timelines.sort_by_key(|t| t.dumps.front().map_or(0, |d| d.at.t_ms));
+    let refs: Vec<&Timeline> = timelines.iter().collect();
+    let title = format!("Ying memory report: {}", dir.display());
+    let page = super::render(&refs, &title);
+    crate::report::files::write_atomic(dir, VIEW_FILE, page.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_names_and_stamps() {
+        let s = parse_set("ying.my.app.42.7.20261203T211942Z.pb.gz").expect("a set");
+        assert_eq!((s.exe.as_str(), s.pid, s.seq), ("my.app", 42, 7));
+        assert!(parse_set("ying.app.42.7.20261203T211942Z.peak.pb.gz").is_none());
+        assert!(parse_set("ying.app.42.html").is_none());
+        assert_eq!(stamp_ms("20261202T123011Z"), 1_796_214_611_000);
+    }
+}
