@@ -493,6 +493,17 @@ impl Drop for Turn {
     }
 }
 
+/// Runs `f` in the process's turn for report builds (one at a time, see `Turn`), waiting at
+/// most `timeout` for a build of another thread, then gives the memory it freed back: the
+/// in-memory profiles (`crate::profiles`) are built like report sets.
+pub(crate) fn in_report_turn<T>(timeout: Duration, f: impl FnOnce() -> T) -> io::Result<T> {
+    let turn = Turn::take(Instant::now() + timeout)?;
+    let out = f();
+    trim_after_dump();
+    drop(turn);
+    Ok(out)
+}
+
 /// Gives the memory a report build freed back to the system (glibc's `malloc_trim`): the
 /// build allocates tens of megabytes for a large profile and frees them all, and glibc keeps
 /// freed memory of a thread's arena (other than at its top) until that arena is trimmed.
