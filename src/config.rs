@@ -94,6 +94,16 @@ pub struct Config {
     /// `YING_MAX_STACKS`: stack entries kept before new stacks are folded into one
     /// `[stack table full]` entry, `16..=10_000_000`.
     pub max_stacks: usize,
+    /// `YING_HTTP_ADDR`: address of the built-in `/debug/pprof` endpoint; `None`: no endpoint.
+    pub http_addr: Option<std::net::SocketAddr>,
+    /// `YING_PUSH_URL`: `http://host:port[/prefix]` of a Pyroscope-compatible server that
+    /// receives the heap profile every `push_interval_secs`; `None`: no pushes.
+    pub push_url: Option<String>,
+    /// `YING_PUSH_INTERVAL_SECS`: seconds between pushes, `1..=86_400`.
+    pub push_interval_secs: u64,
+    /// `YING_PUSH_LABELS`: `key=value` labels of pushed profiles (`service_name` names the
+    /// application).
+    pub push_labels: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -118,6 +128,10 @@ impl Default for Config {
             max_report_sets: 50,
             max_alloc_bytes: 64 << 30,
             max_stacks: 100_000,
+            http_addr: None,
+            push_url: None,
+            push_interval_secs: 15,
+            push_labels: Vec::new(),
         }
     }
 }
@@ -149,7 +163,7 @@ struct Field {
 }
 
 /// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 18] = [
+const FIELDS: [Field; 22] = [
     Field {
         doc: VarDoc {
             name: "YING_ENABLED",
@@ -403,6 +417,64 @@ const FIELDS: [Field; 18] = [
             Ok(())
         },
     },
+    Field {
+        doc: VarDoc {
+            name: "YING_HTTP_ADDR",
+            default: "unset",
+            meaning: "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes \
+                      over HTTP at this address, e.g. `127.0.0.1:6060` (a bare port or \
+                      `localhost:PORT` means loopback; an address other than loopback is \
+                      served only when given explicitly, and said on stderr); unset or empty \
+                      serves nothing.",
+        },
+        raw: |r| r.http_addr.as_ref(),
+        set: |c, v| {
+            c.http_addr = parse_http_addr(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PUSH_URL",
+            default: "unset",
+            meaning: "Push the heap profile (allocations as a delta since the last push) every \
+                      `YING_PUSH_INTERVAL_SECS` to this Pyroscope-compatible server's `/ingest` \
+                      API, e.g. `http://127.0.0.1:4040` (Grafana Pyroscope, or Grafana Alloy's \
+                      `pyroscope.receive_http`); `http://` only; unset or empty pushes nothing.",
+        },
+        raw: |r| r.push_url.as_ref(),
+        set: |c, v| {
+            c.push_url = parse_push_url(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PUSH_INTERVAL_SECS",
+            default: "15",
+            meaning: "Seconds between pushes to `YING_PUSH_URL`, from 1 to 86400.",
+        },
+        raw: |r| r.push_interval_secs.as_ref(),
+        set: |c, v| {
+            c.push_interval_secs = uint_in(v, 1, 86_400)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PUSH_LABELS",
+            default: "unset",
+            meaning: "Labels of pushed profiles, `key=value` pairs separated by commas, e.g. \
+                      `service_name=checkout,env=prod`; `service_name` names the application \
+                      (the executable's name by default); keys are letters, digits and `_`, \
+                      values have no `,{}=\"` characters.",
+        },
+        raw: |r| r.push_labels.as_ref(),
+        set: |c, v| {
+            c.push_labels = parse_labels(v)?;
+            Ok(())
+        },
+    },
 ];
 
 /// Copies the documentation out of the field table, at compile time.
@@ -438,6 +510,10 @@ struct Raw {
     max_report_sets: Option<String>,
     max_alloc_bytes: Option<String>,
     max_stacks: Option<String>,
+    http_addr: Option<String>,
+    push_url: Option<String>,
+    push_interval_secs: Option<String>,
+    push_labels: Option<String>,
 }
 
 impl Config {
@@ -693,6 +769,65 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
         "" => Err(NumError::Empty.to_string()),
         _ => Err("expected true/false/1/0".to_string()),
     }
+}
+
+/// `YING_HTTP_ADDR`: an IP address and port, `localhost:PORT` or a bare port (both loopback);
+/// empty means unset.
+fn parse_http_addr(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    use std::net::{Ipv4Addr, SocketAddr};
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let port = |p: &str| p.parse::<u16>().map_err(|_| format!("bad port \"{}\"", one_line(p)));
+    if let Some(p) = s.strip_prefix("localhost:").or_else(|| s.strip_prefix(':')) {
+        return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port(p)?))));
+    }
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port(s)?))));
+    }
+    s.parse::<SocketAddr>()
+        .map(Some)
+        .map_err(|_| "expected IP:PORT such as 127.0.0.1:6060, or a port".to_string())
+}
+
+/// `YING_PUSH_URL`: `http://host[:port][/path]`; empty means unset.
+fn parse_push_url(s: &str) -> Result<Option<String>, String> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    if s.starts_with("https://") {
+        return Err("https is not supported: push to a local Grafana Alloy or proxy over http://"
+            .to_string());
+    }
+    let rest = s.strip_prefix("http://").ok_or("expected http://host:port")?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty()
+        || host.contains('@')
+        || s.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err("expected http://host:port".to_string());
+    }
+    Ok(Some(s.trim_end_matches('/').to_string()))
+}
+
+/// `YING_PUSH_LABELS`: `key=value` pairs separated by commas; empty means none.
+fn parse_labels(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) =
+            pair.split_once('=').ok_or_else(|| format!("\"{}\" has no =", one_line(pair)))?;
+        let (k, v) = (k.trim(), v.trim());
+        let key_ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !key_ok {
+            return Err(format!("bad label name \"{}\"", one_line(k)));
+        }
+        if v.is_empty() || v.chars().any(|c| ",{}=\"".contains(c) || c.is_control()) {
+            return Err(format!("bad value of label {k}"));
+        }
+        out.push((k.to_string(), v.to_string()));
+    }
+    Ok(out)
 }
 
 /// An executable's file name; empty means unset.

@@ -166,6 +166,7 @@ mod profiler;
 pub mod profiles;
 #[doc(hidden)]
 pub mod runner;
+pub mod serve;
 
 pub use callstack::{Frame, Measurement, StackStats};
 pub use engine::histogram;

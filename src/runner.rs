@@ -141,6 +141,8 @@ pub struct ProfilerRunner {
     report_file_mode: u32,
     max_report_sets: usize,
     dir: SharedDir,
+    /// The endpoint and pushes (`crate::serve`).
+    pub(crate) services: crate::serve::Services,
 }
 
 /// The reporting directory of a runner, resolved and opened once and shared by all its clones
@@ -187,6 +189,7 @@ impl Default for ProfilerRunner {
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
             dir: SharedDir::default(),
+            services: crate::serve::Services::default(),
         }
     }
 }
@@ -270,6 +273,11 @@ impl ProfilerRunnerBuilder {
 }
 
 impl ProfilerRunnerBuilder {
+    /// The runner being built (the setters of `crate::serve` write into it).
+    pub(crate) fn runner_mut(&mut self) -> &mut ProfilerRunner {
+        self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
     /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
     /// empty path, or a path that exists and is not a directory.
     pub fn build(&self) -> Result<ProfilerRunner, ProfilerRunnerBuilderError> {
@@ -675,6 +683,7 @@ impl ProfilerRunner {
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
             dir: SharedDir::default(),
+            services: crate::serve::Services::from_config(cfg),
         }
     }
 
@@ -923,6 +932,7 @@ impl ProfilerRunner {
             source,
         });
         let handle = RunnerHandle { shared: Arc::clone(&shared) };
+        crate::serve::start(self, source, &handle);
         if self.check_interval_secs == 0 {
             return handle;
         }
