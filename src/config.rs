@@ -934,6 +934,10 @@ mod tests {
             ("YING_MAX_REPORT_SETS", "0"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
+            ("YING_HTTP_ADDR", "6061"),
+            ("YING_PUSH_URL", "http://127.0.0.1:4040/"),
+            ("YING_PUSH_INTERVAL_SECS", "60"),
+            ("YING_PUSH_LABELS", "service_name=api, env=prod"),
         ];
         let config = Config {
             enabled: false,
@@ -954,6 +958,13 @@ mod tests {
             max_report_sets: 0,
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
+            http_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6061))),
+            push_url: Some("http://127.0.0.1:4040".to_string()),
+            push_interval_secs: 60,
+            push_labels: vec![
+                ("service_name".to_string(), "api".to_string()),
+                ("env".to_string(), "prod".to_string()),
+            ],
         };
         (pairs, config)
     }
@@ -978,6 +989,32 @@ mod tests {
         assert_eq!((d.top_k, d.max_stacks), (20, 100_000));
         assert_eq!(d.max_report_sets, 50);
         assert_eq!((d.seed, d.only_exe), (None, None));
+    }
+
+    #[test]
+    fn service_values() {
+        use std::net::SocketAddr;
+        let addr = |v: &str| parse_http_addr(v);
+        assert_eq!(addr(""), Ok(None));
+        assert_eq!(addr("localhost:6060"), Ok(Some(SocketAddr::from(([127, 0, 0, 1], 6060)))));
+        assert_eq!(addr(":6060"), Ok(Some(SocketAddr::from(([127, 0, 0, 1], 6060)))));
+        assert_eq!(addr("0.0.0.0:80"), Ok(Some(SocketAddr::from(([0, 0, 0, 0], 80)))));
+        assert_eq!(addr("[::1]:80").map(|a| a.map(|a| a.port())), Ok(Some(80)));
+        assert!(addr("host:80").is_err() && addr("70000").is_err() && addr("1.2.3.4").is_err());
+        assert!(parse_push_url("https://x:1").unwrap_err().contains("https"));
+        assert!(parse_push_url("ftp://x").is_err() && parse_push_url("http://").is_err());
+        assert!(parse_push_url("http://u:p@x").is_err());
+        assert_eq!(
+            parse_labels(" a=1 ,b_c=x.y,"),
+            Ok(vec![("a".to_string(), "1".to_string()), ("b_c".to_string(), "x.y".to_string()),])
+        );
+        for bad in ["a", "1a=b", "a=", "a=b}", "a=b=c", "a b=c"] {
+            assert!(parse_labels(bad).is_err(), "{bad}");
+        }
+        let (c, w) = parse(&[("YING_PUSH_LABELS", "x")]);
+        assert_eq!(c.push_labels, Vec::new());
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("ying: warning: YING_PUSH_LABELS=x is invalid"), "{w:?}");
     }
 
     #[test]

@@ -162,7 +162,6 @@ pub(crate) mod symbols;
 pub(crate) mod sys;
 
 mod profiler;
-/// Profiles as bytes, for a service's own router (`/debug/pprof/heap`) and pushes.
 pub mod profiles;
 #[doc(hidden)]
 pub mod runner;

@@ -28,8 +28,8 @@
 //! | `POST /debug/ying/dump` | writes a report set; JSON of its paths |
 //! | `GET /debug/ying/status` | JSON: totals, peak, samples, profiler memory, settings |
 //!
-//! A request is at most [`http::MAX_REQUEST_BYTES`] of head and must arrive within
-//! [`http::READ_TIMEOUT`]; an answer is abandoned after [`http::WRITE_TIMEOUT`]. Malformed
+//! A request is at most 16 KiB of head (32 headers) and must arrive within 5 s; an answer is
+//! abandoned after 30 s. Malformed
 //! requests get 400, 404, 405 or 431 with a one-line body saying why. The address is loopback
 //! unless an explicit other address is given, which is said on stderr; a port already in use
 //! is one `ying: warning:` line and no endpoint.
