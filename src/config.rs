@@ -1251,7 +1251,7 @@ mod tests {
             ]
         );
         assert!(known.starts_with("YING_ENABLED, YING_ONLY_EXE, "));
-        assert!(known.ends_with(", YING_MAX_STACKS"));
+        assert!(known.ends_with(", YING_PUSH_LABELS"));
     }
 
     #[test]
@@ -1324,15 +1324,19 @@ mod tests {
                 "YING_MAX_REPORT_SETS",
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
+                "YING_HTTP_ADDR",
+                "YING_PUSH_URL",
+                "YING_PUSH_INTERVAL_SECS",
+                "YING_PUSH_LABELS",
             ]
         );
         let mut unique = names.clone();
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 18 fields (checked by the
+        // One row per field: a Config literal must name all 22 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 18);
+        assert_eq!(VARIABLES.len(), 22);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
