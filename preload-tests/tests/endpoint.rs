@@ -355,3 +355,35 @@ fn a_busy_port_is_one_warning_and_the_program_runs_on() {
         format!("{lines:#?}"),
     );
 }
+
+#[test]
+fn a_fork_child_does_not_keep_the_port_of_its_parent() {
+    let dir = TestDir::new("endpoint-daemon");
+    let exe = dir.compile_c("endpoint_daemon.c", &[]);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let (stop, gone) = (dir.join("stop"), dir.join("parent-gone"));
+    let run = Run::new(&exe)
+        .arg(&stop)
+        .arg(&gone)
+        .with_preload()
+        .env("YING_HTTP_ADDR", &addr)
+        .env("YING_REPORTING_PATH", dir.join("reports").display().to_string())
+        .timeout(Duration::from_secs(60));
+    // The run ends when the child has exited too (it holds the output pipes).
+    let daemon = std::thread::spawn(move || run.run());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !gone.exists() && Instant::now() < deadline && !daemon.is_finished() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rebind = TcpListener::bind(&addr);
+    std::fs::write(&stop, "").unwrap();
+    let out = daemon.join().unwrap();
+    out.assert_success("the daemon under the shim");
+    assert!(gone.exists(), "the child never saw its parent exit\n{}", out.describe());
+    assert!(out.ying_lines().is_empty(), "{}", out.describe());
+    assert!(
+        rebind.is_ok(),
+        "the port of the parent's endpoint is still held after it exited: {rebind:?}"
+    );
+}

@@ -4,6 +4,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
@@ -83,6 +85,21 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The listening socket's descriptor (-1: none), closed in `fork` children: a child has no
+/// server thread, and must not keep the port open after its parent exits (a daemon's fork).
+static LISTENER_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn close_listener_in_child() {
+    let fd = LISTENER_FD.swap(-1, Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: `fd` is the listener this process opened (the child's copy of it), owned by
+        // a server thread that does not exist in the child; `close` is async-signal-safe.
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
 /// Binds `addr` and starts the server thread; a failure is one warning and no endpoint. Runs
 /// as profiler code.
 pub(crate) fn start(
@@ -100,6 +117,12 @@ pub(crate) fn start(
         }
     };
     let bound = listener.local_addr().unwrap_or(addr);
+    let fd = listener.as_raw_fd();
+    // SAFETY: the child handler is a plain `extern "C" fn` that only touches an atomic and
+    // closes one descriptor.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(close_listener_in_child));
+    }
     if !addr.ip().is_loopback() {
         crate::sys::write_stderr(
             format!(
@@ -113,8 +136,9 @@ pub(crate) fn start(
         source.enter_profiler_thread();
         serve(&listener, &ctx);
     });
-    if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-http", body) {
-        crate::sys::warn(&format!("HTTP endpoint not started: no thread ({e})"));
+    match crate::sys::spawn_profiler_thread(c"ying-http", body) {
+        Ok(()) => LISTENER_FD.store(fd, Ordering::SeqCst),
+        Err(e) => crate::sys::warn(&format!("HTTP endpoint not started: no thread ({e})")),
     }
 }
 
