@@ -8,7 +8,9 @@ the median of the next REPS, and the request's own profiler memory: the profiler
 after the request minus its bytes before (from /debug/ying/status), when the request set a new
 peak. Also the process's peak RSS (VmHWM) before the first request and after the last.
 
-    bench/endpoint.py [path/to/libying.so] [stacks]      (defaults: target/release/libying.so, 10000)
+    bench/endpoint.py [path/to/libying.so] [stacks] [--meta FILE]
+        (defaults: target/release/libying.so, 10000; --meta appends `key<TAB>value` lines for
+        bench/report.py, as scripts/bench.sh does)
 """
 import json
 import os
@@ -60,9 +62,15 @@ def hwm_kib(pid):
 
 
 def main():
-    lib = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                          os.path.join(ROOT, "target/release/libying.so"))
-    n = sys.argv[2] if len(sys.argv) > 2 else "10000"
+    args = sys.argv[1:]
+    meta = None
+    if "--meta" in args:
+        i = args.index("--meta")
+        meta = args[i + 1]
+        del args[i:i + 2]
+    lib = os.path.abspath(args[0] if args else os.path.join(ROOT, "target/release/libying.so"))
+    n = args[1] if len(args) > 1 else "10000"
+    results = {}
     tmp = tempfile.mkdtemp(prefix="ying-endpoint-bench-")
     exe = os.path.join(tmp, "stacks")
     subprocess.check_call(["gcc", "-O2", "-g", "-fno-optimize-sibling-calls", "-fno-ipa-icf",
@@ -98,9 +106,21 @@ def main():
             else:
                 own = "<= %.2f" % ((before["peak_bytes"] - before["bytes"]) / 2**20)
             times = [fetch(base, method, path)[0] for _ in range(REPS)]
+            med = statistics.median(times)
             print("| %s | %d | %.1f | %.1f | %s |"
-                  % (path, size, first * 1000, statistics.median(times) * 1000, own))
+                  % (path, size, first * 1000, med * 1000, own))
+            key = "endpoint_" + path.rsplit("/", 1)[-1].split(".")[0]
+            results[key + "_bytes"] = size
+            results[key + "_first_ms"] = "%.1f" % (first * 1000)
+            results[key + "_ms"] = "%.1f" % (med * 1000)
+            results[key + "_mib"] = own
         hwm1 = hwm_kib(proc.pid)
+        results["endpoint_stacks"] = s0["samples"]["live"]
+        results["endpoint_hwm_mib"] = "%.1f" % ((hwm1 - hwm0) / 1024)
+        if meta:
+            with open(meta, "a") as f:
+                for k, v in results.items():
+                    f.write("%s\t%s\n" % (k, v))
         print("peak RSS (VmHWM): %.1f MiB before the first request, %.1f MiB after the last (+%.1f MiB)"
               % (hwm0 / 1024, hwm1 / 1024, (hwm1 - hwm0) / 1024))
     finally:
