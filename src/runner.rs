@@ -920,7 +920,8 @@ impl ProfilerRunner {
         source.run_guarded(&mut start);
     }
 
-    /// Starts the report thread (none when `check_interval_secs` is 0), after
+    /// Starts the report thread (none when `check_interval_secs` is 0) and the services the
+    /// runner asks for (the endpoint and pushes, see [`crate::serve`]), after
     /// [`prepare_for`](Self::prepare_for), and returns the handle for on-demand dumps and
     /// stopping. Never call it from inside an allocation function or a signal handler: creating
     /// a thread allocates and takes glibc's locks.
