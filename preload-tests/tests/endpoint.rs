@@ -237,19 +237,21 @@ fn python_program_heap_and_allocs() {
     let c = with_client(&dir, &[&py, &script], &vars, |port| {
         let base = format!("http://127.0.0.1:{port}");
         // bytearray(n) reaches malloc through PyByteArray_Resize (PyObject_Malloc and the
-        // like are dropped as allocator frames).
+        // like are dropped as allocator frames); an interpreter built without debug
+        // information may show the bytearray function it is inlined into instead.
         let heap = pprof_top(&dir, &format!("{base}/debug/pprof/heap"), &[]);
         assert!(heap.contains("Type: inuse_space"), "{heap}");
-        assert_eq!(top_flat(&heap), "PyByteArray_Resize", "{heap}");
-        let kept = cum_bytes(&heap, "PyByteArray_Resize").unwrap_or(0);
+        let top = top_flat(&heap);
+        assert!(top.to_ascii_lowercase().contains("bytearray"), "{heap}");
+        let kept = cum_bytes(&heap, &top).unwrap_or(0);
         assert!(kept >= 500 * 40_000 * 8 / 10, "500 blocks of 40,000 bytes kept: {heap}");
         let allocs = pprof_top(&dir, &format!("{base}/debug/pprof/allocs?seconds=2"), &[]);
         assert!(allocs.contains("Type: alloc_space") && allocs.contains("Duration: 2"));
-        assert_eq!(top_flat(&allocs), "PyByteArray_Resize", "{allocs}");
+        assert_eq!(top_flat(&allocs), top, "{allocs}");
         let (code, _, body) = curl(&dir, "GET", &format!("{base}/debug/ying/report.txt"));
-        assert!(code == 200 && String::from_utf8_lossy(&body).contains("PyByteArray_Resize"));
+        assert!(code == 200 && String::from_utf8_lossy(&body).contains(&top));
         let (code, _, body) = curl(&dir, "GET", &format!("{base}/debug/ying/flamegraph.svg"));
-        assert!(code == 200 && String::from_utf8_lossy(&body).contains("PyByteArray_Resize"));
+        assert!(code == 200 && String::from_utf8_lossy(&body).contains(&top));
     });
     c.assert_no_ying_lines();
 }
