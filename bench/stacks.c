@@ -10,7 +10,10 @@
  * Just before returning from main it prints `main_done_ns <CLOCK_REALTIME ns>`: the time from
  * then until the process has exited is the cost of the exit report.
  *
- *   stacks [count]   (default 10000)
+ *   stacks [count [hold_secs]]   (default 10000, 0)
+ *
+ * With hold_secs, it then sleeps that long (nanosleep: where the shim starts its threads)
+ * before returning, for bench/endpoint.py to ask its endpoint for the profile.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -70,5 +73,10 @@ int main(int argc, char **argv) {
     printf("stacks: %ld allocations (%lu/%lu calls)\n", n, left_calls, right_calls);
     printf("main_done_ns %lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
     fflush(stdout);
+    int hold = argc > 2 ? atoi(argv[2]) : 0;
+    for (int s = 0; s < hold * 10; s++) {
+        struct timespec tenth = {0, 100 * 1000 * 1000};
+        nanosleep(&tenth, NULL);
+    }
     return 0; /* the blocks stay allocated: every stack retains 64 B at exit */
 }

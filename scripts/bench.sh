@@ -553,6 +553,11 @@ else
     meta stacks_error "bench/stacks.c under the shim failed: $(tail -n 1 "$WORK/stacks.log")"
 fi
 
+# One request at the built-in endpoint (YING_HTTP_ADDR) for the same ~10,000 stacks.
+say "endpoint: one request for $STACKS_ALLOCS stacks (bench/endpoint.py)"
+python3 bench/endpoint.py "$LIBYING" "$STACKS_ALLOCS" --meta "$META" >"$WORK/endpoint.log" 2>&1 ||
+    meta endpoint_error "bench/endpoint.py failed: $(tail -n 1 "$WORK/endpoint.log")"
+
 # ---------------------------------------------------------------------------------------------
 # What a report costs the profiler, at ~10,000 and ~100,000 stacks
 # ---------------------------------------------------------------------------------------------

@@ -30,6 +30,15 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v lynx >/dev/null 2>&1; t
     fi
 fi
 
+if ! command -v curl >/dev/null 2>&1; then
+    echo "== installing curl (the endpoint tests ask the profiled programs with curl)"
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+    fi
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (default features, then all features)"

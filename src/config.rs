@@ -94,6 +94,16 @@ pub struct Config {
     /// `YING_MAX_STACKS`: stack entries kept before new stacks are folded into one
     /// `[stack table full]` entry, `16..=10_000_000`.
     pub max_stacks: usize,
+    /// `YING_HTTP_ADDR`: address of the built-in `/debug/pprof` endpoint; `None`: no endpoint.
+    pub http_addr: Option<std::net::SocketAddr>,
+    /// `YING_PUSH_URL`: `http://host:port[/prefix]` of a Pyroscope-compatible server that
+    /// receives the heap profile every `push_interval_secs`; `None`: no pushes.
+    pub push_url: Option<String>,
+    /// `YING_PUSH_INTERVAL_SECS`: seconds between pushes, `1..=86_400`.
+    pub push_interval_secs: u64,
+    /// `YING_PUSH_LABELS`: `key=value` labels of pushed profiles (`service_name` names the
+    /// application).
+    pub push_labels: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -118,6 +128,10 @@ impl Default for Config {
             max_report_sets: 50,
             max_alloc_bytes: 64 << 30,
             max_stacks: 100_000,
+            http_addr: None,
+            push_url: None,
+            push_interval_secs: 15,
+            push_labels: Vec::new(),
         }
     }
 }
@@ -149,7 +163,7 @@ struct Field {
 }
 
 /// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 18] = [
+const FIELDS: [Field; 22] = [
     Field {
         doc: VarDoc {
             name: "YING_ENABLED",
@@ -403,6 +417,64 @@ const FIELDS: [Field; 18] = [
             Ok(())
         },
     },
+    Field {
+        doc: VarDoc {
+            name: "YING_HTTP_ADDR",
+            default: "unset",
+            meaning: "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes \
+                      over HTTP at this address, e.g. `127.0.0.1:6060` (a bare port or \
+                      `localhost:PORT` means loopback; an address other than loopback is \
+                      served only when given explicitly, and said on stderr); unset or empty \
+                      serves nothing.",
+        },
+        raw: |r| r.http_addr.as_ref(),
+        set: |c, v| {
+            c.http_addr = parse_http_addr(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PUSH_URL",
+            default: "unset",
+            meaning: "Push the heap profile (allocations as a delta since the last push) every \
+                      `YING_PUSH_INTERVAL_SECS` to this Pyroscope-compatible server's `/ingest` \
+                      API, e.g. `http://127.0.0.1:4040` (Grafana Pyroscope, or Grafana Alloy's \
+                      `pyroscope.receive_http`); `http://` only; unset or empty pushes nothing.",
+        },
+        raw: |r| r.push_url.as_ref(),
+        set: |c, v| {
+            c.push_url = parse_push_url(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PUSH_INTERVAL_SECS",
+            default: "15",
+            meaning: "Seconds between pushes to `YING_PUSH_URL`, from 1 to 86400.",
+        },
+        raw: |r| r.push_interval_secs.as_ref(),
+        set: |c, v| {
+            c.push_interval_secs = uint_in(v, 1, 86_400)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PUSH_LABELS",
+            default: "unset",
+            meaning: "Labels of pushed profiles, `key=value` pairs separated by commas, e.g. \
+                      `service_name=checkout,env=prod`; `service_name` names the application \
+                      (the executable's name by default); keys are letters, digits and `_`, \
+                      values have no `,{}=\"` characters.",
+        },
+        raw: |r| r.push_labels.as_ref(),
+        set: |c, v| {
+            c.push_labels = parse_labels(v)?;
+            Ok(())
+        },
+    },
 ];
 
 /// Copies the documentation out of the field table, at compile time.
@@ -438,6 +510,10 @@ struct Raw {
     max_report_sets: Option<String>,
     max_alloc_bytes: Option<String>,
     max_stacks: Option<String>,
+    http_addr: Option<String>,
+    push_url: Option<String>,
+    push_interval_secs: Option<String>,
+    push_labels: Option<String>,
 }
 
 impl Config {
@@ -695,6 +771,65 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
+/// `YING_HTTP_ADDR`: an IP address and port, `localhost:PORT` or a bare port (both loopback);
+/// empty means unset.
+fn parse_http_addr(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    use std::net::{Ipv4Addr, SocketAddr};
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let port = |p: &str| p.parse::<u16>().map_err(|_| format!("bad port \"{}\"", one_line(p)));
+    if let Some(p) = s.strip_prefix("localhost:").or_else(|| s.strip_prefix(':')) {
+        return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port(p)?))));
+    }
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port(s)?))));
+    }
+    s.parse::<SocketAddr>()
+        .map(Some)
+        .map_err(|_| "expected IP:PORT such as 127.0.0.1:6060, or a port".to_string())
+}
+
+/// `YING_PUSH_URL`: `http://host[:port][/path]`; empty means unset.
+fn parse_push_url(s: &str) -> Result<Option<String>, String> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    if s.starts_with("https://") {
+        return Err("https is not supported: push to a local Grafana Alloy or proxy over http://"
+            .to_string());
+    }
+    let rest = s.strip_prefix("http://").ok_or("expected http://host:port")?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty()
+        || host.contains('@')
+        || s.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err("expected http://host:port".to_string());
+    }
+    Ok(Some(s.trim_end_matches('/').to_string()))
+}
+
+/// `YING_PUSH_LABELS`: `key=value` pairs separated by commas; empty means none.
+fn parse_labels(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) =
+            pair.split_once('=').ok_or_else(|| format!("\"{}\" has no =", one_line(pair)))?;
+        let (k, v) = (k.trim(), v.trim());
+        let key_ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !key_ok {
+            return Err(format!("bad label name \"{}\"", one_line(k)));
+        }
+        if v.is_empty() || v.chars().any(|c| ",{}=\"".contains(c) || c.is_control()) {
+            return Err(format!("bad value of label {k}"));
+        }
+        out.push((k.to_string(), v.to_string()));
+    }
+    Ok(out)
+}
+
 /// An executable's file name; empty means unset.
 fn parse_exe_name(s: &str) -> Result<Option<String>, String> {
     if s.is_empty() {
@@ -799,6 +934,10 @@ mod tests {
             ("YING_MAX_REPORT_SETS", "0"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
+            ("YING_HTTP_ADDR", "6061"),
+            ("YING_PUSH_URL", "http://127.0.0.1:4040/"),
+            ("YING_PUSH_INTERVAL_SECS", "60"),
+            ("YING_PUSH_LABELS", "service_name=api, env=prod"),
         ];
         let config = Config {
             enabled: false,
@@ -819,6 +958,13 @@ mod tests {
             max_report_sets: 0,
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
+            http_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6061))),
+            push_url: Some("http://127.0.0.1:4040".to_string()),
+            push_interval_secs: 60,
+            push_labels: vec![
+                ("service_name".to_string(), "api".to_string()),
+                ("env".to_string(), "prod".to_string()),
+            ],
         };
         (pairs, config)
     }
@@ -843,6 +989,32 @@ mod tests {
         assert_eq!((d.top_k, d.max_stacks), (20, 100_000));
         assert_eq!(d.max_report_sets, 50);
         assert_eq!((d.seed, d.only_exe), (None, None));
+    }
+
+    #[test]
+    fn service_values() {
+        use std::net::SocketAddr;
+        let addr = |v: &str| parse_http_addr(v);
+        assert_eq!(addr(""), Ok(None));
+        assert_eq!(addr("localhost:6060"), Ok(Some(SocketAddr::from(([127, 0, 0, 1], 6060)))));
+        assert_eq!(addr(":6060"), Ok(Some(SocketAddr::from(([127, 0, 0, 1], 6060)))));
+        assert_eq!(addr("0.0.0.0:80"), Ok(Some(SocketAddr::from(([0, 0, 0, 0], 80)))));
+        assert_eq!(addr("[::1]:80").map(|a| a.map(|a| a.port())), Ok(Some(80)));
+        assert!(addr("host:80").is_err() && addr("70000").is_err() && addr("1.2.3.4").is_err());
+        assert!(parse_push_url("https://x:1").unwrap_err().contains("https"));
+        assert!(parse_push_url("ftp://x").is_err() && parse_push_url("http://").is_err());
+        assert!(parse_push_url("http://u:p@x").is_err());
+        assert_eq!(
+            parse_labels(" a=1 ,b_c=x.y,"),
+            Ok(vec![("a".to_string(), "1".to_string()), ("b_c".to_string(), "x.y".to_string()),])
+        );
+        for bad in ["a", "1a=b", "a=", "a=b}", "a=b=c", "a b=c"] {
+            assert!(parse_labels(bad).is_err(), "{bad}");
+        }
+        let (c, w) = parse(&[("YING_PUSH_LABELS", "x")]);
+        assert_eq!(c.push_labels, Vec::new());
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("ying: warning: YING_PUSH_LABELS=x is invalid"), "{w:?}");
     }
 
     #[test]
@@ -1079,7 +1251,7 @@ mod tests {
             ]
         );
         assert!(known.starts_with("YING_ENABLED, YING_ONLY_EXE, "));
-        assert!(known.ends_with(", YING_MAX_STACKS"));
+        assert!(known.ends_with(", YING_PUSH_LABELS"));
     }
 
     #[test]
@@ -1152,15 +1324,19 @@ mod tests {
                 "YING_MAX_REPORT_SETS",
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
+                "YING_HTTP_ADDR",
+                "YING_PUSH_URL",
+                "YING_PUSH_INTERVAL_SECS",
+                "YING_PUSH_LABELS",
             ]
         );
         let mut unique = names.clone();
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 18 fields (checked by the
+        // One row per field: a Config literal must name all 22 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 18);
+        assert_eq!(VARIABLES.len(), 22);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);

@@ -162,8 +162,10 @@ pub(crate) mod symbols;
 pub(crate) mod sys;
 
 mod profiler;
+pub mod profiles;
 #[doc(hidden)]
 pub mod runner;
+pub mod serve;
 
 pub use callstack::{Frame, Measurement, StackStats};
 pub use engine::histogram;

@@ -141,6 +141,8 @@ pub struct ProfilerRunner {
     report_file_mode: u32,
     max_report_sets: usize,
     dir: SharedDir,
+    /// The endpoint and pushes (`crate::serve`).
+    pub(crate) services: crate::serve::Services,
 }
 
 /// The reporting directory of a runner, resolved and opened once and shared by all its clones
@@ -187,6 +189,7 @@ impl Default for ProfilerRunner {
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
             dir: SharedDir::default(),
+            services: crate::serve::Services::default(),
         }
     }
 }
@@ -270,6 +273,11 @@ impl ProfilerRunnerBuilder {
 }
 
 impl ProfilerRunnerBuilder {
+    /// The runner being built (the setters of `crate::serve` write into it).
+    pub(crate) fn runner_mut(&mut self) -> &mut ProfilerRunner {
+        self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
     /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
     /// empty path, or a path that exists and is not a directory.
     pub fn build(&self) -> Result<ProfilerRunner, ProfilerRunnerBuilderError> {
@@ -493,6 +501,17 @@ impl Drop for Turn {
     }
 }
 
+/// Runs `f` in the process's turn for report builds (one at a time, see `Turn`), waiting at
+/// most `timeout` for a build of another thread, then gives the memory it freed back: the
+/// in-memory profiles (`crate::profiles`) are built like report sets.
+pub(crate) fn in_report_turn<T>(timeout: Duration, f: impl FnOnce() -> T) -> io::Result<T> {
+    let turn = Turn::take(Instant::now() + timeout)?;
+    let out = f();
+    trim_after_dump();
+    drop(turn);
+    Ok(out)
+}
+
 /// Gives the memory a report build freed back to the system (glibc's `malloc_trim`): the
 /// build allocates tens of megabytes for a large profile and frees them all, and glibc keeps
 /// freed memory of a thread's arena (other than at its top) until that arena is trimmed.
@@ -664,6 +683,7 @@ impl ProfilerRunner {
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
             dir: SharedDir::default(),
+            services: crate::serve::Services::from_config(cfg),
         }
     }
 
@@ -900,7 +920,8 @@ impl ProfilerRunner {
         source.run_guarded(&mut start);
     }
 
-    /// Starts the report thread (none when `check_interval_secs` is 0), after
+    /// Starts the report thread (none when `check_interval_secs` is 0) and the services the
+    /// runner asks for (the endpoint and pushes, see [`crate::serve`]), after
     /// [`prepare_for`](Self::prepare_for), and returns the handle for on-demand dumps and
     /// stopping. Never call it from inside an allocation function or a signal handler: creating
     /// a thread allocates and takes glibc's locks.
@@ -912,6 +933,7 @@ impl ProfilerRunner {
             source,
         });
         let handle = RunnerHandle { shared: Arc::clone(&shared) };
+        crate::serve::start(self, source, &handle);
         if self.check_interval_secs == 0 {
             return handle;
         }

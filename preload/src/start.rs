@@ -180,7 +180,9 @@ fn warn_if_allocator_is_elsewhere() {
 }
 
 fn start_reporting(cfg: &Config) {
-    if !cfg.report_at_exit && cfg.check_interval_secs == 0 {
+    // The endpoint and pushes (YING_HTTP_ADDR, YING_PUSH_URL) start with the report thread.
+    let services = cfg.http_addr.is_some() || cfg.push_url.is_some();
+    if !cfg.report_at_exit && cfg.check_interval_secs == 0 && !services {
         return;
     }
     let runner = ProfilerRunner::from_config(cfg);
@@ -190,7 +192,7 @@ fn start_reporting(cfg: &Config) {
     }
     let _ = RUNNER.set(runner.clone());
     runner.prepare_for(&SOURCE);
-    if runner.check_interval_secs() > 0 {
+    if runner.check_interval_secs() > 0 || services {
         REPORT_THREAD.store(THREAD_DUE, Ordering::SeqCst);
     }
 }

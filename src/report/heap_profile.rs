@@ -59,7 +59,7 @@ pub(crate) fn write(
     comment: &str,
     out: impl Write,
 ) -> io::Result<()> {
-    write_with(snap, modules, comment, out, false)
+    write_with(snap, modules, comment, out, Values::Now)
 }
 
 /// Streams the heap profile of the kept peak of `snap` to `out`: Go's `inuse_objects` and
@@ -71,7 +71,33 @@ pub(crate) fn write_peak(
     comment: &str,
     out: impl Write,
 ) -> io::Result<()> {
-    write_with(snap, modules, comment, out, true)
+    write_with(snap, modules, comment, out, Values::Peak)
+}
+
+/// The values of each row a profile carries: Go's four of now, the two at the kept peak, or
+/// four that a caller computes per row (None leaves the row out).
+pub(crate) enum Values<'a> {
+    Now,
+    Peak,
+    Custom {
+        /// `Profile.default_sample_type`.
+        default_type: &'a str,
+        /// `Profile.duration_nanos`: the time the values span (a delta profile's).
+        duration_nanos: i64,
+        row: &'a mut dyn FnMut(u32) -> Option<[i64; 4]>,
+    },
+}
+
+/// Streams a profile of `snap` with Go's four sample types whose values `values` gives (see
+/// [`Values`]): the delta and allocation views of the in-memory profiles (`crate::profiles`).
+pub(crate) fn write_values(
+    snap: &CompactSnapshot,
+    modules: &[Module],
+    comment: &str,
+    out: impl Write,
+    values: Values<'_>,
+) -> io::Result<()> {
+    write_with(snap, modules, comment, out, values)
 }
 
 /// The frames a report set's heap profiles ask pprof to drop (`Profile.drop_frames`, matched
@@ -92,14 +118,20 @@ fn write_with(
     modules: &[Module],
     comment: &str,
     out: impl Write,
-    peak: bool,
+    mut values: Values<'_>,
 ) -> io::Result<()> {
+    let peak = matches!(values, Values::Peak);
     let mut w = if peak {
         ProfileWriter::with_sample_types(mappings(modules), out, &super::pprof::INUSE_SAMPLE_TYPES)?
     } else {
         ProfileWriter::new(mappings(modules), out)?
     };
     w.drop_frames(ALLOCATOR_FRAMES);
+    let mut duration_nanos = 0;
+    if let Values::Custom { default_type, duration_nanos: d, .. } = &values {
+        w.default_sample_type(default_type);
+        duration_nanos = *d;
+    }
     // The pprof id of each location of the snapshot (0: not yet written; u64::MAX: no lines).
     let mut ids = vec![0u64; snap.locations().len()];
     let mut stack: Vec<u64> = Vec::new();
@@ -108,6 +140,13 @@ fn write_with(
         if peak && peak_values == [0, 0] {
             continue;
         }
+        let custom = match &mut values {
+            Values::Custom { row, .. } => match row(r) {
+                Some(v) => Some(v),
+                None => continue,
+            },
+            _ => None,
+        };
         stack.clear();
         for &l in snap.location_ids_of(r) {
             let id = &mut ids[l as usize];
@@ -134,6 +173,8 @@ fn write_with(
             .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }));
         if peak {
             w.sample_values(&stack, &peak_values, labels)?;
+        } else if let Some(v) = custom {
+            w.sample(&stack, v, labels)?;
         } else {
             w.sample(&stack, snap.row(r).pprof_values(), labels)?;
         }
@@ -147,7 +188,7 @@ fn write_with(
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     let period = i64::try_from(snap.sample_interval).unwrap_or(i64::MAX);
-    w.finish(period, time_nanos, 0, &[comment.to_string()])?;
+    w.finish(period, time_nanos, duration_nanos, &[comment.to_string()])?;
     Ok(())
 }
 

@@ -465,6 +465,12 @@ impl<W: Write> ProfileWriter<W> {
         self.drop_frames = self.strings.intern(regex);
     }
 
+    /// Sets `Profile.default_sample_type`, the view pprof opens with (`inuse_space` unless
+    /// set; `alloc_space` for an allocation profile such as `/debug/pprof/allocs`).
+    pub fn default_sample_type(&mut self, name: &str) {
+        self.default_sample_type = self.strings.intern(name);
+    }
+
     /// Id of the location, adding it (and its functions) on first sight.
     pub fn location_id(&mut self, loc: &PprofLocation) -> u64 {
         let mapping_id = match loc.mapping {

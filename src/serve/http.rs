@@ -1,0 +1,335 @@
+//! The endpoint's HTTP/1.1 server: one thread, one connection at a time, one request per
+//! connection (`Connection: close`), request heads parsed by `httparse`, every read and write
+//! bounded in size and time. Nothing here panics on what a client sends.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
+
+/// The most bytes of a request's head (request line and headers), and of a body read.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+/// The most headers of a request.
+pub const MAX_HEADERS: usize = 32;
+/// The longest a client may take to send its request.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest an answer may take to be written.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the routes need.
+pub(crate) struct Ctx {
+    pub(crate) addr: SocketAddr,
+    pub(crate) runner: ProfilerRunner,
+    pub(crate) source: &'static dyn ProfileSource,
+    pub(crate) handle: RunnerHandle,
+}
+
+/// A parsed request.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) query: Vec<(String, String)>,
+}
+
+impl Request {
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// An answer.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) content_type: &'static str,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Response {
+    pub(crate) fn new(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
+        Self { status, content_type, headers: Vec::new(), body }
+    }
+
+    /// A plain-text answer, one line ending in a newline.
+    pub(crate) fn text(status: u16, msg: impl Into<String>) -> Self {
+        let mut body = msg.into().into_bytes();
+        if body.last() != Some(&b'\n') {
+            body.push(b'\n');
+        }
+        Self::new(status, "text/plain; charset=utf-8", body)
+    }
+
+    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+/// The listening socket's descriptor (-1: none), closed in `fork` children: a child has no
+/// server thread, and must not keep the port open after its parent exits (a daemon's fork).
+static LISTENER_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn close_listener_in_child() {
+    let fd = LISTENER_FD.swap(-1, Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: `fd` is the listener this process opened (the child's copy of it), owned by
+        // a server thread that does not exist in the child; `close` is async-signal-safe.
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+/// Binds `addr` and starts the server thread; a failure is one warning and no endpoint. Runs
+/// as profiler code.
+pub(crate) fn start(
+    addr: SocketAddr,
+    runner: ProfilerRunner,
+    source: &'static dyn ProfileSource,
+    handle: RunnerHandle,
+) {
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            return crate::sys::warn(&format!(
+                "HTTP endpoint not started: cannot listen on {addr} ({e}); the program runs on without it"
+            ));
+        }
+    };
+    let bound = listener.local_addr().unwrap_or(addr);
+    let fd = listener.as_raw_fd();
+    // SAFETY: the child handler is a plain `extern "C" fn` that only touches an atomic and
+    // closes one descriptor.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(close_listener_in_child));
+    }
+    if !addr.ip().is_loopback() {
+        crate::sys::write_stderr(
+            format!(
+                "ying: serving profiles at http://{bound}/debug/pprof/ to every host that can reach this address (not loopback)\n"
+            )
+            .as_bytes(),
+        );
+    }
+    let ctx = Ctx { addr: bound, runner, source, handle };
+    let body = Box::new(move || {
+        source.enter_profiler_thread();
+        serve(&listener, &ctx);
+    });
+    match crate::sys::spawn_profiler_thread(c"ying-http", body) {
+        Ok(()) => LISTENER_FD.store(fd, Ordering::SeqCst),
+        Err(e) => crate::sys::warn(&format!("HTTP endpoint not started: no thread ({e})")),
+    }
+}
+
+/// Accepts and answers connections, one at a time, for the rest of the process.
+fn serve(listener: &TcpListener, ctx: &Ctx) {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => answer(stream, ctx),
+            // Out of descriptors or a connection reset before it was accepted: no busy loop.
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, ctx: &Ctx) {
+    let response = match read_request(&mut stream) {
+        Ok(Some(req)) => super::routes::route(&req, ctx),
+        Ok(None) => return, // The client went away.
+        Err(r) => r,
+    };
+    let _ = write_response(&mut stream, &response);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// Reads a request's head (and discards a small body), within [`READ_TIMEOUT`] and
+/// [`MAX_REQUEST_BYTES`]; the error is the answer to send.
+fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, Response> {
+    let deadline = Instant::now() + READ_TIMEOUT;
+    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    let mut len = 0;
+    loop {
+        let n = match read_until(stream, &mut buf[len..], deadline) {
+            Ok(0) if len == 0 => return Ok(None),
+            Ok(0) => return Err(Response::text(400, "incomplete request")),
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) => {
+                return Err(Response::text(408, "request not received within 5 seconds"));
+            }
+            Err(_) => return Ok(None),
+        };
+        len += n;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf[..len]) {
+            Ok(httparse::Status::Complete(head)) => {
+                let body_len = req
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body_len > MAX_REQUEST_BYTES {
+                    return Err(Response::text(413, "request body too large"));
+                }
+                let parsed = to_request(&req);
+                // Read the (ignored) body so that closing the socket does not reset it
+                // before the answer is read.
+                let mut have = len - head;
+                while have < body_len {
+                    match read_until(stream, &mut buf[..], deadline) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => have += n,
+                    }
+                }
+                return parsed.map(Some);
+            }
+            Ok(httparse::Status::Partial) if len < buf.len() => continue,
+            Ok(httparse::Status::Partial) => {
+                return Err(Response::text(
+                    431,
+                    format!("request head larger than {MAX_REQUEST_BYTES} bytes"),
+                ));
+            }
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(Response::text(431, format!("more than {MAX_HEADERS} headers")));
+            }
+            Err(e) => return Err(Response::text(400, format!("malformed request: {e}"))),
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+/// One read into `buf`, waiting at most until `deadline`.
+fn read_until(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    stream.set_read_timeout(Some(left))?;
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+fn to_request(req: &httparse::Request<'_, '_>) -> Result<Request, Response> {
+    let method = req.method.unwrap_or("").to_string();
+    let target = req.path.unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if !path.starts_with('/') {
+        return Err(Response::text(
+            400,
+            "the request target must be a path such as /debug/pprof/heap",
+        ));
+    }
+    let query = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect();
+    Ok(Request { method, path: percent_decode(path), query })
+}
+
+/// `%XX` escapes and `+` (in queries) decoded; invalid escapes kept as they are.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'%' => {
+                match (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn write_response(stream: &mut TcpStream, r: &Response) -> io::Result<()> {
+    let deadline = Instant::now() + WRITE_TIMEOUT;
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
+        r.status,
+        reason(r.status),
+        r.content_type,
+        r.body.len()
+    );
+    for (name, value) in &r.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    write_until(stream, head.as_bytes(), deadline)?;
+    write_until(stream, &r.body, deadline)
+}
+
+/// Writes all of `data` by pieces, giving up at `deadline` (a client that reads too slowly).
+fn write_until(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
+    while !data.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(&data[..data.len().min(64 * 1024)]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("a%20b+c"), "a b c");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("%41"), "A");
+        assert_eq!(percent_decode("%"), "%");
+    }
+}
