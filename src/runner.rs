@@ -141,6 +141,8 @@ pub struct ProfilerRunner {
     report_file_mode: u32,
     max_report_sets: usize,
     dir: SharedDir,
+    /// Dump triggers (signal, control files, memory limit, new highs): `src/triggers/`.
+    triggers: crate::triggers::TriggerSettings,
 }
 
 /// The reporting directory of a runner, resolved and opened once and shared by all its clones
@@ -187,6 +189,7 @@ impl Default for ProfilerRunner {
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
             dir: SharedDir::default(),
+            triggers: Default::default(),
         }
     }
 }
@@ -270,6 +273,11 @@ impl ProfilerRunnerBuilder {
 }
 
 impl ProfilerRunnerBuilder {
+    /// The trigger settings being built (their setters are in `src/triggers/`).
+    pub(crate) fn triggers_mut(&mut self) -> &mut crate::triggers::TriggerSettings {
+        &mut self.inner.get_or_insert_with(ProfilerRunner::default).triggers
+    }
+
     /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
     /// empty path, or a path that exists and is not a directory.
     pub fn build(&self) -> Result<ProfilerRunner, ProfilerRunnerBuilderError> {
@@ -664,6 +672,7 @@ impl ProfilerRunner {
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
             dir: SharedDir::default(),
+            triggers: crate::triggers::TriggerSettings::from_config(cfg),
         }
     }
 
@@ -677,6 +686,7 @@ impl ProfilerRunner {
         if self.top_k == 0 {
             return err("top_k", "must be at least 1");
         }
+        self.triggers.validate()?;
         if self.reporting_path.is_empty() {
             return err("reporting_path", "must not be empty");
         }
@@ -896,6 +906,7 @@ impl ProfilerRunner {
             if runner.report_at_exit {
                 runner.register_exit_report(source);
             }
+            crate::triggers::install(&runner.triggers, runner.check_interval_secs > 0);
         };
         source.run_guarded(&mut start);
     }
@@ -969,13 +980,18 @@ impl ProfilerRunner {
     fn report_loop(&self, source: &dyn ProfileSource, shared: &Shared) {
         let mut last: Option<u64> = None;
         let interval = Duration::from_secs(self.check_interval_secs.max(1) as u64);
+        let mut triggers =
+            crate::triggers::Triggers::new(&self.triggers, self.absolute_reporting_path());
+        let mut next_check = Instant::now() + interval;
         loop {
             // The number of the dump asked for, if one was.
             let forced = {
                 let c = lock(&shared.state);
                 let (mut c, _) = shared
                     .wake
-                    .wait_timeout_while(c, interval, |c| !c.stop && c.requested <= c.started)
+                    .wait_timeout_while(c, triggers.wait(next_check), |c| {
+                        !c.stop && c.requested <= c.started
+                    })
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if c.stop {
                     return;
@@ -985,6 +1001,16 @@ impl ProfilerRunner {
                     c.started
                 })
             };
+            // A trigger that fired (signal, control file, memory limit, new high), and whether
+            // the periodic check is due: a tick with neither and no request writes nothing.
+            let fired = triggers.poll();
+            let due = Instant::now() >= next_check;
+            if due {
+                next_check = Instant::now() + interval;
+            } else if forced.is_none() && fired.is_none() {
+                continue;
+            }
+            let asked = forced.is_some() || fired.is_some();
             // Announce the dump before looking at the exit flag (both sequentially consistent):
             // either the exit path sees it in flight and waits, or this thread sees the exit.
             DUMPS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
@@ -993,11 +1019,12 @@ impl ProfilerRunner {
                 return;
             }
             let now = crate::engine::totals::read().retained_bytes();
-            let worth = forced.is_some() || self.worth_a_report();
+            let worth = asked || self.worth_a_report();
             let mut written = None;
-            if worth && (forced.is_some() || self.should_report(last, now)) {
+            if worth && (asked || self.should_report(last, now)) {
                 let out = Turn::take(Instant::now() + EXIT_WAIT).and_then(|turn| {
-                    let out = self.write_now(source);
+                    let out =
+                        crate::triggers::with_reason(fired.as_deref(), || self.write_now(source));
                     drop(turn);
                     out
                 });
