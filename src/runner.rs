@@ -1023,8 +1023,9 @@ impl ProfilerRunner {
             let mut written = None;
             if worth && (asked || self.should_report(last, now)) {
                 let out = Turn::take(Instant::now() + EXIT_WAIT).and_then(|turn| {
-                    let out =
-                        crate::triggers::with_reason(fired.as_deref(), || self.write_now(source));
+                    let out = crate::triggers::reason::with_reason(fired.as_deref(), || {
+                        self.write_now(source)
+                    });
                     drop(turn);
                     out
                 });

@@ -200,9 +200,7 @@ fn assert_prompt(set: &ReportSet, asked: u64) {
 }
 
 fn args(stop: &Path, cmds: &[&str]) -> Vec<String> {
-    std::iter::once(stop.display().to_string())
-        .chain(cmds.iter().map(|s| s.to_string()))
-        .collect()
+    std::iter::once(stop.display().to_string()).chain(cmds.iter().map(|s| s.to_string())).collect()
 }
 
 fn vars(reports: &Path, extra: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -511,8 +509,7 @@ fn in_a_real_cgroup_one_near_limit_set_before_the_kill() {
     }
     cmds.push("g".into());
     let limit = 160 * MIB;
-    let Some((plain, _)) = run_in_cgroup(&parent, "control", limit, &exe, &cmds, &[], false)
-    else {
+    let Some((plain, _)) = run_in_cgroup(&parent, "control", limit, &exe, &cmds, &[], false) else {
         eprintln!("skipped: cannot create a memory cgroup here");
         return;
     };

@@ -142,7 +142,7 @@ pub(crate) fn render_compact(
     let (est_alloc, est_ret) = snap.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
     let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
-    if let Some(why) = crate::triggers::reason() {
+    if let Some(why) = crate::triggers::reason::current() {
         let _ = writeln!(o, "reason:             {why}");
     }
     let _ = writeln!(o, "pid:                {}", ctx.pid);

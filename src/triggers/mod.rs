@@ -10,6 +10,7 @@
 
 pub mod control_file;
 pub mod limit;
+pub mod reason;
 pub mod signal;
 
 use std::path::Path;
@@ -118,15 +119,16 @@ impl ProfilerRunnerBuilder {
     }
 }
 
-/// When the runner was prepared (control files older than this are ignored).
-static PREPARED_AT: Mutex<Option<SystemTime>> = Mutex::new(None);
+/// When the runner was prepared, and in which process (control files older than this are
+/// ignored; a `fork` child counts from its own report thread's start instead).
+static PREPARED_AT: Mutex<Option<(SystemTime, u32)>> = Mutex::new(None);
 
 /// Sets the triggers up at the runner's start (before its report thread exists): installs the
 /// signal handler. `thread` says whether a report thread will run; without one, nothing could
 /// serve a trigger, and a dump signal set by the user gets a warning instead of a handler.
 pub(crate) fn install(s: &TriggerSettings, thread: bool) {
     let mut at = PREPARED_AT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    at.get_or_insert_with(SystemTime::now);
+    at.get_or_insert_with(|| (SystemTime::now(), std::process::id()));
     drop(at);
     let Some(sig) = s.dump_signal else { return };
     if !thread {
@@ -153,10 +155,12 @@ pub(crate) struct Triggers {
 impl Triggers {
     /// The triggers of `s` for a report thread writing into `dir` (reads the memory limit).
     pub(crate) fn new(s: &TriggerSettings, dir: &Path) -> Self {
-        let since = PREPARED_AT
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .unwrap_or_else(SystemTime::now);
+        let prepared = *PREPARED_AT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let since = match prepared {
+            Some((t, pid)) if pid == std::process::id() => t,
+            // A `fork` child: a `dump` touched before it existed was its parent's to serve.
+            _ => SystemTime::now(),
+        };
         Self {
             signal: s.dump_signal,
             control: s
@@ -212,22 +216,4 @@ impl Triggers {
         }
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
-}
-
-/// Why the report set being written now was written (sets are written one at a time).
-static REASON: Mutex<Option<String>> = Mutex::new(None);
-
-/// Runs `f` (which writes one report set) with `reason` as the set's reason.
-pub(crate) fn with_reason<T>(reason: Option<&str>, f: impl FnOnce() -> T) -> T {
-    let Some(r) = reason else { return f() };
-    *REASON.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r.to_string());
-    let out = f();
-    let old = REASON.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-    drop(old);
-    out
-}
-
-/// The reason of the report set being written, if a trigger asked for it.
-pub(crate) fn reason() -> Option<String> {
-    REASON.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
 }
