@@ -6,7 +6,10 @@
 //! The runner wakes every `check_interval_secs`, reads the *exact* total of retained bytes and
 //! compares it with the level at the last report it wrote. If it moved (up or down) by at least
 //! `report_pct_change_trigger` percent of that level, a report set is written and the level is
-//! updated. The first check always writes a baseline report. With `report_at_exit` (the
+//! updated. The first check always writes a baseline report. While a dump trigger is armed (a
+//! dump signal, the control files, a memory limit, new-peak dumps: `src/triggers/`), the
+//! thread also wakes every 100 ms to look at them, and writes a set when one fires, its reason
+//! on the text report's `reason:` line. With `report_at_exit` (the
 //! default), a final report set is written when the process exits through `exit()` or by
 //! returning from `main`, once, from an `atexit` handler registered when the runner starts;
 //! the exit waits (at most 30 s) for a periodic report being written, so that no set is cut off

@@ -94,7 +94,9 @@ pub fn parse(s: &str) -> Result<Option<i32>, String> {
         return Err("signals 32 and 33 are reserved by glibc".to_string());
     }
     if !(1..=RTMAX).contains(&n) || !(NAMES.iter().any(|(_, k)| *k == n) || n >= RTMIN) {
-        return Err(format!("must be a signal from 1 to {RTMAX}"));
+        return Err(format!(
+            "not a usable signal number (e.g. 10 for SIGUSR1, 12 for SIGUSR2, {RTMIN} to {RTMAX} for real-time signals)"
+        ));
     }
     Ok(Some(n))
 }
