@@ -580,3 +580,43 @@ fn new_peak_dumps_fire_each_time_the_total_doubles() {
     assert!(top > 50 * MIB, "101 MiB is more than twice {top}: a set was missed: {figures:?}");
     assert!(figures.len() <= 4, "{figures:?}");
 }
+
+/// Bad trigger settings: one `ying: warning:` line naming the variable each, and the program
+/// runs as without the shim.
+#[test]
+fn bad_trigger_settings_warn_once_and_harm_nothing() {
+    let dir = TestDir::new("trigger-bad");
+    let exe = dir.compile_c("triggers.c", &[]);
+    let run = preload_tests::Run::new(&exe).args(&["/nonexistent", "a1", "s20"]);
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("YING_DUMP_SIGNAL", "KILL")],
+            "YING_DUMP_SIGNAL=KILL is invalid (SIGKILL cannot be used)",
+        ),
+        (&[("YING_DUMP_SIGNAL", "USR9")], "YING_DUMP_SIGNAL=USR9 is invalid"),
+        (&[("YING_MEMORY_LIMIT_PCT", "150")], "YING_MEMORY_LIMIT_PCT=150 is invalid"),
+        (&[("YING_PEAK_DUMP_PCT", "-1")], "YING_PEAK_DUMP_PCT=-1 is invalid"),
+        (&[("YING_MEMORY_LIMIT_BYTES", "lots")], "YING_MEMORY_LIMIT_BYTES=lots is invalid"),
+        (
+            &[("YING_DUMP_SIGNAL", "USR2"), ("YING_CHECK_INTERVAL_SECS", "0")],
+            "YING_DUMP_SIGNAL=SIGUSR2 needs the report thread",
+        ),
+        (
+            &[
+                ("YING_DUMP_SIGNAL", "USR2"),
+                ("YING_CHECK_INTERVAL_SECS", "0"),
+                ("YING_REPORT_AT_EXIT", "false"),
+            ],
+            "YING_DUMP_SIGNAL needs the report thread",
+        ),
+    ];
+    for (i, (vars, want)) in cases.iter().enumerate() {
+        let reports = dir.reports(&format!("bad-{i}"));
+        let c = preload_tests::compare(&run, vars, &reports);
+        let lines = c.with.ying_lines();
+        c.check(
+            lines.len() == 1 && lines[0].starts_with("ying: warning: ") && lines[0].contains(want),
+            format!("{vars:?}: expected one warning containing {want:?}, got {lines:#?}"),
+        );
+    }
+}

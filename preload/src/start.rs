@@ -181,6 +181,11 @@ fn warn_if_allocator_is_elsewhere() {
 
 fn start_reporting(cfg: &Config) {
     if !cfg.report_at_exit && cfg.check_interval_secs == 0 {
+        if cfg.dump_signal.is_some() {
+            warn(
+                "YING_DUMP_SIGNAL needs the report thread, which YING_CHECK_INTERVAL_SECS=0 turns off; no handler installed",
+            );
+        }
         return;
     }
     let runner = ProfilerRunner::from_config(cfg);
