@@ -104,6 +104,19 @@ pub struct Config {
     /// `YING_PUSH_LABELS`: `key=value` labels of pushed profiles (`service_name` names the
     /// application).
     pub push_labels: Vec<(String, String)>,
+    /// `YING_DUMP_SIGNAL`: the signal that makes the report thread write a report set.
+    pub dump_signal: Option<i32>,
+    /// `YING_DUMP_CONTROL_FILE`: watch `<reporting path>/dump` and `dump.<pid>`.
+    pub dump_control_file: bool,
+    /// `YING_MEMORY_LIMIT_PCT`: percent of the memory limit the resident set reaches for a
+    /// near-limit report set, `0..=100`; 0 is off.
+    pub memory_limit_pct: u64,
+    /// `YING_MEMORY_LIMIT_BYTES`: a limit replacing the cgroup's (tests); `None` uses the
+    /// cgroup's.
+    pub memory_limit_bytes: Option<u64>,
+    /// `YING_PEAK_DUMP_PCT`: percent beyond the last dumped high of the retained total that
+    /// writes a report set, `0..=1_000_000`; 0 is off.
+    pub peak_dump_pct: u64,
 }
 
 impl Default for Config {
@@ -132,6 +145,11 @@ impl Default for Config {
             push_url: None,
             push_interval_secs: 15,
             push_labels: Vec::new(),
+            dump_signal: None,
+            dump_control_file: true,
+            memory_limit_pct: 90,
+            memory_limit_bytes: None,
+            peak_dump_pct: 0,
         }
     }
 }
@@ -163,7 +181,7 @@ struct Field {
 }
 
 /// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 22] = [
+const FIELDS: [Field; 27] = [
     Field {
         doc: VarDoc {
             name: "YING_ENABLED",
@@ -475,6 +493,83 @@ const FIELDS: [Field; 22] = [
             Ok(())
         },
     },
+    Field {
+        doc: VarDoc {
+            name: "YING_DUMP_SIGNAL",
+            default: "unset",
+            meaning: "A signal (`SIGUSR2`, `USR2`, `12`, `SIGRTMIN+3`) on which the report thread \
+                      writes a report set within 100 ms; the handler is installed at start only \
+                      if the program has none for that signal, and a handler the program \
+                      installs later wins (Ying says so on stderr); `SIGKILL`, `SIGSTOP`, fault \
+                      signals and `SIGCHLD` are refused; unset or empty: none.",
+        },
+        raw: |r| r.dump_signal.as_ref(),
+        set: |c, v| {
+            c.dump_signal = crate::triggers::signal::parse(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_DUMP_CONTROL_FILE",
+            default: "true",
+            meaning: "Watch the reporting directory every 100 ms: touching `dump.<pid>` makes \
+                      that process write one report set and remove the file; touching `dump` \
+                      makes every process writing there write one set each (the file is left \
+                      in place; a `dump` older than the process is ignored).",
+        },
+        raw: |r| r.dump_control_file.as_ref(),
+        set: |c, v| {
+            c.dump_control_file = parse_bool(v)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_MEMORY_LIMIT_PCT",
+            default: "90",
+            meaning: "Write one report set (reason `near memory limit`) when the process's \
+                      resident set first reaches this percentage (0 to 100) of its cgroup's \
+                      memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`, the smallest \
+                      up the hierarchy), again only after it fell below 95 % of that level; \
+                      0 turns it off, and no limit means no such set.",
+        },
+        raw: |r| r.memory_limit_pct.as_ref(),
+        set: |c, v| {
+            c.memory_limit_pct = uint_in(v, 0, 100)?;
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_MEMORY_LIMIT_BYTES",
+            default: "unset",
+            meaning: "For tests: a memory limit (KiB/MiB/GiB/TiB suffixes accepted) that \
+                      replaces the cgroup's for `YING_MEMORY_LIMIT_PCT`; unset or empty uses \
+                      the cgroup's.",
+        },
+        raw: |r| r.memory_limit_bytes.as_ref(),
+        set: |c, v| {
+            c.memory_limit_bytes =
+                if v.is_empty() { None } else { Some(byte_size_in(v, 1, u64::MAX)?) };
+            Ok(())
+        },
+    },
+    Field {
+        doc: VarDoc {
+            name: "YING_PEAK_DUMP_PCT",
+            default: "0",
+            meaning: "Write a report set (reason `new peak`) each time the exact retained \
+                      total exceeds the last high dumped (at first, the total when the report \
+                      thread started) by more than this many percent, from 0 to 1000000, \
+                      looked at every 100 ms; 0 turns it off.",
+        },
+        raw: |r| r.peak_dump_pct.as_ref(),
+        set: |c, v| {
+            c.peak_dump_pct = uint_in(v, 0, 1_000_000)?;
+            Ok(())
+        },
+    },
 ];
 
 /// Copies the documentation out of the field table, at compile time.
@@ -514,6 +609,11 @@ struct Raw {
     push_url: Option<String>,
     push_interval_secs: Option<String>,
     push_labels: Option<String>,
+    dump_signal: Option<String>,
+    dump_control_file: Option<String>,
+    memory_limit_pct: Option<String>,
+    memory_limit_bytes: Option<String>,
+    peak_dump_pct: Option<String>,
 }
 
 impl Config {
@@ -938,6 +1038,11 @@ mod tests {
             ("YING_PUSH_URL", "http://127.0.0.1:4040/"),
             ("YING_PUSH_INTERVAL_SECS", "60"),
             ("YING_PUSH_LABELS", "service_name=api, env=prod"),
+            ("YING_DUMP_SIGNAL", "SIGUSR2"),
+            ("YING_DUMP_CONTROL_FILE", "off"),
+            ("YING_MEMORY_LIMIT_PCT", "75"),
+            ("YING_MEMORY_LIMIT_BYTES", "200MiB"),
+            ("YING_PEAK_DUMP_PCT", "25"),
         ];
         let config = Config {
             enabled: false,
@@ -965,6 +1070,11 @@ mod tests {
                 ("service_name".to_string(), "api".to_string()),
                 ("env".to_string(), "prod".to_string()),
             ],
+            dump_signal: Some(libc::SIGUSR2),
+            dump_control_file: false,
+            memory_limit_pct: 75,
+            memory_limit_bytes: Some(200 << 20),
+            peak_dump_pct: 25,
         };
         (pairs, config)
     }
@@ -1085,6 +1195,9 @@ mod tests {
             ("YING_CHECK_INTERVAL_SECS", "-1", "must not be negative", "300"),
             ("YING_REPORT_PCT_CHANGE_TRIGGER", "1000001", "must be at most 1000000", "10"),
             ("YING_REPORT_PCT_CHANGE_TRIGGER", "2.5", "not a whole number", "10"),
+            ("YING_DUMP_SIGNAL", "USR3", "not a signal name such as SIGUSR2, USR2 or 12", "unset"),
+            ("YING_DUMP_SIGNAL", "SIGKILL", "SIGKILL cannot be used", "unset"),
+            ("YING_MEMORY_LIMIT_PCT", "101", "must be at most 100", "90"),
             ("YING_TOP_K", "0", "must be at least 1", "20"),
             ("YING_TOP_K", "100001", "must be at most 100000", "20"),
             ("YING_TOP_K", "+5", "not a number", "20"),
@@ -1251,7 +1364,7 @@ mod tests {
             ]
         );
         assert!(known.starts_with("YING_ENABLED, YING_ONLY_EXE, "));
-        assert!(known.ends_with(", YING_PUSH_LABELS"));
+        assert!(known.ends_with(", YING_PEAK_DUMP_PCT"));
     }
 
     #[test]
@@ -1328,15 +1441,16 @@ mod tests {
                 "YING_PUSH_URL",
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
+
             ]
         );
         let mut unique = names.clone();
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 22 fields (checked by the
+        // One row per field: a Config literal must name all 27 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 22);
+        assert_eq!(VARIABLES.len(), 27);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);

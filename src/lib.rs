@@ -160,6 +160,7 @@ pub(crate) mod engine;
 pub(crate) mod stack;
 pub(crate) mod symbols;
 pub(crate) mod sys;
+pub(crate) mod triggers;
 
 mod profiler;
 pub mod profiles;

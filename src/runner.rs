@@ -6,7 +6,10 @@
 //! The runner wakes every `check_interval_secs`, reads the *exact* total of retained bytes and
 //! compares it with the level at the last report it wrote. If it moved (up or down) by at least
 //! `report_pct_change_trigger` percent of that level, a report set is written and the level is
-//! updated. The first check always writes a baseline report. With `report_at_exit` (the
+//! updated. The first check always writes a baseline report. While a dump trigger is armed (a
+//! dump signal, the control files, a memory limit, new-peak dumps: `src/triggers/`), the
+//! thread also wakes every 100 ms to look at them, and writes a set when one fires, its reason
+//! on the text report's `reason:` line. With `report_at_exit` (the
 //! default), a final report set is written when the process exits through `exit()` or by
 //! returning from `main`, once, from an `atexit` handler registered when the runner starts;
 //! the exit waits (at most 30 s) for a periodic report being written, so that no set is cut off
@@ -143,6 +146,8 @@ pub struct ProfilerRunner {
     dir: SharedDir,
     /// The endpoint and pushes (`crate::serve`).
     pub(crate) services: crate::serve::Services,
+    /// Dump triggers (signal, control files, memory limit, new highs): `src/triggers/`.
+    triggers: crate::triggers::TriggerSettings,
 }
 
 /// The reporting directory of a runner, resolved and opened once and shared by all its clones
@@ -190,6 +195,7 @@ impl Default for ProfilerRunner {
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
             dir: SharedDir::default(),
             services: crate::serve::Services::default(),
+            triggers: Default::default(),
         }
     }
 }
@@ -276,6 +282,11 @@ impl ProfilerRunnerBuilder {
     /// The runner being built (the setters of `crate::serve` write into it).
     pub(crate) fn runner_mut(&mut self) -> &mut ProfilerRunner {
         self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
+    /// The trigger settings being built (their setters are in `src/triggers/`).
+    pub(crate) fn triggers_mut(&mut self) -> &mut crate::triggers::TriggerSettings {
+        &mut self.inner.get_or_insert_with(ProfilerRunner::default).triggers
     }
 
     /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
@@ -684,6 +695,7 @@ impl ProfilerRunner {
             max_report_sets: cfg.max_report_sets,
             dir: SharedDir::default(),
             services: crate::serve::Services::from_config(cfg),
+            triggers: crate::triggers::TriggerSettings::from_config(cfg),
         }
     }
 
@@ -697,6 +709,7 @@ impl ProfilerRunner {
         if self.top_k == 0 {
             return err("top_k", "must be at least 1");
         }
+        self.triggers.validate()?;
         if self.reporting_path.is_empty() {
             return err("reporting_path", "must not be empty");
         }
@@ -916,6 +929,7 @@ impl ProfilerRunner {
             if runner.report_at_exit {
                 runner.register_exit_report(source);
             }
+            crate::triggers::install(&runner.triggers, runner.check_interval_secs > 0);
         };
         source.run_guarded(&mut start);
     }
@@ -991,13 +1005,18 @@ impl ProfilerRunner {
     fn report_loop(&self, source: &dyn ProfileSource, shared: &Shared) {
         let mut last: Option<u64> = None;
         let interval = Duration::from_secs(self.check_interval_secs.max(1) as u64);
+        let mut triggers =
+            crate::triggers::Triggers::new(&self.triggers, self.absolute_reporting_path());
+        let mut next_check = Instant::now() + interval;
         loop {
             // The number of the dump asked for, if one was.
             let forced = {
                 let c = lock(&shared.state);
                 let (mut c, _) = shared
                     .wake
-                    .wait_timeout_while(c, interval, |c| !c.stop && c.requested <= c.started)
+                    .wait_timeout_while(c, triggers.wait(next_check), |c| {
+                        !c.stop && c.requested <= c.started
+                    })
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if c.stop {
                     return;
@@ -1007,6 +1026,16 @@ impl ProfilerRunner {
                     c.started
                 })
             };
+            // A trigger that fired (signal, control file, memory limit, new high), and whether
+            // the periodic check is due: a tick with neither and no request writes nothing.
+            let fired = triggers.poll();
+            let due = Instant::now() >= next_check;
+            if due {
+                next_check = Instant::now() + interval;
+            } else if forced.is_none() && fired.is_none() {
+                continue;
+            }
+            let asked = forced.is_some() || fired.is_some();
             // Announce the dump before looking at the exit flag (both sequentially consistent):
             // either the exit path sees it in flight and waits, or this thread sees the exit.
             DUMPS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
@@ -1016,11 +1045,13 @@ impl ProfilerRunner {
             }
             let now = crate::engine::totals::read().retained_bytes();
             crate::report::timeline::tick();
-            let worth = forced.is_some() || self.worth_a_report();
+            let worth = asked || self.worth_a_report();
             let mut written = None;
-            if worth && (forced.is_some() || self.should_report(last, now)) {
+            if worth && (asked || self.should_report(last, now)) {
                 let out = Turn::take(Instant::now() + EXIT_WAIT).and_then(|turn| {
-                    let out = self.write_now(source);
+                    let out = crate::triggers::reason::with_reason(fired.as_deref(), || {
+                        self.write_now(source)
+                    });
                     drop(turn);
                     out
                 });

@@ -183,6 +183,11 @@ fn start_reporting(cfg: &Config) {
     // The endpoint and pushes (YING_HTTP_ADDR, YING_PUSH_URL) start with the report thread.
     let services = cfg.http_addr.is_some() || cfg.push_url.is_some();
     if !cfg.report_at_exit && cfg.check_interval_secs == 0 && !services {
+        if cfg.dump_signal.is_some() {
+            warn(
+                "YING_DUMP_SIGNAL needs the report thread, which YING_CHECK_INTERVAL_SECS=0 turns off; no handler installed",
+            );
+        }
         return;
     }
     let runner = ProfilerRunner::from_config(cfg);

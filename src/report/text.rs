@@ -142,6 +142,9 @@ pub(crate) fn render_compact(
     let (est_alloc, est_ret) = snap.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
     let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
+    if let Some(why) = crate::triggers::reason::current() {
+        let _ = writeln!(o, "reason:             {why}");
+    }
     let _ = writeln!(o, "pid:                {}", ctx.pid);
     let _ = writeln!(o, "executable:         {}", ctx.exe);
     if let Some(owner) = crate::report::foreign_malloc() {

@@ -1,0 +1,219 @@
+//! Dump triggers: report sets written because something asked for one now, rather than at a
+//! periodic check: a signal (`YING_DUMP_SIGNAL`), a control file in the reporting directory
+//! (`dump`, `dump.<pid>`), the process's resident set nearing its cgroup's memory limit
+//! (`YING_MEMORY_LIMIT_PCT`), and new highs of the retained total (`YING_PEAK_DUMP_PCT`).
+//!
+//! All of them are looked at by the report thread ([`crate::runner`]), which wakes every
+//! [`TICK`] while any of them is armed (and only at its check interval otherwise). A set they
+//! write names its reason in the text report's `reason:` header line. Nothing here runs in an
+//! allocation hook; the signal handler only stores to an atomic (see [`signal`]).
+
+pub mod control_file;
+pub mod limit;
+pub mod reason;
+pub mod signal;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::runner::{ProfilerRunnerBuilder, ProfilerRunnerBuilderError};
+
+/// How often the report thread looks at the triggers while one is armed.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// The trigger settings of a runner (see the builder's setters and the `YING_*` table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriggerSettings {
+    /// The dump signal's number, if any.
+    pub(crate) dump_signal: Option<i32>,
+    /// Whether the control files are watched.
+    pub(crate) dump_control_file: bool,
+    /// Percent of the memory limit that triggers the near-limit dump; 0: off.
+    pub(crate) memory_limit_pct: u64,
+    /// A limit that replaces the cgroup's (tests).
+    pub(crate) memory_limit_bytes: Option<u64>,
+    /// Percent beyond the last dumped high that triggers a new-peak dump; 0: off.
+    pub(crate) peak_dump_pct: u64,
+}
+
+impl Default for TriggerSettings {
+    fn default() -> Self {
+        Self {
+            dump_signal: None,
+            dump_control_file: true,
+            memory_limit_pct: 90,
+            memory_limit_bytes: None,
+            peak_dump_pct: 0,
+        }
+    }
+}
+
+impl TriggerSettings {
+    /// The settings a parsed configuration implies.
+    pub(crate) fn from_config(cfg: &crate::config::Config) -> Self {
+        Self {
+            dump_signal: cfg.dump_signal,
+            dump_control_file: cfg.dump_control_file,
+            memory_limit_pct: cfg.memory_limit_pct,
+            memory_limit_bytes: cfg.memory_limit_bytes,
+            peak_dump_pct: cfg.peak_dump_pct,
+        }
+    }
+
+    /// Checks the settings given to the builder.
+    pub(crate) fn validate(&self) -> Result<(), ProfilerRunnerBuilderError> {
+        let err = |field, reason: String| Err(ProfilerRunnerBuilderError { field, reason });
+        if let Some(n) = self.dump_signal
+            && let Err(why) = signal::parse(&n.to_string())
+        {
+            return err("dump_signal", why);
+        }
+        if self.memory_limit_pct > 100 {
+            return err("memory_limit_pct", "must be from 0 (off) to 100".to_string());
+        }
+        Ok(())
+    }
+}
+
+impl ProfilerRunnerBuilder {
+    /// Writes a report set when the process receives signal `sig` (e.g. `libc::SIGUSR2`),
+    /// within 100 ms; 0 means none (the default). The handler is installed when the runner
+    /// starts, only if the program has not set its own disposition for the signal; a handler
+    /// the program installs later wins (Ying says so on stderr). Refused at `build`:
+    /// `SIGKILL`, `SIGSTOP`, fault signals, `SIGCHLD`, 32 and 33.
+    pub fn dump_signal(&mut self, sig: i32) -> &mut Self {
+        self.triggers_mut().dump_signal = (sig != 0).then_some(sig);
+        self
+    }
+
+    /// Watches the control files `<reporting path>/dump` (every process writing there) and
+    /// `<reporting path>/dump.<pid>` (one process, which removes it) and writes a report set
+    /// within 100 ms of a touch (true by default).
+    pub fn dump_control_file(&mut self, on: bool) -> &mut Self {
+        self.triggers_mut().dump_control_file = on;
+        self
+    }
+
+    /// Writes one report set when the process's resident set first reaches `pct` percent of
+    /// its cgroup's memory limit, again only after it fell below (95 % of that level); 0
+    /// turns it off, default 90. No limit, no dump.
+    pub fn memory_limit_pct(&mut self, pct: u64) -> &mut Self {
+        self.triggers_mut().memory_limit_pct = pct;
+        self
+    }
+
+    /// A memory limit in bytes that replaces the cgroup's for the near-limit dump (meant for
+    /// tests); 0 uses the cgroup's (the default).
+    pub fn memory_limit_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.triggers_mut().memory_limit_bytes = (bytes != 0).then_some(bytes);
+        self
+    }
+
+    /// Writes a report set each time the exact retained total exceeds the last high dumped
+    /// (at first, the total when the report thread started) by more than `pct` percent; 0
+    /// (the default) turns it off.
+    pub fn peak_dump_pct(&mut self, pct: u64) -> &mut Self {
+        self.triggers_mut().peak_dump_pct = pct;
+        self
+    }
+}
+
+/// When the runner was prepared, and in which process (control files older than this are
+/// ignored; a `fork` child counts from its own report thread's start instead).
+static PREPARED_AT: Mutex<Option<(SystemTime, u32)>> = Mutex::new(None);
+
+/// Sets the triggers up at the runner's start (before its report thread exists): installs the
+/// signal handler. `thread` says whether a report thread will run; without one, nothing could
+/// serve a trigger, and a dump signal set by the user gets a warning instead of a handler.
+pub(crate) fn install(s: &TriggerSettings, thread: bool) {
+    let mut at = PREPARED_AT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    at.get_or_insert_with(|| (SystemTime::now(), std::process::id()));
+    drop(at);
+    let Some(sig) = s.dump_signal else { return };
+    if !thread {
+        crate::sys::warn(&format!(
+            "YING_DUMP_SIGNAL={} needs the report thread, which YING_CHECK_INTERVAL_SECS=0 turns off; no handler installed",
+            signal::name(sig)
+        ));
+        return;
+    }
+    if let Err(why) = signal::install(sig) {
+        crate::sys::warn(&format!("YING_DUMP_SIGNAL: {why}"));
+    }
+}
+
+/// The report thread's view of the triggers.
+#[derive(Debug)]
+pub(crate) struct Triggers {
+    signal: Option<i32>,
+    control: Option<control_file::ControlFiles>,
+    near: limit::NearLimit,
+    peak: limit::NewPeak,
+}
+
+impl Triggers {
+    /// The triggers of `s` for a report thread writing into `dir` (reads the memory limit).
+    pub(crate) fn new(s: &TriggerSettings, dir: &Path) -> Self {
+        let prepared = *PREPARED_AT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let since = match prepared {
+            Some((t, pid)) if pid == std::process::id() => t,
+            // A `fork` child: a `dump` touched before it existed was its parent's to serve.
+            _ => SystemTime::now(),
+        };
+        Self {
+            signal: s.dump_signal,
+            control: s
+                .dump_control_file
+                .then(|| control_file::ControlFiles::new(dir, std::process::id(), since)),
+            near: limit::NearLimit::new(s.memory_limit_pct, s.memory_limit_bytes),
+            peak: limit::NewPeak::new(s.peak_dump_pct),
+        }
+    }
+
+    /// Whether any trigger needs a look every [`TICK`].
+    pub(crate) fn armed(&self) -> bool {
+        self.signal.is_some_and(signal::armed)
+            || self.control.is_some()
+            || self.near.armed()
+            || self.peak.armed()
+    }
+
+    /// How long the report thread may wait now, with its next periodic check at `next_check`.
+    pub(crate) fn wait(&self, next_check: Instant) -> Duration {
+        let left = next_check.saturating_duration_since(Instant::now());
+        if self.armed() { left.min(TICK) } else { left }
+    }
+
+    /// One tick: the reasons of the triggers that fired (joined with `; `), if any.
+    pub(crate) fn poll(&mut self) -> Option<String> {
+        let mut reasons: Vec<String> = Vec::new();
+        if let Some(sig) = self.signal {
+            match signal::tick(sig) {
+                signal::Tick::Quiet => {}
+                signal::Tick::Arrived => reasons.push(format!("signal {}", signal::name(sig))),
+                signal::Tick::Replaced => {
+                    let nm = signal::name(sig);
+                    crate::sys::warn(&format!(
+                        "the program installed its own handler for {nm}: its handler is kept, and {nm} no longer writes a report (touch <reporting path>/dump instead)"
+                    ));
+                    self.signal = None;
+                }
+            }
+        }
+        if let Some(c) = &mut self.control
+            && let Some(r) = c.tick()
+        {
+            reasons.push(r);
+        }
+        if let Some(r) = self.near.tick() {
+            reasons.push(r);
+        }
+        if self.peak.armed()
+            && let Some(r) = self.peak.judge(crate::engine::totals::read().retained_bytes())
+        {
+            reasons.push(r);
+        }
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+}
