@@ -11,7 +11,9 @@
 //! plain, and checks what pprof's own parser checks after decoding (string indices in range,
 //! as many values per sample as sample types, no dangling location, function or mapping id), so
 //! that code reading a [`Profile`] may index with the ids it holds; its error says what is
-//! wrong. [`encode_gzip`] writes a profile back.
+//! wrong. [`encode_gzip`] writes a profile back. `tests/proto_round_trip.rs` checks both
+//! directions on a report set's profile and on Go heap profiles: `go tool pprof -raw` prints
+//! the re-encoded file exactly as it prints the original.
 //!
 //! The report sets' own profiles are still written by the streaming
 //! [`super::pprof::ProfileWriter`], not by prost. Measured on one profile of 100,000 stacks of
