@@ -64,13 +64,13 @@ enum Cmd {
     },
     /// What changed between two heap profiles, like `go tool pprof -diff_base A B`.
     ///
-    /// A (the base) and B are report sets (their name, ying.<exe>.<pid>.<seq>.<time>, or any
-    /// of their files) or pprof files (.pb.gz, gzipped or not: Ying's, Go's, jemalloc_pprof's).
-    /// Prints the functions whose flat value changed most (B minus A, percentages of A's
-    /// total, as pprof prints them) and writes <OUTPUT>.txt (every function), <OUTPUT>.svg (a
-    /// differential flamegraph: widths from B, red grew, blue shrank) and <OUTPUT>.pb.gz (B's
-    /// samples and A's negated, labelled pprof::base=true: `go tool pprof -top <OUTPUT>.pb.gz`
-    /// shows the same diff). Frames are dropped as B's drop_frames says, as pprof does.
+    /// A (the base) and B are report sets (their name, `ying.EXE.PID.SEQ.TIME`, or any of their
+    /// files) or pprof files (.pb.gz, gzipped or not: Ying's, Go's, jemalloc_pprof's). Prints
+    /// the functions whose flat value changed most (B minus A, percentages of A's total, as
+    /// pprof prints them) and writes OUTPUT.txt (every function), OUTPUT.svg (a differential
+    /// flamegraph: widths from B, red grew, blue shrank) and OUTPUT.pb.gz (B's samples and A's
+    /// negated, labelled pprof::base=true: `go tool pprof -top OUTPUT.pb.gz` shows the same
+    /// diff). Frames are dropped as B's drop_frames says, as pprof does.
     Diff {
         /// The base profile.
         a: PathBuf,
@@ -93,7 +93,7 @@ enum Cmd {
         /// How values are printed.
         #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
         unit: UnitArg,
-        /// Where the files go: <OUTPUT>.txt, <OUTPUT>.svg, <OUTPUT>.pb.gz.
+        /// Where the files go: OUTPUT.txt, OUTPUT.svg, OUTPUT.pb.gz.
         #[arg(short, long, default_value = "ying-diff", value_name = "OUTPUT")]
         output: PathBuf,
     },

@@ -334,12 +334,21 @@ pub fn trim(rows: Vec<Row>, fraction: f64) -> (Vec<Row>, i64) {
     (kept, cutoff)
 }
 
-/// pprof's total of a sample type: the sum of the absolute values of every sample.
+/// pprof's total of a sample type: the sum of the absolute values of every sample, or, in a
+/// diff profile (samples labelled `pprof::base=true`, as `ying diff` and `pprof -proto
+/// -diff_base` write them), of the base's samples alone.
 pub fn total(p: &Profile, index: usize) -> i64 {
-    p.sample
-        .iter()
-        .map(|s| s.value.get(index).copied().unwrap_or(0).saturating_abs())
-        .fold(0i64, i64::saturating_add)
+    let value = |s: &ying_profiler::report::proto::Sample| {
+        s.value.get(index).copied().unwrap_or(0).saturating_abs()
+    };
+    let is_base = |s: &&ying_profiler::report::proto::Sample| {
+        s.label.iter().any(|l| p.string(l.key) == "pprof::base" && p.string(l.str) == "true")
+    };
+    let base = p.sample.iter().filter(is_base).map(value).fold(0i64, i64::saturating_add);
+    if base > 0 {
+        return base;
+    }
+    p.sample.iter().map(value).fold(0i64, i64::saturating_add)
 }
 
 /// How values are shown.

@@ -64,4 +64,15 @@ fn diff_matches_go_tool_pprof_diff_base() {
     // The profile is -diff_base's: pprof reads the same diff from it alone.
     let from_file = go_pprof(&["-top", "-unit=B", &files[2]]).expect("go");
     assert_eq!(top_rows(&from_file), top_rows(&theirs), "\n{from_file}\n{theirs}");
+    // And so does `ying top`, percentages of the base's total included.
+    let top = success(ying().args(&["top", "--unit", "B", &files[2]]).run(), "top of the diff");
+    let (ours, pprofs) = (top.stdout_str(), from_file);
+    assert_same_top(&ours, &pprofs, 4);
+    let pct = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("main.growLeak"))
+            .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(pct(&ours), pct(&pprofs), "growLeak's flat%\n{ours}\n{pprofs}");
 }
