@@ -229,8 +229,12 @@ fn merged_profile(req: &Request<'_>, bi: usize, ai: usize) -> Result<Vec<u8>, St
         unit: m.string(b.string(t.unit)),
     });
     m.out.period = a.period.max(b.period);
-    m.out.time_nanos = b.time_nanos;
-    m.out.duration_nanos = b.time_nanos.saturating_sub(a.time_nanos).max(0);
+    // As pprof merges: the earliest start, the durations summed.
+    m.out.time_nanos = match (a.time_nanos, b.time_nanos) {
+        (0, t) | (t, 0) => t,
+        (x, y) => x.min(y),
+    };
+    m.out.duration_nanos = a.duration_nanos.saturating_add(b.duration_nanos);
     let comment =
         format!("ying diff: {} against the base {}", req.b.path.display(), req.a.path.display());
     let c = m.string(&comment);

@@ -84,8 +84,8 @@ extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
     let pid = CHILD.load(Ordering::Relaxed);
     if pid > 0 && !from_kernel {
-        // SAFETY: kill is async-signal-safe; pid is the child's, which we have not reaped
-        // (the main thread stores 0 before it waits no more).
+        // SAFETY: kill is async-signal-safe and touches no memory; pid is the child's, not
+        // yet reaped (`run` clears CHILD before it reaps), so it names no other process.
         unsafe { libc::kill(pid, sig) };
     }
 }
@@ -100,6 +100,21 @@ fn install_forwarding() {
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Waits until the child `pid` has ended, leaving it a zombie (`WNOWAIT`) so that its pid is
+/// not reused before [`CHILD`] is cleared.
+fn wait_without_reaping(pid: u32) {
+    loop {
+        // SAFETY: waitid writes only into `info`, a zeroed siginfo_t we own.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
         }
     }
 }
@@ -141,8 +156,10 @@ pub fn run(req: &Request) -> Result<u8, String> {
     install_forwarding();
     let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", Path::new(program).display()))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
-    let status = child.wait();
+    wait_without_reaping(child.id());
+    // Only now may the pid be reused: the handler stops using it first.
     CHILD.store(0, Ordering::Relaxed);
+    let status = child.wait();
     let status =
         status.map_err(|e| format!("waiting for {}: {e}", Path::new(program).display()))?;
     use std::os::unix::process::ExitStatusExt;
