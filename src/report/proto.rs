@@ -20,8 +20,9 @@
 //! 40 frames (250,000 distinct addresses, 50,000 functions, 19.8 MB before gzip; `cargo test
 //! --release --lib writer_against_prost -- --ignored --nocapture` repeats it, each variant in a
 //! process of its own, on a 2-core machine shared with other builds), the streaming writer took
-//! 0.45 s and 0.52 s and raised the peak resident memory by 67 MiB; building the same
-//! [`Profile`] and encoding it with prost took 0.58 s and 0.54 s and 100 MiB. Prost must hold
+//! 0.45 s and 0.52 s (0.83 s and 0.70 s in two later runs on a busier machine) and raised the
+//! peak resident memory by 67 MiB every time; building the same [`Profile`] and encoding it
+//! with prost took 0.58 s and 0.54 s (later 0.92 s and 0.84 s) and 100 MiB. Prost must hold
 //! every sample and the whole encoded message at once (the samples are nearly all of the
 //! profile), the writer sends each sample to the file as it is made. The writer runs inside the
 //! profiled process, where that memory is the profiler's overhead at every report (the README's
