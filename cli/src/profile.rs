@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
-use ying_profiler::report::proto::{Location, Profile, read_profile};
+use ying_profiler::report::proto::{Function, Location, Profile, read_profile};
 
 /// A profile read from a file.
 #[derive(Debug)]
@@ -165,6 +165,55 @@ fn simplify(name: &str) -> &str {
     name
 }
 
+/// The name pprof shows for `f` (its symbolizer's `demangleSingleFunction`, default mode): the
+/// name when a differing system name is given; otherwise the system name, and when that looks
+/// like demangled C++ (`::`, or `<>[]` outside Java and Go forms), without its parameter and
+/// template-argument lists (`std::vector<int>::push_back(int const&)` shows as
+/// `std::vector::push_back`). pprof would first demangle a mangled (`_Z...`) system name; such
+/// names are shown as they are here.
+pub fn shown_name<'p>(p: &'p Profile, f: &Function) -> std::borrow::Cow<'p, str> {
+    let (name, system) = (p.string(f.name), p.string(f.system_name));
+    if !name.is_empty() && system != name {
+        return name.into();
+    }
+    let looks_cxx = !system.contains(".<")
+        && !system.contains("]).")
+        && (system.contains(['<', '>', '[', ']']) || system.contains("::"));
+    if !looks_cxx {
+        return system.into();
+    }
+    remove_matching(&remove_matching(system, b'(', b')'), b'<', b'>').into()
+}
+
+/// pprof's `removeMatching`: `name` without its outermost `start`...`end` groups (unchanged
+/// when a closing bracket has no opening one).
+fn remove_matching(name: &str, start: u8, end: u8) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut nesting = 0usize;
+    // Where the text not yet copied starts, and where the open group started.
+    let (mut kept_from, mut group_from) = (0, 0);
+    for (i, b) in name.bytes().enumerate() {
+        if b == start {
+            if nesting == 0 {
+                out.push_str(&name[kept_from..i]);
+                group_from = i;
+            }
+            nesting += 1;
+        } else if b == end {
+            if nesting == 0 {
+                return name.to_string();
+            }
+            nesting -= 1;
+            if nesting == 0 {
+                kept_from = i + 1;
+            }
+        }
+    }
+    // An unclosed group stays, as in pprof.
+    out.push_str(&name[if nesting > 0 { group_from } else { kept_from }..]);
+    out
+}
+
 /// What each location shows: its lines' node ids, innermost first, after pruning; and the
 /// pruning marks (`prune`: the whole location goes, `beneath`: the frames it calls go).
 #[derive(Debug, Default, Clone)]
@@ -193,7 +242,7 @@ fn location_nodes(
         }
     };
     let function_name = |line: &ying_profiler::report::proto::Line| {
-        functions.get(&line.function_id).map(|&f| p.string(p.function[f].name)).unwrap_or("")
+        functions.get(&line.function_id).map(|&f| shown_name(p, &p.function[f])).unwrap_or_default()
     };
     let mut out = LocationNodes::default();
     let mut first_kept = 0;
@@ -201,7 +250,7 @@ fn location_nodes(
         // The outermost matching line: it and every line it inlines are dropped.
         if let Some(i) = (0..loc.line.len()).rev().find(|&i| {
             let name = function_name(&loc.line[i]);
-            !name.is_empty() && pruner.matches(name)
+            !name.is_empty() && pruner.matches(&name)
         }) {
             out.beneath = true;
             if i == loc.line.len() - 1 {
@@ -215,7 +264,7 @@ fn location_nodes(
     }
     for line in &loc.line[first_kept..] {
         let name = function_name(line);
-        let id = if name.is_empty() { unsymbolized(names) } else { names.id(name) };
+        let id = if name.is_empty() { unsymbolized(names) } else { names.id(&name) };
         out.nodes.push(id);
     }
     out
@@ -421,6 +470,34 @@ mod tests {
         assert_eq!(simplify("(anonymous namespace)::f(int)"), "(anonymous namespace)::f");
         assert_eq!(simplify("Foo::operator()(int) const"), "Foo::operator()");
         assert_eq!(simplify("std::vector<int>::push_back"), "std::vector<int>::push_back");
+    }
+
+    #[test]
+    fn cxx_names_are_simplified_like_pprof() {
+        assert_eq!(remove_matching("a<b<c>>::d(int)", b'<', b'>'), "a::d(int)");
+        assert_eq!(remove_matching("f(int))", b'(', b')'), "f(int))");
+        assert_eq!(remove_matching("f(g(x)) const", b'(', b')'), "f const");
+        assert_eq!(remove_matching("a(b)c(d", b'(', b')'), "ac(d");
+        let mut p = Profile { string_table: vec![String::new()], ..Default::default() };
+        let mut named = |name: &str, system: &str| {
+            p.string_table.push(name.into());
+            p.string_table.push(system.into());
+            let n = p.string_table.len() as i64;
+            let f = Function { id: 1, name: n - 2, system_name: n - 1, ..Default::default() };
+            shown_name(&p, &f).into_owned()
+        };
+        assert_eq!(
+            named(
+                "std::vector<int>::push_back(int const&)",
+                "std::vector<int>::push_back(int const&)"
+            ),
+            "std::vector::push_back"
+        );
+        assert_eq!(named("keep_buffers()", "keep_buffers()"), "keep_buffers()");
+        assert_eq!(named("main.(*T).M", "main.(*T).M"), "main.(*T).M");
+        assert_eq!(named("main.F[...]", "main.F[...]"), "main.F[...]");
+        assert_eq!(named("pretty", "_Z6prettyv"), "pretty");
+        assert_eq!(named("Foo.<init>", "Foo.<init>"), "Foo.<init>");
     }
 
     #[test]

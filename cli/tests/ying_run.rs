@@ -160,3 +160,35 @@ fn sigterm_sent_to_ying_reaches_the_program() {
     };
     assert_eq!(status.code(), Some(42), "the program's SIGTERM handler exits with 42");
 }
+
+#[test]
+fn top_of_a_cxx_program_drops_operator_new_like_pprof() {
+    let dir = TestDir::new("cli-run-cxx");
+    let exe = dir.join("newer");
+    Run::new("c++")
+        .args(&["-std=c++17", "-g", "-O1", "-o"])
+        .arg(&exe)
+        .arg(common::data("newer.cpp"))
+        .run()
+        .assert_success("c++ newer.cpp");
+    let reports = dir.join("reports");
+    let o = ying_run(&exe, &[], &reports, dir.path());
+    assert_eq!(o.code(), Some(0), "{}", o.describe());
+    let sets = report_sets(&reports);
+    assert_eq!(sets.len(), 1, "one exit report\n{}", o.describe());
+    let pb = format!("{}.pb.gz", reports.join(&sets[0].stem).display());
+    for sample in ["inuse_space", "alloc_objects"] {
+        let t = ying().args(&["top", "--unit", "B", "--sample", sample, &pb]).run();
+        let ours = success(t, "ying top").stdout_str();
+        let Some(theirs) = go_pprof(&["-top", "-unit=B", &format!("-sample_index={sample}"), &pb])
+        else {
+            return;
+        };
+        assert_same_top(&ours, &theirs, 5);
+        let rows = top_rows(&ours);
+        assert!(!rows.iter().any(|r| r.2.starts_with("operator new")), "dropped:\n{ours}");
+        let flat_names: Vec<&str> =
+            rows.iter().filter(|r| r.0 != "0").map(|r| r.2.as_str()).collect();
+        assert!(flat_names.contains(&"keep_buffers()"), "{ours}");
+    }
+}
