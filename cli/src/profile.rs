@@ -100,6 +100,8 @@ impl Names {
 pub struct Stack {
     /// Node ids (see [`Names`]), root (outermost caller) first, leaf last.
     pub nodes: Vec<u32>,
+    /// For each node, whether it is an inlined callee (not the outermost line of its location).
+    pub inlined: Vec<bool>,
     /// The sample's value.
     pub value: i64,
 }
@@ -308,11 +310,15 @@ pub fn stacks(p: &Profile, index: usize, pruner: Option<&Pruner>, names: &mut Na
             start = if l.prune { i + 1 } else { i };
             break;
         }
-        let mut nodes = Vec::new();
+        let (mut nodes, mut inlined) = (Vec::new(), Vec::new());
         for l in locs[start..].iter().rev() {
-            nodes.extend(l.nodes.iter().rev());
+            let last = l.nodes.len().saturating_sub(1);
+            for (j, &n) in l.nodes.iter().enumerate().rev() {
+                nodes.push(n);
+                inlined.push(j != last);
+            }
         }
-        out.push(Stack { nodes, value });
+        out.push(Stack { nodes, inlined, value });
     }
     out
 }
@@ -326,33 +332,67 @@ pub struct Row {
     pub flat: i64,
     /// Its value in every sample it is part of (once per sample, recursion included).
     pub cum: i64,
+    /// pprof's mark: `(inline)` when every call into it is inlined, `(partial-inline)` when
+    /// some are, empty otherwise.
+    pub inline: &'static str,
 }
 
-/// Flat and cum per node of `stacks` (each sample's value times `sign`), added into `rows`.
-pub fn accumulate(stacks: &[Stack], sign: i64, rows: &mut HashMap<u32, (i64, i64)>) {
+/// What [`accumulate`] adds up per node.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    /// Flat value.
+    pub flat: i64,
+    /// Cum value.
+    pub cum: i64,
+    /// Reached from its caller through an inlined call in some sample.
+    pub inline_in: bool,
+    /// Reached from its caller through a real call in some sample.
+    pub call_in: bool,
+}
+
+/// Flat and cum per node of `stacks` (each sample's value times `sign`), added into `rows`,
+/// with how each node is called (pprof's edges: from the caller above it, recursion aside).
+pub fn accumulate(stacks: &[Stack], sign: i64, rows: &mut HashMap<u32, Tally>) {
     let mut seen: Vec<u32> = Vec::new();
     for s in stacks {
         let v = s.value.saturating_mul(sign);
         seen.clear();
-        for &n in &s.nodes {
+        for (i, &n) in s.nodes.iter().enumerate() {
+            let t = rows.entry(n).or_default();
             if !seen.contains(&n) {
                 seen.push(n);
-                rows.entry(n).or_default().1 += v;
+                t.cum += v;
+            }
+            if i > 0 && s.nodes[i - 1] != n {
+                if s.inlined[i] {
+                    t.inline_in = true;
+                } else {
+                    t.call_in = true;
+                }
             }
         }
         if let Some(&leaf) = s.nodes.last() {
-            rows.entry(leaf).or_default().0 += v;
+            rows.entry(leaf).or_default().flat += v;
         }
     }
 }
 
 /// The rows in pprof's order: by |flat| (or |cum| with `by_cum`), then by name, then by the
 /// other value; rows that are zero in both are left out.
-pub fn sorted_rows(rows: &HashMap<u32, (i64, i64)>, names: &Names, by_cum: bool) -> Vec<Row> {
+pub fn sorted_rows(rows: &HashMap<u32, Tally>, names: &Names, by_cum: bool) -> Vec<Row> {
     let mut out: Vec<Row> = rows
         .iter()
-        .filter(|(_, (flat, cum))| *flat != 0 || *cum != 0)
-        .map(|(&node, &(flat, cum))| Row { node, flat, cum })
+        .filter(|(_, t)| t.flat != 0 || t.cum != 0)
+        .map(|(&node, t)| Row {
+            node,
+            flat: t.flat,
+            cum: t.cum,
+            inline: match (t.inline_in, t.call_in) {
+                (true, false) => "(inline)",
+                (true, true) => "(partial-inline)",
+                _ => "",
+            },
+        })
         .collect();
     out.sort_by(|a, b| {
         let (ka, kb) = if by_cum {
@@ -452,7 +492,11 @@ pub fn table(rows: &[Row], names: &Names, total: i64, unit: &str, how: Unit) -> 
             percent(sum, total),
             format_value(r.cum, unit, how),
             percent(r.cum, total),
-            names.name(r.node)
+            if r.inline.is_empty() {
+                names.name(r.node).to_string()
+            } else {
+                format!("{} {}", names.name(r.node), r.inline)
+            }
         ));
     }
     out

@@ -73,6 +73,10 @@ fn absolute(p: &Path) -> PathBuf {
 /// The child's pid, for the signal handler (0: no child yet).
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
+/// A signal that arrived before the child's pid was known (0: none): the program can run, and
+/// be signalled through `ying`, before `spawn` returns its pid.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
 /// The signals passed on to the child.
 const FORWARDED: [libc::c_int; 6] =
     [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2];
@@ -82,8 +86,14 @@ extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     // foreground process group, the child included: sending it again would deliver it twice.
     // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
     let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 && !from_kernel {
+    if from_kernel {
+        return;
+    }
+    // Left for `run` if the pid is not known yet; taken back here if it is (the handler runs
+    // on the only thread, between two of `run`'s steps).
+    PENDING.store(sig, Ordering::SeqCst);
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 && PENDING.swap(0, Ordering::SeqCst) != 0 {
         // SAFETY: kill is async-signal-safe and touches no memory; pid is the child's, not
         // yet reaped (`run` clears CHILD before it reaps), so it names no other process.
         unsafe { libc::kill(pid, sig) };
@@ -155,10 +165,16 @@ pub fn run(req: &Request) -> Result<u8, String> {
     }
     install_forwarding();
     let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", Path::new(program).display()))?;
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let pid = child.id() as i32;
+    CHILD.store(pid, Ordering::SeqCst);
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: kill touches no memory; pid is our child's, not yet reaped.
+        unsafe { libc::kill(pid, early) };
+    }
     wait_without_reaping(child.id());
     // Only now may the pid be reused: the handler stops using it first.
-    CHILD.store(0, Ordering::Relaxed);
+    CHILD.store(0, Ordering::SeqCst);
     let status = child.wait();
     let status =
         status.map_err(|e| format!("waiting for {}: {e}", Path::new(program).display()))?;

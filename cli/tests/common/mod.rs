@@ -19,8 +19,9 @@ pub fn data(name: &str) -> PathBuf {
 }
 
 /// One row of a `-top` table: flat, cum (as printed, a trailing `B` removed: pprof prints a
-/// zero as `0`) and the function's name (without pprof's `(inline)` mark).
-pub type TopRow = (String, String, String);
+/// zero as `0`), the function's name and pprof's mark (`(inline)`, `(partial-inline)` or
+/// empty).
+pub type TopRow = (String, String, String, String);
 
 /// The rows of a `-top` table printed by `go tool pprof` or by `ying`: lines whose second
 /// column is a percentage.
@@ -33,10 +34,11 @@ pub fn top_rows(text: &str) -> Vec<TopRow> {
                 return None;
             }
             let mut name: Vec<&str> = cols[5..].to_vec();
-            if matches!(name.last(), Some(&"(inline)") | Some(&"(partial-inline)")) {
-                name.pop();
-            }
-            Some((value(cols[0]), value(cols[3]), name.join(" ")))
+            let mark = match name.last() {
+                Some(&m) if m == "(inline)" || m == "(partial-inline)" => name.pop(),
+                _ => None,
+            };
+            Some((value(cols[0]), value(cols[3]), name.join(" "), mark.unwrap_or("").to_string()))
         })
         .collect()
 }

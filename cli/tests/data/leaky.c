@@ -3,7 +3,7 @@
  *   leaky             keep_early (2 MiB), sleep (the first check writes a set), then
  *                     keep_late (6 MiB) and free half of keep_early's blocks, exit(3)
  *                     (the exit report writes the second set)
- *   leaky wait        print "ready", wait for SIGTERM, exit(42) from its handler
+ *   leaky wait        print "ready <pid>", wait for SIGTERM, exit(42) from its handler
  *   leaky die         keep_early, then kill itself with SIGTERM (default action)
  *
  * The figures are mirrored in cli/tests/ying_run.rs. */
@@ -50,7 +50,7 @@ static void on_term(int sig) {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
         signal(SIGTERM, on_term);
-        printf("ready\n");
+        printf("ready %d\n", (int)getpid());
         fflush(stdout);
         for (;;)
             pause();
