@@ -1441,7 +1441,6 @@ mod tests {
                 "YING_PUSH_URL",
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
-
             ]
         );
         let mut unique = names.clone();

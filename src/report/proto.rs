@@ -11,15 +11,18 @@
 //! plain, and checks what pprof's own parser checks after decoding (string indices in range,
 //! as many values per sample as sample types, no dangling location, function or mapping id), so
 //! that code reading a [`Profile`] may index with the ids it holds; its error says what is
-//! wrong. [`encode_gzip`] writes a profile back.
+//! wrong. [`encode_gzip`] writes a profile back. `tests/proto_round_trip.rs` checks both
+//! directions on a report set's profile and on Go heap profiles: `go tool pprof -raw` prints
+//! the re-encoded file exactly as it prints the original.
 //!
 //! The report sets' own profiles are still written by the streaming
 //! [`super::pprof::ProfileWriter`], not by prost. Measured on one profile of 100,000 stacks of
 //! 40 frames (250,000 distinct addresses, 50,000 functions, 19.8 MB before gzip; `cargo test
 //! --release --lib writer_against_prost -- --ignored --nocapture` repeats it, each variant in a
 //! process of its own, on a 2-core machine shared with other builds), the streaming writer took
-//! 0.45 s and 0.52 s and raised the peak resident memory by 67 MiB; building the same
-//! [`Profile`] and encoding it with prost took 0.58 s and 0.54 s and 100 MiB. Prost must hold
+//! 0.45 s and 0.52 s (0.83 s and 0.70 s in two later runs on a busier machine) and raised the
+//! peak resident memory by 67 MiB every time; building the same [`Profile`] and encoding it
+//! with prost took 0.58 s and 0.54 s (later 0.92 s and 0.84 s) and 100 MiB. Prost must hold
 //! every sample and the whole encoded message at once (the samples are nearly all of the
 //! profile), the writer sends each sample to the file as it is made. The writer runs inside the
 //! profiled process, where that memory is the profiler's overhead at every report (the README's

@@ -1,0 +1,261 @@
+//! `ying`: run a program under Ying's LD_PRELOAD shim, diff two heap profiles, print the top
+//! functions of one, or write the HTML page of a directory of report sets. `ying --help` and
+//! `ying <command> --help` say how.
+
+mod diff;
+mod profile;
+mod run;
+mod summary;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Ying, a sampling memory profiler: run a program under it, and read the heap profiles it (or
+/// Go, or jemalloc_pprof) writes.
+#[derive(Debug, Parser)]
+#[command(name = "ying", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run a program under Ying's LD_PRELOAD shim, then sum up the report sets it wrote.
+    ///
+    /// Finds libying.so (--lib, $YING_LIB, next to this executable, or the workspace's
+    /// target/release), prepends it to LD_PRELOAD, passes every YING_* variable through, and
+    /// exits with the program's own status (128 + N when signal N ended it). HUP, INT, QUIT,
+    /// TERM, USR1 and USR2 sent to `ying` are passed on to the program. At the end it lists on
+    /// stderr the report sets this run wrote (one line per process: executable, pid, peak,
+    /// retained at exit) and the largest one's text report, or says why none was written.
+    #[command(after_help = "Example: ying run --interval 10 -- python3 my_script.py")]
+    Run {
+        /// Seconds between the report thread's checks (YING_CHECK_INTERVAL_SECS; 0: reports
+        /// at exit only).
+        #[arg(long, value_name = "SECS")]
+        interval: Option<u64>,
+        /// The reporting directory (YING_REPORTING_PATH; default ./ying-profiles).
+        #[arg(short, long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Mean bytes allocated between samples (YING_SAMPLE_INTERVAL_BYTES), e.g. 4KiB.
+        #[arg(long, value_name = "BYTES")]
+        sample_interval: Option<String>,
+        /// Profile only executables of this file name (YING_ONLY_EXE).
+        #[arg(long, value_name = "NAME")]
+        only_exe: Option<String>,
+        /// The shim to preload.
+        #[arg(long, value_name = "PATH")]
+        lib: Option<PathBuf>,
+        /// Print no summary at the end.
+        #[arg(long)]
+        no_summary: bool,
+        /// The program and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
+    },
+    /// What changed between two heap profiles, like `go tool pprof -diff_base A B`.
+    ///
+    /// A (the base) and B are report sets (their name, `ying.EXE.PID.SEQ.TIME`, or any of their
+    /// files) or pprof files (.pb.gz, gzipped or not: Ying's, Go's, jemalloc_pprof's). Prints
+    /// the functions whose flat value changed most (B minus A, percentages of A's total, as
+    /// pprof prints them) and writes OUTPUT.txt (every function), OUTPUT.svg (a differential
+    /// flamegraph: widths from B, red grew, blue shrank) and OUTPUT.pb.gz (B's samples and A's
+    /// negated, labelled pprof::base=true: `go tool pprof -top OUTPUT.pb.gz` shows the same
+    /// diff). Frames are dropped as B's drop_frames says, as pprof does.
+    Diff {
+        /// The base profile.
+        a: PathBuf,
+        /// The profile compared with the base.
+        b: PathBuf,
+        /// The sample type (inuse_space, alloc_space, inuse_objects, alloc_objects, ... or an
+        /// index); default: B's default sample type, else its last.
+        #[arg(long, value_name = "TYPE")]
+        sample: Option<String>,
+        /// How many functions to print.
+        #[arg(short, default_value_t = 20, value_name = "N")]
+        k: usize,
+        /// Sort by cum instead of flat.
+        #[arg(long)]
+        cum: bool,
+        /// Leave out functions whose |cum| is below this fraction of the total, as `go tool
+        /// pprof -nodefraction` (same default); 0 shows every function.
+        #[arg(long, default_value_t = 0.005, value_name = "F")]
+        node_fraction: f64,
+        /// How values are printed.
+        #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
+        unit: UnitArg,
+        /// Where the files go: OUTPUT.txt, OUTPUT.svg, OUTPUT.pb.gz.
+        #[arg(short, long, default_value = "ying-diff", value_name = "OUTPUT")]
+        output: PathBuf,
+    },
+    /// The top functions of a heap profile, like `go tool pprof -top`.
+    ///
+    /// FILE is a report set (its name or any of its files) or a pprof file (.pb.gz, gzipped or
+    /// not). Flat is what a function allocated itself (it is the sample's leaf), cum what it and
+    /// its callees did; inlined functions count as functions, and frames are dropped as the
+    /// profile's drop_frames says, as pprof does.
+    Top {
+        /// The profile.
+        file: PathBuf,
+        /// How many functions to print.
+        #[arg(short, default_value_t = 20, value_name = "N")]
+        k: usize,
+        /// The sample type (inuse_space, alloc_space, inuse_objects, alloc_objects, ... or an
+        /// index); default: the profile's default sample type, else its last.
+        #[arg(long, value_name = "TYPE")]
+        sample: Option<String>,
+        /// Sort by cum instead of flat.
+        #[arg(long)]
+        cum: bool,
+        /// Leave out functions whose |cum| is below this fraction of the total, as `go tool
+        /// pprof -nodefraction` (same default); 0 shows every function.
+        #[arg(long, default_value_t = 0.005, value_name = "F")]
+        node_fraction: f64,
+        /// How values are printed.
+        #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
+        unit: UnitArg,
+    },
+    /// Write one HTML page for a directory of report sets, and print its path.
+    ///
+    /// Reads every report set in DIR back from its .pb.gz (and .peak.pb.gz and .txt when
+    /// present), sets of older runs and of several processes included (one section per
+    /// process), and writes DIR/ying.view.html: memory over the dumps, each dump's top stacks
+    /// and flamegraph, and a diff of any two dumps. The page is self-contained (it makes no
+    /// network request). A set that cannot be read is left out with a warning.
+    #[command(
+        after_help = "Example: ying view ying-profiles && xdg-open ying-profiles/ying.view.html"
+    )]
+    View {
+        /// The directory of report sets (YING_REPORTING_PATH).
+        dir: PathBuf,
+    },
+}
+
+/// How values are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum UnitArg {
+    /// Binary units for bytes (12.50MiB), integers for counts.
+    Auto,
+    /// Exact integers (bytes with a B after them), as `go tool pprof -unit=B`.
+    #[value(name = "B", alias = "bytes")]
+    Bytes,
+}
+
+impl From<UnitArg> for profile::Unit {
+    fn from(u: UnitArg) -> Self {
+        match u {
+            UnitArg::Auto => profile::Unit::Auto,
+            UnitArg::Bytes => profile::Unit::Exact,
+        }
+    }
+}
+
+/// Prints to stdout; a closed pipe (`ying top f | head`) is not an error.
+fn out(text: &str) -> Result<(), String> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
+fn top(
+    file: PathBuf,
+    k: usize,
+    sample: Option<String>,
+    cum: bool,
+    node_fraction: f64,
+    unit: UnitArg,
+) -> Result<(), String> {
+    let loaded = profile::load(&file)?;
+    let p = &loaded.profile;
+    let index = profile::sample_index(p, &loaded.path, sample.as_deref())?;
+    let t = p.sample_type[index];
+    let (ty, unit_name) = (p.string(t.r#type), p.string(t.unit));
+    let pruner = profile::Pruner::of(p, &loaded.path);
+    let mut names = profile::Names::default();
+    let stacks = profile::stacks(p, index, pruner.as_ref(), &mut names);
+    let mut rows = std::collections::HashMap::new();
+    profile::accumulate(&stacks, 1, &mut rows);
+    let sorted = profile::sorted_rows(&rows, &names, cum);
+    let all = sorted.len();
+    let (sorted, cutoff) = profile::trim(sorted, node_fraction);
+    let total = profile::total(p, index);
+    let shown = &sorted[..sorted.len().min(k)];
+    let text = format!(
+        "File: {}\nType: {ty}\nTotal: {}\nShowing top {} of {} functions, sorted by {}; {} \
+         with |cum| < {} left out\n{}",
+        loaded.path.display(),
+        profile::format_value(total, unit_name, unit.into()),
+        shown.len(),
+        sorted.len(),
+        if cum { "cum" } else { "flat" },
+        all - sorted.len(),
+        profile::format_value(cutoff, unit_name, unit.into()),
+        profile::table(shown, &names, total, unit_name, unit.into())
+    );
+    out(&text)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Run { interval, output, sample_interval, only_exe, lib, no_summary, command } => {
+            let req = run::Request {
+                command,
+                interval,
+                output,
+                sample_interval,
+                only_exe,
+                lib,
+                no_summary,
+            };
+            run::run(&req).map(ExitCode::from)
+        }
+        Cmd::Diff { a, b, sample, k, cum, node_fraction, unit, output } => (|| {
+            let (a, b) = (profile::load(&a)?, profile::load(&b)?);
+            let req = diff::Request {
+                a: &a,
+                b: &b,
+                sample: sample.as_deref(),
+                rows: k,
+                by_cum: cum,
+                node_fraction,
+                unit: unit.into(),
+                prefix: &output,
+            };
+            let written = diff::diff(&req)?;
+            out(&written.top)?;
+            for f in &written.files {
+                eprintln!("ying: wrote {}", f.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        })(),
+        Cmd::Top { file, k, sample, cum, node_fraction, unit } => {
+            top(file, k, sample, cum, node_fraction, unit).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::View { dir } => match ying_profiler::report::html::write_view(&dir) {
+            Ok(page) => out(&format!("{}\n", page.display())).map(|()| ExitCode::SUCCESS),
+            // The library's messages name the directory already; the system's do not.
+            Err(e) if e.to_string().starts_with(&dir.display().to_string()) => Err(e.to_string()),
+            Err(e) => Err(format!("{}: {e}", dir.display())),
+        },
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line, whatever the message holds.
+            eprintln!("ying: error: {}", e.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

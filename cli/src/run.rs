@@ -1,0 +1,191 @@
+//! `ying run -- CMD ARGS...`: the program under the LD_PRELOAD shim, then a summary of the
+//! report sets this run wrote (what `scripts/run-with-ying.sh` does).
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::summary;
+
+/// What `ying run` was asked for.
+#[derive(Debug)]
+pub struct Request {
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+    /// `YING_CHECK_INTERVAL_SECS`.
+    pub interval: Option<u64>,
+    /// `YING_REPORTING_PATH`.
+    pub output: Option<PathBuf>,
+    /// `YING_SAMPLE_INTERVAL_BYTES`.
+    pub sample_interval: Option<String>,
+    /// `YING_ONLY_EXE`.
+    pub only_exe: Option<String>,
+    /// The shim to preload, instead of the one found (see [`find_lib`]).
+    pub lib: Option<PathBuf>,
+    /// Print no summary.
+    pub no_summary: bool,
+}
+
+/// The shim: `explicit` (`--lib`), else `$YING_LIB`, else `libying.so` next to this
+/// executable (where `cargo build --release` puts both), else the workspace's
+/// `target/release/libying.so` (this command built from a checkout, e.g. installed with
+/// `cargo install --path cli`).
+pub fn find_lib(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit {
+        return if p.is_file() {
+            Ok(absolute(p))
+        } else {
+            Err(format!("{}: no such file (--lib)", p.display()))
+        };
+    }
+    if let Some(p) = std::env::var_os("YING_LIB").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(absolute(&p))
+        } else {
+            Err(format!("{}: no such file (YING_LIB)", p.display()))
+        };
+    }
+    let mut tried = Vec::new();
+    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        tried.push(dir.join("libying.so"));
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("."));
+    tried.push(workspace.join("target/release/libying.so"));
+    if let Some(found) = tried.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let names: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    Err(format!(
+        "libying.so not found (looked at {}); build it with `cargo build --release -p \
+         ying-preload`, or name it with --lib or YING_LIB",
+        names.join(", ")
+    ))
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The child's pid, for the signal handler (0: no child yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+/// A signal that arrived before the child's pid was known (0: none): the program can run, and
+/// be signalled through `ying`, before `spawn` returns its pid.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+/// The signals passed on to the child.
+const FORWARDED: [libc::c_int; 6] =
+    [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2];
+
+extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // A signal the terminal generated (Ctrl-C: si_code > 0, from the kernel) went to the whole
+    // foreground process group, the child included: sending it again would deliver it twice.
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
+    let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
+    if from_kernel {
+        return;
+    }
+    // Left for `run` if the pid is not known yet; taken back here if it is (the handler runs
+    // on the only thread, between two of `run`'s steps).
+    PENDING.store(sig, Ordering::SeqCst);
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 && PENDING.swap(0, Ordering::SeqCst) != 0 {
+        // SAFETY: kill is async-signal-safe and touches no memory; pid is the child's, not
+        // yet reaped (`run` clears CHILD before it reaps), so it names no other process.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+fn install_forwarding() {
+    for sig in FORWARDED {
+        // SAFETY: a zeroed sigaction is valid (empty mask, no flags); the handler only loads
+        // an atomic and calls kill, both async-signal-safe.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Waits until the child `pid` has ended, leaving it a zombie (`WNOWAIT`) so that its pid is
+/// not reused before [`CHILD`] is cleared.
+fn wait_without_reaping(pid: u32) {
+    loop {
+        // SAFETY: waitid writes only into `info`, a zeroed siginfo_t we own.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Runs the program; returns its exit status (128 + the signal's number when a signal ended
+/// it, as a shell reports it).
+pub fn run(req: &Request) -> Result<u8, String> {
+    let lib = find_lib(req.lib.as_deref())?;
+    let program = &req.command[0];
+    let reports = match (&req.output, std::env::var_os("YING_REPORTING_PATH")) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from("ying-profiles"),
+    };
+    let reports = absolute(&reports);
+    let before: HashSet<OsString> = std::fs::read_dir(&reports)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+        .unwrap_or_default();
+
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(&req.command[1..]).env("LD_PRELOAD", preload).env_remove("YING_LIB");
+    if let Some(secs) = req.interval {
+        cmd.env("YING_CHECK_INTERVAL_SECS", secs.to_string());
+    }
+    if req.output.is_some() {
+        cmd.env("YING_REPORTING_PATH", &reports);
+    }
+    if let Some(bytes) = &req.sample_interval {
+        cmd.env("YING_SAMPLE_INTERVAL_BYTES", bytes);
+    }
+    if let Some(exe) = &req.only_exe {
+        cmd.env("YING_ONLY_EXE", exe);
+    }
+    install_forwarding();
+    let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", Path::new(program).display()))?;
+    let pid = child.id() as i32;
+    CHILD.store(pid, Ordering::SeqCst);
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        // SAFETY: kill touches no memory; pid is our child's, not yet reaped.
+        unsafe { libc::kill(pid, early) };
+    }
+    wait_without_reaping(child.id());
+    // Only now may the pid be reused: the handler stops using it first.
+    CHILD.store(0, Ordering::SeqCst);
+    let status = child.wait();
+    let status =
+        status.map_err(|e| format!("waiting for {}: {e}", Path::new(program).display()))?;
+    use std::os::unix::process::ExitStatusExt;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.saturating_add(sig as u8),
+        _ => 1,
+    };
+    if !req.no_summary {
+        summary::print(&reports, &before, program);
+    }
+    Ok(code)
+}

@@ -1,0 +1,360 @@
+//! The summary `ying run` prints on stderr at the end (the same as `scripts/run-with-ying.sh`):
+//! the report sets this run wrote, one line per process, and the largest one's text report;
+//! when nothing was written, why it seems so.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+
+fn say(line: &str) {
+    if line.is_empty() {
+        eprintln!("ying:");
+    } else {
+        eprintln!("ying: {line}");
+    }
+}
+
+const UNITS: [(&str, u64); 5] =
+    [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)];
+
+fn human(n: u64) -> String {
+    for (unit, size) in &UNITS[..4] {
+        if n >= *size {
+            return format!("{:.1} {unit}", n as f64 / *size as f64);
+        }
+    }
+    format!("{n} B")
+}
+
+/// The first size in `text` (`1.5 MiB`), exact when followed by `(N bytes`.
+fn figure(text: &str) -> Option<u64> {
+    let re = Regex::new(r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)\b(?: \((\d+) bytes)?").ok()?;
+    let c = re.captures(text)?;
+    if let Some(exact) = c.get(3) {
+        return exact.as_str().parse().ok();
+    }
+    let v: f64 = c[1].parse().ok()?;
+    let unit = UNITS.iter().find(|(u, _)| *u == &c[2])?.1;
+    Some((v * unit as f64) as u64)
+}
+
+/// One report set's text report, as the summary needs it.
+#[derive(Debug)]
+struct Set {
+    pid: u32,
+    seq: u64,
+    path: PathBuf,
+    exe: String,
+    retained: Option<u64>,
+    peak: Option<u64>,
+}
+
+/// (executable, retained at this report, peak) from a text report's header and PEAK section;
+/// None when the file is not a Ying text report.
+fn read_set(path: &Path) -> Option<(String, Option<u64>, Option<u64>)> {
+    let text = std::fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(&text[..text.len().min(1 << 20)]).into_owned();
+    let mut lines = text.lines();
+    if lines.next()? != "Ying memory profile" {
+        return None;
+    }
+    let peak_key = Regex::new(r"^(kept )?peak\b").ok()?;
+    let (mut exe, mut retained, mut peak) = ("?".to_string(), None, None);
+    for line in lines {
+        let (key, value) = line.split_once(':').unwrap_or((line, ""));
+        let key = key.trim().to_lowercase();
+        if key == "executable" {
+            exe = value.trim().to_string();
+        } else if key == "retained (exact)" {
+            retained = figure(value);
+        } else if peak.is_none() && peak_key.is_match(&key) && !key.starts_with("profiler") {
+            peak = figure(value);
+        }
+    }
+    Some((exe, retained, peak))
+}
+
+fn new_sets(reports: &Path, before: &HashSet<OsString>) -> Vec<Set> {
+    let Ok(name_re) = Regex::new(r"^ying\.(.+)\.(\d+)\.(\d+)\.(\d{8}T\d{6}Z)\.txt$") else {
+        return Vec::new();
+    };
+    let Ok(dir) = std::fs::read_dir(reports) else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if before.contains(&name) {
+            continue;
+        }
+        let name = name.to_string_lossy();
+        let Some(c) = name_re.captures(&name) else { continue };
+        let path = entry.path();
+        if !path.is_file() {
+            continue;
+        }
+        let (Ok(pid), Ok(seq)) = (c[2].parse(), c[3].parse()) else { continue };
+        if let Some((exe, retained, peak)) = read_set(&path) {
+            found.push(Set { pid, seq, path, exe, retained, peak });
+        }
+    }
+    found
+}
+
+fn summarize(reports: &Path, sets: Vec<Set>) {
+    let count = sets.len();
+    let mut by_pid: BTreeMap<u32, Vec<Set>> = BTreeMap::new();
+    for s in sets {
+        by_pid.entry(s.pid).or_default().push(s);
+    }
+    // (size, pid, exe, retained, peak, sets, path of the last set)
+    let mut rows = Vec::new();
+    for (pid, mut group) in by_pid {
+        group.sort_by_key(|s| s.seq);
+        let peak = group.iter().filter_map(|s| s.peak).max();
+        let n = group.len();
+        let last = group.pop().expect("a group has a set");
+        let size = peak.unwrap_or(0).max(last.retained.unwrap_or(0));
+        rows.push((size, pid, last.exe, last.retained, peak, n, last.path));
+    }
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let procs = rows.len();
+    say(&format!(
+        "this run wrote {count} report set{} ({procs} process{}) in {}:",
+        if count == 1 { "" } else { "s" },
+        if procs == 1 { "" } else { "es" },
+        reports.display()
+    ));
+    let shown = &rows[..rows.len().min(10)];
+    let base = |exe: &str| Path::new(exe).file_name().map(|n| n.to_string_lossy().into_owned());
+    let width = shown.iter().map(|r| base(&r.2).unwrap_or_default().len()).max().unwrap_or(0);
+    for (_, pid, exe, retained, peak, n, _) in shown {
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let alive = unsafe { libc::kill(*pid as libc::pid_t, 0) } == 0;
+        let mut parts = Vec::new();
+        if let Some(p) = peak {
+            parts.push(format!("peak {}", human(*p)));
+        }
+        if let Some(r) = retained {
+            let what = if alive {
+                "retained at its last report (still running)"
+            } else {
+                "retained at exit"
+            };
+            parts.push(format!("{what} {}", human(*r)));
+        }
+        say(&format!(
+            "  {:<width$}  pid {pid:<7} {}  ({n} set{})",
+            base(exe).unwrap_or_default(),
+            parts.join(", "),
+            if *n == 1 { "" } else { "s" }
+        ));
+    }
+    if rows.len() > shown.len() {
+        say(&format!("  ... and {} more processes", rows.len() - shown.len()));
+    }
+    say(&format!("largest: {}", rows[0].6.display()));
+}
+
+fn false_value(v: Option<&OsStr>) -> bool {
+    v.map(|v| v.to_string_lossy().trim().to_lowercase())
+        .is_some_and(|v| matches!(v.as_str(), "false" | "0" | "no" | "off"))
+}
+
+fn resolve(program: &OsStr) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if program.to_string_lossy().contains('/') {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(p))
+        .find(|c| c.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// Some(true) for a dynamically linked ELF file (it has a PT_INTERP program header), Some(false)
+/// for a static one, None when it is not ELF or cannot be read.
+fn elf_dynamic(path: &Path) -> Option<bool> {
+    let data = std::fs::read(path).ok()?;
+    if data.len() < 64 || &data[..4] != b"\x7fELF" {
+        return None;
+    }
+    let wide = data[4] == 2;
+    let le = data[5] == 1;
+    let u16_at = |o: usize| {
+        let b = [*data.get(o)?, *data.get(o + 1)?];
+        Some(if le { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) } as usize)
+    };
+    let u32_at = |o: usize| {
+        let b: [u8; 4] = data.get(o..o + 4)?.try_into().ok()?;
+        Some(if le { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) } as u64)
+    };
+    let u64_at = |o: usize| {
+        let b: [u8; 8] = data.get(o..o + 8)?.try_into().ok()?;
+        Some(if le { u64::from_le_bytes(b) } else { u64::from_be_bytes(b) })
+    };
+    let (phoff, phentsize, phnum) = if wide {
+        (u64_at(32)? as usize, u16_at(54)?, u16_at(56)?)
+    } else {
+        (u32_at(28)? as usize, u16_at(42)?, u16_at(44)?)
+    };
+    for i in 0..phnum {
+        if u32_at(phoff + i * phentsize)? == 3 {
+            return Some(true); // PT_INTERP
+        }
+    }
+    Some(false)
+}
+
+fn shebang(path: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut first = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut first).ok()?;
+    let line = first[..n].split(|&b| b == b'\n').next()?;
+    let words = String::from_utf8_lossy(line.strip_prefix(b"#!")?).into_owned();
+    let words: Vec<&str> = words.split_whitespace().collect();
+    match words.as_slice() {
+        [env, prog, ..] if Path::new(env).file_name() == Some(OsStr::new("env")) => {
+            resolve(OsStr::new(prog))
+        }
+        [interp, ..] => Some(PathBuf::from(interp)),
+        [] => None,
+    }
+}
+
+/// Why files cannot be created in `path`, or None when it looks usable: checked component by
+/// component, no symbolic link followed, as the shim opens it.
+fn directory_problem(path: &Path) -> Option<String> {
+    let writable = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
+        // SAFETY: access reads the NUL-terminated path and nothing else.
+        c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0)
+    };
+    let mut cur = PathBuf::from("/");
+    for part in path.components().skip(1) {
+        let next = cur.join(part);
+        match std::fs::symlink_metadata(&next) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !writable(&cur) {
+                    return Some(format!(
+                        "{} does not exist and {} is not writable",
+                        next.display(),
+                        cur.display()
+                    ));
+                }
+                return None;
+            }
+            Err(e) => return Some(format!("{}: {e}", next.display())),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Some(format!(
+                    "{} is a symbolic link (Ying refuses a reporting path through one)",
+                    next.display()
+                ));
+            }
+            Ok(m) if !m.is_dir() => return Some(format!("{} is not a directory", next.display())),
+            Ok(_) => cur = next,
+        }
+    }
+    if !writable(&cur) {
+        return Some(format!("{} is not writable", cur.display()));
+    }
+    None
+}
+
+fn explain(reports: &Path, program: &OsStr) {
+    let env = |k: &str| std::env::var_os(k);
+    say(&format!("no report set was written to {} by this run:", reports.display()));
+    if false_value(env("YING_ENABLED").as_deref()) {
+        say("  YING_ENABLED switched profiling off.");
+        return;
+    }
+    if false_value(env("YING_REPORT_AT_EXIT").as_deref())
+        && env("YING_CHECK_INTERVAL_SECS").is_some_and(|v| v.to_string_lossy().trim() == "0")
+    {
+        say("  YING_REPORT_AT_EXIT=false and YING_CHECK_INTERVAL_SECS=0 switched reports off.");
+        return;
+    }
+    let Some(exe) = resolve(program) else {
+        say(&format!("  {} was not found.", Path::new(program).display()));
+        return;
+    };
+    let interp = shebang(&exe);
+    let target = interp.clone().unwrap_or_else(|| exe.clone());
+    if elf_dynamic(&target) == Some(false) {
+        let what = match &interp {
+            Some(i) => format!("{} (the interpreter of {})", i.display(), exe.display()),
+            None => exe.display().to_string(),
+        };
+        say(&format!(
+            "  {what} is a static executable (its ELF header names no program interpreter,"
+        ));
+        say("  PT_INTERP): without the dynamic loader, LD_PRELOAD is ignored and Ying never ran.");
+        return;
+    }
+    if let Ok(m) = std::fs::metadata(&target) {
+        // SAFETY: geteuid has no preconditions.
+        if m.permissions().mode() & 0o6000 != 0 && unsafe { libc::geteuid() } != 0 {
+            say(&format!(
+                "  {} is setuid/setgid: the loader ignores LD_PRELOAD for it.",
+                target.display()
+            ));
+            return;
+        }
+    }
+    let only =
+        env("YING_ONLY_EXE").map(|v| v.to_string_lossy().trim().to_string()).unwrap_or_default();
+    if !only.is_empty() && !reports.is_dir() {
+        say(&format!("  YING_ONLY_EXE={only}: no executable of that name ran."));
+        return;
+    }
+    let problem = directory_problem(reports).or_else(|| {
+        (!reports.is_dir())
+            .then(|| "it does not exist after the run, so Ying could not create it".to_string())
+    });
+    if let Some(problem) = problem {
+        say(&format!("  the reporting directory is not writable: {problem}."));
+        say("  Set YING_REPORTING_PATH (or --output) to a directory this program can write to.");
+        return;
+    }
+    let interval = env("YING_SAMPLE_INTERVAL_BYTES")
+        .map(|v| v.to_string_lossy().trim().to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "512KiB".into());
+    say(&format!(
+        "  no process took a sample, it seems: Ying samples about once per {interval} allocated"
+    ));
+    say("  (YING_SAMPLE_INTERVAL_BYTES) and a process that took no sample writes no report.");
+    say("  For a small program try --sample-interval 4KiB. (A process that ends by");
+    say("  _exit, a signal or the OOM killer writes no exit report either.)");
+}
+
+/// Prints the summary of the sets written in `reports` since its listing was `before`.
+pub fn print(reports: &Path, before: &HashSet<OsString>, program: &OsStr) {
+    let sets = new_sets(reports, before);
+    if sets.is_empty() {
+        explain(reports, program);
+    } else {
+        summarize(reports, sets);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_read_exact_bytes_first() {
+        assert_eq!(figure("27.9 MiB (29209462 bytes): the most"), Some(29209462));
+        assert_eq!(figure(" 1.5 KiB"), Some(1536));
+        assert_eq!(figure("none"), None);
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(100), "100 B");
+    }
+
+    #[test]
+    fn elf_interpreter_tells_dynamic_from_static() {
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(elf_dynamic(&me), Some(true), "the test binary is dynamically linked");
+        assert_eq!(elf_dynamic(Path::new("/etc/hostname")), None);
+    }
+}
