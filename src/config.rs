@@ -1441,6 +1441,11 @@ mod tests {
                 "YING_PUSH_URL",
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
+                "YING_DUMP_SIGNAL",
+                "YING_DUMP_CONTROL_FILE",
+                "YING_MEMORY_LIMIT_PCT",
+                "YING_MEMORY_LIMIT_BYTES",
+                "YING_PEAK_DUMP_PCT",
             ]
         );
         let mut unique = names.clone();
