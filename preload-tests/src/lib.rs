@@ -69,6 +69,7 @@
 //! | `mmap.rs` | anonymous mappings per marker in exact mode, `YING_TRACK_MMAP=false`, Python's arenas, threads and forks mapping at once |
 //! | `process.rs` | single-threaded start, `unshare --user`, no report without a sample, exit during a dump, foreign `malloc` |
 //! | `run_script.rs` | `scripts/run-with-ying.sh`: a shell wrapper's helpers write no set, the summary for static binaries, unwritable and stale directories |
+//! | `cpython_suites.rs` | CPython's `test_subprocess`, `test_threading`, `test_os`, `test_signal`, `test_mmap`: every case that passes plain passes under the shim |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
