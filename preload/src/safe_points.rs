@@ -37,7 +37,9 @@ use ying_profiler::__private::hooks;
 use crate::host::thread_state;
 
 /// glibc's definition of `name` (the next after this library), looked up once into `slot`:
-/// 0 = not yet. The lookup's own allocations are the profiler's.
+/// 0 = not yet, 1 = not found (so a missing function is not looked up again, perhaps from a
+/// signal handler). Returns 0 when there is none. The lookup's own allocations are the
+/// profiler's.
 pub(crate) fn next(slot: &AtomicUsize, name: &CStr) -> usize {
     let mut f = slot.load(Ordering::Acquire);
     if f == 0 {
@@ -46,31 +48,34 @@ pub(crate) fn next(slot: &AtomicUsize, name: &CStr) -> usize {
         f = hooks::run_guarded(thread_state(), || unsafe {
             libc::dlsym(libc::RTLD_NEXT, name.as_ptr())
         }) as usize;
+        f = f.max(1);
         slot.store(f, Ordering::Release);
     }
-    f
+    if f == 1 { 0 } else { f }
 }
 
 macro_rules! safe_point {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($(#[$doc:meta])* $kind:ident $real:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        /// glibc's function of the same name (see `safe_points::next`).
+        static $real: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
         $(#[$doc])*
         ///
         /// # Safety
         /// As for glibc's function of the same name.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            crate::start::safe_point();
+            crate::start::safe_point(crate::start::Wait::$kind);
             let name =
                 std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes());
             let f = match name {
-                Ok(n) => crate::safe_points::next(&REAL, n),
+                Ok(n) => crate::safe_points::next(&$real, n),
                 Err(_) => 0,
             };
             if f == 0 {
                 // SAFETY: `__errno_location` returns the calling thread's errno slot.
                 unsafe { *libc::__errno_location() = libc::ENOSYS };
-                return -1;
+                return (-1i64) as $ret;
             }
             // SAFETY: `f` is the non-null address of glibc's function of this name, whose
             // signature this is.
