@@ -3,15 +3,25 @@
 //! (`start::safe_point`), then passes on to glibc's.
 //!
 //! A safe point is a call the program makes itself, outside every allocation function (so no
-//! glibc lock of an allocation is held) and outside signal handlers, which is why only
-//! functions that are *not* async-signal-safe are used: a handler may not call them. They are
-//! where a long-running program spends its time: creating a thread (`pthread_create`, in
-//! `thread_start`), sleeping (`nanosleep`, `clock_nanosleep`) and waiting for events
-//! (`epoll_wait`, `epoll_pwait`). `sleep`, `usleep`, `poll` and `select` are not among them:
-//! the first two reach the kernel inside glibc without passing through an export, the others
-//! are async-signal-safe.
+//! glibc lock of an allocation is held) and outside signal handlers. They are where a
+//! long-running program spends its time, of two kinds (`start::Wait`):
 //!
-//! Each export costs the program one relaxed load per call once the thread has started.
+//! - **`Always`**: functions that are *not* async-signal-safe, so a handler may not call them:
+//!   creating a thread (`pthread_create`, in `thread_start`), sleeping (`nanosleep`,
+//!   `clock_nanosleep`, `usleep`, `thrd_sleep`: glibc's reach the kernel without passing through
+//!   the `nanosleep` export), waiting for events (`epoll_wait`, `epoll_pwait`, `epoll_pwait2`)
+//!   and on a condition (`pthread_cond_wait`, `pthread_cond_timedwait`).
+//! - **`OutsideHandlers`**: async-signal-safe waits (`sleep`, `poll`, `ppoll`, `select`,
+//!   `pselect`, `read`, `sigwait`, `sigwaitinfo`, `sigtimedwait`, `sigsuspend`, `pause`,
+//!   `wait`, `waitpid`, `wait4`, `waitid`, `accept`, `accept4`): safe points only while the
+//!   thread is in none of the program's signal handlers (`signals`, which wraps `sigaction` and
+//!   the `signal` family to count the handler depth).
+//!
+//! Each export costs the program one relaxed load per call once the thread has started (or
+//! when none is due), then glibc's function through a pointer found by the constructor
+//! ([`next`], from `lib.rs`'s `warm_lookups`): a first call from a signal handler must not need
+//! `dlsym`. The kind, the handler depth, the exit flag and the pid are only looked at while the
+//! thread is due, and `read`, `poll` or `waitpid` in a hot loop pay nothing more.
 //!
 //! # Hazards of starting the thread lazily
 //!
@@ -26,8 +36,18 @@
 //!   may start: the safe point checks the exit flag first.
 //! - A `fork` child inherits "started" from a parent whose thread did not survive the fork: the
 //!   child handler sets it back to "due".
+//! - A `vfork` child (or `posix_spawn`'s `CLONE_VM` child) shares the parent's memory and TLS
+//!   (and so the "due" state): a thread started there would run in the wrong process and leave
+//!   the parent believing it has one. Before starting, the raw `getpid` system call is compared
+//!   with the pid the constructor (or the `fork` child handler) recorded; on a mismatch nothing
+//!   starts and the state stays "due" for the parent. A child made by a raw `clone` or `_Fork`
+//!   (no `fork` handlers) is treated the same way.
+//! - A signal handler that leaves by `siglongjmp` leaves its thread's depth raised: that thread's
+//!   `OutsideHandlers` waits stop being safe points (see `signals`).
 //! - A program that calls `unshare(CLONE_NEWUSER)` after a safe point is multi-threaded by then
-//!   (see the README's Limits); one that never reaches a safe point gets no periodic reports.
+//!   (see the README's Limits); one that never reaches a safe point gets no periodic reports,
+//!   and, when it ran long enough to miss something it asked for, one `ying:` line at exit
+//!   (`start::warn_if_never_started`).
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
