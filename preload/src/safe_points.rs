@@ -60,8 +60,19 @@ use crate::host::thread_state;
 /// 0 = not yet, 1 = not found (so a missing function is not looked up again, perhaps from a
 /// signal handler). Returns 0 when there is none. The lookup's own allocations are the
 /// profiler's.
+#[inline(always)]
 pub(crate) fn next(slot: &AtomicUsize, name: &CStr) -> usize {
-    let mut f = slot.load(Ordering::Acquire);
+    let f = slot.load(Ordering::Acquire);
+    if f > 1 {
+        return f;
+    }
+    look_up(slot, name, f)
+}
+
+/// The rare part of [`next`], out of line so that a wrapper's usual path keeps no frame.
+#[cold]
+#[inline(never)]
+fn look_up(slot: &AtomicUsize, name: &CStr, mut f: usize) -> usize {
     if f == 0 {
         // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the definition after this
         // library in the lookup order. Called in the program's own call, outside every hook.
@@ -85,23 +96,43 @@ macro_rules! safe_point {
         /// As for glibc's function of the same name.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            crate::start::safe_point(crate::start::Wait::$kind);
-            let name =
-                std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes());
-            let f = match name {
-                Ok(n) => crate::safe_points::next(&$real, n),
-                Err(_) => 0,
-            };
-            if f == 0 {
-                // SAFETY: `__errno_location` returns the calling thread's errno slot.
-                unsafe { *libc::__errno_location() = libc::ENOSYS };
-                return (-1i64) as $ret;
+            // The usual path, kept free of saved registers: no thread due, glibc's function
+            // known, a tail jump to it.
+            let f = $real.load(std::sync::atomic::Ordering::Acquire);
+            if !crate::start::thread_due() && f > 1 {
+                // SAFETY: `f` is the address of glibc's function of this name (a value above 1
+                // is a dlsym result), whose signature this is.
+                let real: unsafe extern "C" fn($($ty),*) -> $ret =
+                    unsafe { std::mem::transmute(f) };
+                // SAFETY: the caller's arguments, passed on under the same contract.
+                return unsafe { real($($arg),*) };
             }
-            // SAFETY: `f` is the non-null address of glibc's function of this name, whose
-            // signature this is.
-            let real: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(f) };
-            // SAFETY: the caller's arguments, passed on under the same contract.
-            unsafe { real($($arg),*) }
+            #[cold]
+            #[inline(never)]
+            unsafe fn slow($($arg: $ty),*) -> $ret {
+                crate::start::safe_point(crate::start::Wait::$kind);
+                // Checked at compile time (a per-call check would scan the name each time).
+                const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+                    concat!(stringify!($name), "\0").as_bytes(),
+                ) {
+                    Ok(n) => n,
+                    Err(_) => panic!("a function name has no NUL inside"),
+                };
+                let f = crate::safe_points::next(&$real, NAME);
+                if f == 0 {
+                    // SAFETY: `__errno_location` returns the calling thread's errno slot.
+                    unsafe { *libc::__errno_location() = libc::ENOSYS };
+                    return (-1i64) as $ret;
+                }
+                // SAFETY: `f` is the non-null address of glibc's function of this name, whose
+                // signature this is.
+                let real: unsafe extern "C" fn($($ty),*) -> $ret =
+                    unsafe { std::mem::transmute(f) };
+                // SAFETY: the caller's arguments, passed on under the same contract.
+                unsafe { real($($arg),*) }
+            }
+            // SAFETY: the caller's arguments, under the caller's contract.
+            unsafe { slow($($arg),*) }
         }
     };
 }

@@ -256,6 +256,12 @@ pub(crate) fn safe_point(wait: Wait) {
     start_thread(wait);
 }
 
+/// Whether the report thread is due (the next safe point starts it): one relaxed load.
+#[inline(always)]
+pub(crate) fn thread_due() -> bool {
+    REPORT_THREAD.load(Ordering::Relaxed) == THREAD_DUE
+}
+
 #[cold]
 #[inline(never)]
 fn start_thread(wait: Wait) {
