@@ -96,14 +96,15 @@ macro_rules! safe_point {
         /// As for glibc's function of the same name.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            /// glibc's function.
+            type Real = unsafe extern "C" fn($($ty),*) -> $ret;
             // The usual path, kept free of saved registers: no thread due, glibc's function
             // known, a tail jump to it.
             let f = $real.load(std::sync::atomic::Ordering::Acquire);
             if !crate::start::thread_due() && f > 1 {
                 // SAFETY: `f` is the address of glibc's function of this name (a value above 1
                 // is a dlsym result), whose signature this is.
-                let real: unsafe extern "C" fn($($ty),*) -> $ret =
-                    unsafe { std::mem::transmute(f) };
+                let real: Real = unsafe { std::mem::transmute(f) };
                 // SAFETY: the caller's arguments, passed on under the same contract.
                 return unsafe { real($($arg),*) };
             }
@@ -126,8 +127,7 @@ macro_rules! safe_point {
                 }
                 // SAFETY: `f` is the non-null address of glibc's function of this name, whose
                 // signature this is.
-                let real: unsafe extern "C" fn($($ty),*) -> $ret =
-                    unsafe { std::mem::transmute(f) };
+                let real: Real = unsafe { std::mem::transmute(f) };
                 // SAFETY: the caller's arguments, passed on under the same contract.
                 unsafe { real($($arg),*) }
             }
