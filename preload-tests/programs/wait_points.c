@@ -12,6 +12,7 @@
  *   longjmp        a SIGALRM handler leaves by siglongjmp; then main polls, then nanosleeps.
  *   dispositions   sigaction, signal, sysv_signal and sigset queried back, SA_RESETHAND.
  *   vfork          a vfork child calls read and waitpid before _exit; then the parent polls.
+ *   cancel_read    a thread blocked in read is cancelled.
  *   spin           no wait at all: computation only.
  */
 #define _GNU_SOURCE
@@ -138,6 +139,12 @@ static void waiting_handler(int sig) {
     waitpid(-1, NULL, WNOHANG);
     handler_calls++;
     errno = e;
+}
+
+static void *blocked_reader(void *p) {
+    char c;
+    (void)!read(*(int *)p, &c, 1); /* never returns: nothing is written */
+    return NULL;
 }
 
 static sigjmp_buf jump;
@@ -415,6 +422,19 @@ int main(int argc, char **argv) {
         n = WEXITSTATUS(status);
         poll(NULL, 0, WAIT_MS);
         note("after_poll");
+    } else if (!strcmp(mode, "cancel_read")) {
+        /* A thread cancelled while blocked in read (a cancellation point): the cancellation
+         * unwinds through the shim's read. */
+        int fd[2];
+        if (pipe(fd)) return 2;
+        pthread_t t;
+        void *r = NULL;
+        pthread_create(&t, NULL, blocked_reader, &fd[0]);
+        clock_nanosleep(CLOCK_MONOTONIC, 0, &step, NULL);
+        pthread_cancel(t);
+        pthread_join(t, &r);
+        n = r == PTHREAD_CANCELED;
+        poll(NULL, 0, WAIT_MS);
     } else if (!strcmp(mode, "spin")) {
         spin_ms(WAIT_MS);
         n = 1;

@@ -228,6 +228,15 @@ fn a_vfork_child_never_starts_the_thread() {
     assert_started(&c);
 }
 
+/// A thread blocked in `read` is cancelled: the forced unwind passes through the shim's `read`
+/// (a tail jump, no frame of ours) and the program prints the same.
+#[test]
+fn a_thread_cancelled_in_read() {
+    let (_dir, c, _) = run_mode("cancel_read");
+    c.check(c.with.stdout_str().contains("done 1"), "the thread was not cancelled");
+    assert_started(&c);
+}
+
 /// A program that only computes (2.5 s, more than one check interval) gets one `ying:` line at
 /// exit naming what was not served.
 #[test]

@@ -161,14 +161,18 @@ pub(crate) unsafe fn sigaction(
     // SAFETY: a non-null `act` points at a valid sigaction (the caller's contract).
     let new = unsafe { act.as_ref() };
     let mut ours: libc::sigaction;
+    // The table written (to put back if glibc refuses the new action).
+    let mut wrote: Option<(&AtomicUsize, usize)> = None;
     let act = match new {
         Some(a) if wraps(sig, a.sa_sigaction) => {
             ours = *a;
             if a.sa_flags & libc::SA_SIGINFO != 0 {
                 info_table()[i].store(a.sa_sigaction, Ordering::Release);
+                wrote = Some((&info_table()[i], info));
                 ours.sa_sigaction = info_trampoline();
             } else {
                 plain_table()[i].store(a.sa_sigaction, Ordering::Release);
+                wrote = Some((&plain_table()[i], plain));
                 ours.sa_sigaction = plain_trampoline();
             }
             &ours as *const libc::sigaction
@@ -177,6 +181,9 @@ pub(crate) unsafe fn sigaction(
     };
     // SAFETY: `act` is the caller's or our copy of it with the trampoline; `old` is the caller's.
     let rc = unsafe { real(sig, act, old) };
+    if let (true, Some((slot, before))) = (rc != 0, wrote) {
+        slot.store(before, Ordering::Release);
+    }
     // SAFETY: a non-null `old` was just filled by glibc (the caller's contract: writable).
     if let (0, Some(o)) = (rc, unsafe { old.as_mut() }) {
         o.sa_sigaction = translate(o.sa_sigaction, plain, info);
