@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WAIT_MS 2500
+#define WAIT_MS 3000
 #define STEP_MS 100
 #define STEPS (WAIT_MS / STEP_MS)
 

@@ -7,7 +7,7 @@
 //! each run with a timeout). With the shim, `YING_CHECK_INTERVAL_SECS=1` and no exit report
 //! (`YING_REPORT_AT_EXIT=false`), so a report set of the program's pid can only come from the
 //! report thread's periodic check, which proves the thread started. The program waits about
-//! 2.5 s (`WAIT_MS` in the program), in exact mode so that its marker block is a sample.
+//! 3 s (`WAIT_MS` in the program), in exact mode so that its marker block is a sample.
 //! Where the program notes its thread count (`/proc/self/task`, its second argument), the
 //! notes tell when the thread started.
 
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use preload_tests::{Comparison, Run, TestDir, compare, preload_lib, report_sets};
 
-/// Each run's limit (the program itself waits about 2.5 s).
+/// Each run's limit (the program itself waits about 3 s).
 const TIMEOUT: Duration = Duration::from_secs(40);
 
 /// Periodic checks every second, exact sampling, no exit report.
@@ -237,7 +237,7 @@ fn a_thread_cancelled_in_read() {
     assert_started(&c);
 }
 
-/// A program that only computes (2.5 s, more than one check interval) gets one `ying:` line at
+/// A program that only computes (3 s, more than one check interval) gets one `ying:` line at
 /// exit naming what was not served.
 #[test]
 fn a_program_that_never_waits_is_told_once() {
@@ -285,7 +285,7 @@ fn dump_signal_served_at_poll() {
     let mut first = String::new();
     out.read_line(&mut first).expect("first line");
     assert_eq!(first, "mode poll_loop\n");
-    // The program is in its 2.5 s of polls now; give the thread a moment to install the handler.
+    // The program is in its 3 s of polls now; give the thread a moment to install the handler.
     std::thread::sleep(Duration::from_millis(700));
     let sent = Command::new("kill").args(["-USR2", &child.id().to_string()]).status();
     assert!(sent.is_ok_and(|s| s.success()), "kill -USR2 failed");
