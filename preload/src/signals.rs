@@ -212,7 +212,8 @@ pub(crate) unsafe fn signal_like(
     let i = if (1..NSIG as libc::c_int).contains(&sig) { sig as usize } else { 0 };
     let (plain, info) =
         (plain_table()[i].load(Ordering::Acquire), info_table()[i].load(Ordering::Acquire));
-    let handler = if wraps(sig, handler) {
+    let wrapped = wraps(sig, handler);
+    let handler = if wrapped {
         plain_table()[i].store(handler, Ordering::Release);
         plain_trampoline()
     } else {
@@ -220,6 +221,9 @@ pub(crate) unsafe fn signal_like(
     };
     // SAFETY: the caller's signal and its handler, or the trampoline standing for it.
     let old = unsafe { real(sig, handler) };
+    if wrapped && old == libc::SIG_ERR {
+        plain_table()[i].store(plain, Ordering::Release);
+    }
     translate(old, plain, info)
 }
 
