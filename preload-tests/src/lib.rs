@@ -70,6 +70,7 @@
 //! | `process.rs` | single-threaded start, `unshare --user`, no report without a sample, exit during a dump, foreign `malloc` |
 //! | `run_script.rs` | `scripts/run-with-ying.sh`: a shell wrapper's helpers write no set, the summary for static binaries, unwritable and stale directories |
 //! | `cpython_suites.rs` | CPython's `test_subprocess`, `test_threading`, `test_os`, `test_signal`, `test_mmap`: every case that passes plain passes under the shim |
+//! | `wait_points.rs` | the report thread starts at each kind of wait (sleep, poll, select, read, condition, signal and child waits, accept), never in a signal handler or a `vfork` child; dispositions read back as installed; one line at exit when it never started |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.

@@ -239,7 +239,20 @@ fn python_program_heap_and_allocs() {
         // bytearray(n) reaches malloc through PyByteArray_Resize (PyObject_Malloc and the
         // like are dropped as allocator frames); an interpreter built without debug
         // information may show the bytearray function it is inlined into instead.
-        let heap = pprof_top(&dir, &format!("{base}/debug/pprof/heap"), &[]);
+        // The endpoint can answer before the blocks are kept: the report thread starts at
+        // the interpreter's first safe point, a `read` of its start-up files.
+        let started = std::time::Instant::now();
+        let heap = loop {
+            let heap = pprof_top(&dir, &format!("{base}/debug/pprof/heap"), &[]);
+            let top = top_flat(&heap);
+            let kept = cum_bytes(&heap, &top).unwrap_or(0);
+            let ready =
+                top.to_ascii_lowercase().contains("bytearray") && kept >= 500 * 40_000 * 8 / 10;
+            if ready || started.elapsed() > Duration::from_secs(20) {
+                break heap;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
         assert!(heap.contains("Type: inuse_space"), "{heap}");
         let top = top_flat(&heap);
         assert!(top.to_ascii_lowercase().contains("bytearray"), "{heap}");

@@ -11,14 +11,18 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 22 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 22] = [
+/// The 49 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 49] = [
+    "accept",
+    "accept4",
     "aligned_alloc",
+    "bsd_signal",
     "calloc",
     "cfree",
     "clock_nanosleep",
     "dlclose",
     "epoll_pwait",
+    "epoll_pwait2",
     "epoll_wait",
     "free",
     "malloc",
@@ -29,12 +33,35 @@ const EXPECTED: [&str; 22] = [
     "mremap",
     "munmap",
     "nanosleep",
+    "pause",
+    "poll",
     "posix_memalign",
+    "ppoll",
+    "pselect",
+    "pthread_cond_timedwait",
+    "pthread_cond_wait",
     "pthread_create",
     "pvalloc",
+    "read",
     "realloc",
     "reallocarray",
+    "select",
+    "sigaction",
+    "signal",
+    "sigset",
+    "sigsuspend",
+    "sigtimedwait",
+    "sigwait",
+    "sigwaitinfo",
+    "sleep",
+    "sysv_signal",
+    "thrd_sleep",
+    "usleep",
     "valloc",
+    "wait",
+    "wait4",
+    "waitid",
+    "waitpid",
 ];
 
 /// The string literals of `pub const EXPORTED_SYMBOLS: [&str; N] = [...];` in the shim's source.

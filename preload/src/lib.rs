@@ -4,8 +4,9 @@
 //! few lines that call glibc's own allocator (`__libc_*`, no `dlsym`) through the engine's hooks.
 //! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
 //! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
-//! starts (`thread_start`), and a few blocking calls tell when the report thread can start
-//! (`safe_points`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
+//! starts (`thread_start`), and the blocking calls tell when the report thread can start
+//! (`safe_points`), with `sigaction` and the `signal` family, which say whether a thread is
+//! inside a signal handler (`signals`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 
@@ -13,6 +14,7 @@ mod host;
 mod libc_alloc;
 mod maps;
 mod safe_points;
+mod signals;
 mod start;
 mod thread_start;
 
@@ -43,13 +45,17 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 22] = [
+pub const EXPORTED_SYMBOLS: [&str; 49] = [
+    "accept",
+    "accept4",
     "aligned_alloc",
+    "bsd_signal",
     "calloc",
     "cfree",
     "clock_nanosleep",
     "dlclose",
     "epoll_pwait",
+    "epoll_pwait2",
     "epoll_wait",
     "free",
     "malloc",
@@ -60,12 +66,35 @@ pub const EXPORTED_SYMBOLS: [&str; 22] = [
     "mremap",
     "munmap",
     "nanosleep",
+    "pause",
+    "poll",
     "posix_memalign",
+    "ppoll",
+    "pselect",
+    "pthread_cond_timedwait",
+    "pthread_cond_wait",
     "pthread_create",
     "pvalloc",
+    "read",
     "realloc",
     "reallocarray",
+    "select",
+    "sigaction",
+    "signal",
+    "sigset",
+    "sigsuspend",
+    "sigtimedwait",
+    "sigwait",
+    "sigwaitinfo",
+    "sleep",
+    "sysv_signal",
+    "thrd_sleep",
+    "usleep",
     "valloc",
+    "wait",
+    "wait4",
+    "waitid",
+    "waitpid",
 ];
 
 fn set_errno(e: i32) {
@@ -511,16 +540,18 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     unsafe { usable_size(p.cast()) }
 }
 
-// Safe points (see `safe_points`): where the report thread may start.
+// Safe points (see `safe_points`): where the report thread may start. `Always`: not
+// async-signal-safe, so never called by a signal handler; `OutsideHandlers`: a handler may call
+// it, so a safe point only outside the program's handlers (`signals`).
 
 safe_points::safe_point! {
     /// `nanosleep`: a safe point, then glibc's.
-    fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int
+    Always REAL_NANOSLEEP fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int
 }
 
 safe_points::safe_point! {
     /// `clock_nanosleep` (Python's `time.sleep`): a safe point, then glibc's.
-    fn clock_nanosleep(
+    Always REAL_CLOCK_NANOSLEEP fn clock_nanosleep(
         clock: libc::clockid_t,
         flags: libc::c_int,
         req: *const libc::timespec,
@@ -529,8 +560,23 @@ safe_points::safe_point! {
 }
 
 safe_points::safe_point! {
+    /// `usleep` (glibc's reaches the kernel without passing through `nanosleep`'s export).
+    Always REAL_USLEEP fn usleep(usec: libc::useconds_t) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// C11 `thrd_sleep`.
+    Always REAL_THRD_SLEEP fn thrd_sleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `sleep` (async-signal-safe).
+    OutsideHandlers REAL_SLEEP fn sleep(secs: libc::c_uint) -> libc::c_uint
+}
+
+safe_points::safe_point! {
     /// `epoll_wait` (event loops): a safe point, then glibc's.
-    fn epoll_wait(
+    Always REAL_EPOLL_WAIT fn epoll_wait(
         epfd: libc::c_int,
         events: *mut libc::epoll_event,
         max: libc::c_int,
@@ -540,11 +586,260 @@ safe_points::safe_point! {
 
 safe_points::safe_point! {
     /// `epoll_pwait` (libuv): a safe point, then glibc's.
-    fn epoll_pwait(
+    Always REAL_EPOLL_PWAIT fn epoll_pwait(
         epfd: libc::c_int,
         events: *mut libc::epoll_event,
         max: libc::c_int,
         timeout: libc::c_int,
         sigmask: *const libc::sigset_t
     ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `epoll_pwait2` (glibc 2.35; `ENOSYS` where glibc has none).
+    Always REAL_EPOLL_PWAIT2 fn epoll_pwait2(
+        epfd: libc::c_int,
+        events: *mut libc::epoll_event,
+        max: libc::c_int,
+        timeout: *const libc::timespec,
+        sigmask: *const libc::sigset_t
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `pthread_cond_wait` (glibc's current version, 2.3.2).
+    Always REAL_PTHREAD_COND_WAIT fn pthread_cond_wait(
+        cond: *mut libc::pthread_cond_t,
+        mutex: *mut libc::pthread_mutex_t
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `pthread_cond_timedwait` (glibc's current version, 2.3.2).
+    Always REAL_PTHREAD_COND_TIMEDWAIT fn pthread_cond_timedwait(
+        cond: *mut libc::pthread_cond_t,
+        mutex: *mut libc::pthread_mutex_t,
+        abstime: *const libc::timespec
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `poll` (async-signal-safe).
+    OutsideHandlers REAL_POLL fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: libc::c_int) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `ppoll`.
+    OutsideHandlers REAL_PPOLL fn ppoll(
+        fds: *mut libc::pollfd,
+        n: libc::nfds_t,
+        timeout: *const libc::timespec,
+        sigmask: *const libc::sigset_t
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `select` (async-signal-safe).
+    OutsideHandlers REAL_SELECT fn select(
+        n: libc::c_int,
+        r: *mut libc::fd_set,
+        w: *mut libc::fd_set,
+        e: *mut libc::fd_set,
+        timeout: *mut libc::timeval
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `pselect` (async-signal-safe).
+    OutsideHandlers REAL_PSELECT fn pselect(
+        n: libc::c_int,
+        r: *mut libc::fd_set,
+        w: *mut libc::fd_set,
+        e: *mut libc::fd_set,
+        timeout: *const libc::timespec,
+        sigmask: *const libc::sigset_t
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `read` (async-signal-safe; a pipe, a socket, a timerfd): one relaxed load per call once
+    /// the thread has started.
+    OutsideHandlers REAL_READ fn read(fd: libc::c_int, buf: *mut c_void, n: usize) -> isize
+}
+
+safe_points::safe_point! {
+    /// `sigwait`.
+    OutsideHandlers REAL_SIGWAIT fn sigwait(set: *const libc::sigset_t, sig: *mut libc::c_int) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `sigwaitinfo`.
+    OutsideHandlers REAL_SIGWAITINFO fn sigwaitinfo(set: *const libc::sigset_t, info: *mut libc::siginfo_t) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `sigtimedwait`.
+    OutsideHandlers REAL_SIGTIMEDWAIT fn sigtimedwait(
+        set: *const libc::sigset_t,
+        info: *mut libc::siginfo_t,
+        timeout: *const libc::timespec
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `sigsuspend` (async-signal-safe).
+    OutsideHandlers REAL_SIGSUSPEND fn sigsuspend(set: *const libc::sigset_t) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `pause` (async-signal-safe).
+    OutsideHandlers REAL_PAUSE fn pause() -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `wait` (async-signal-safe).
+    OutsideHandlers REAL_WAIT fn wait(status: *mut libc::c_int) -> libc::pid_t
+}
+
+safe_points::safe_point! {
+    /// `waitpid` (async-signal-safe).
+    OutsideHandlers REAL_WAITPID fn waitpid(pid: libc::pid_t, status: *mut libc::c_int, options: libc::c_int) -> libc::pid_t
+}
+
+safe_points::safe_point! {
+    /// `wait4`.
+    OutsideHandlers REAL_WAIT4 fn wait4(
+        pid: libc::pid_t,
+        status: *mut libc::c_int,
+        options: libc::c_int,
+        usage: *mut libc::rusage
+    ) -> libc::pid_t
+}
+
+safe_points::safe_point! {
+    /// `waitid`.
+    OutsideHandlers REAL_WAITID fn waitid(
+        idtype: libc::idtype_t,
+        id: libc::id_t,
+        info: *mut libc::siginfo_t,
+        options: libc::c_int
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `accept` (async-signal-safe).
+    OutsideHandlers REAL_ACCEPT fn accept(
+        fd: libc::c_int,
+        addr: *mut libc::sockaddr,
+        len: *mut libc::socklen_t
+    ) -> libc::c_int
+}
+
+safe_points::safe_point! {
+    /// `accept4`.
+    OutsideHandlers REAL_ACCEPT4 fn accept4(
+        fd: libc::c_int,
+        addr: *mut libc::sockaddr,
+        len: *mut libc::socklen_t,
+        flags: libc::c_int
+    ) -> libc::c_int
+}
+
+/// glibc's waits and signal functions, looked up from the constructor: a first call from a
+/// signal handler must not need `dlsym` (which takes the loader's lock and allocates).
+pub(crate) fn warm_lookups() {
+    use std::sync::atomic::AtomicUsize;
+    let waits: [(&AtomicUsize, &std::ffi::CStr); 26] = [
+        (&REAL_NANOSLEEP, c"nanosleep"),
+        (&REAL_CLOCK_NANOSLEEP, c"clock_nanosleep"),
+        (&REAL_USLEEP, c"usleep"),
+        (&REAL_THRD_SLEEP, c"thrd_sleep"),
+        (&REAL_SLEEP, c"sleep"),
+        (&REAL_EPOLL_WAIT, c"epoll_wait"),
+        (&REAL_EPOLL_PWAIT, c"epoll_pwait"),
+        (&REAL_EPOLL_PWAIT2, c"epoll_pwait2"),
+        (&REAL_PTHREAD_COND_WAIT, c"pthread_cond_wait"),
+        (&REAL_PTHREAD_COND_TIMEDWAIT, c"pthread_cond_timedwait"),
+        (&REAL_POLL, c"poll"),
+        (&REAL_PPOLL, c"ppoll"),
+        (&REAL_SELECT, c"select"),
+        (&REAL_PSELECT, c"pselect"),
+        (&REAL_READ, c"read"),
+        (&REAL_SIGWAIT, c"sigwait"),
+        (&REAL_SIGWAITINFO, c"sigwaitinfo"),
+        (&REAL_SIGTIMEDWAIT, c"sigtimedwait"),
+        (&REAL_SIGSUSPEND, c"sigsuspend"),
+        (&REAL_PAUSE, c"pause"),
+        (&REAL_WAIT, c"wait"),
+        (&REAL_WAITPID, c"waitpid"),
+        (&REAL_WAIT4, c"wait4"),
+        (&REAL_WAITID, c"waitid"),
+        (&REAL_ACCEPT, c"accept"),
+        (&REAL_ACCEPT4, c"accept4"),
+    ];
+    for (slot, name) in waits {
+        safe_points::next(slot, name);
+    }
+    signals::warm();
+}
+
+// The program's signal handlers run inside a trampoline that counts the thread's handler
+// depth (see `signals`); what the program reads back is what it installed.
+
+/// `sigaction`: a real handler is recorded and the kernel given a trampoline with the same
+/// flags and mask; an old disposition that is a trampoline reads as the program's handler.
+///
+/// # Safety
+/// As for glibc's `sigaction`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigaction(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> libc::c_int {
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { signals::sigaction(sig, act, old) }
+}
+
+/// `signal` (glibc's installs through its internal `sigaction`, so it is wrapped itself).
+///
+/// # Safety
+/// As for glibc's `signal`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn signal(sig: libc::c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { signals::signal_like(signals::Which::Signal, sig, h) }
+}
+
+/// `bsd_signal` (glibc's `signal` under another name).
+///
+/// # Safety
+/// As for glibc's `bsd_signal`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bsd_signal(sig: libc::c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { signals::signal_like(signals::Which::BsdSignal, sig, h) }
+}
+
+/// `sysv_signal` (one-shot, not blocked during its handler).
+///
+/// # Safety
+/// As for glibc's `sysv_signal`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sysv_signal(
+    sig: libc::c_int,
+    h: libc::sighandler_t,
+) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { signals::signal_like(signals::Which::SysvSignal, sig, h) }
+}
+
+/// `sigset` (`SIG_HOLD` passes through unchanged).
+///
+/// # Safety
+/// As for glibc's `sigset`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigset(sig: libc::c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { signals::signal_like(signals::Which::Sigset, sig, h) }
 }

@@ -6,7 +6,7 @@
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 
 use ying_profiler::__private::hooks;
 use ying_profiler::__private::snapshot::{self, Snapshot};
@@ -59,6 +59,10 @@ fn exe_path() -> String {
 }
 
 fn init_guarded() {
+    OWN_PID.store(raw_pid(), Ordering::Relaxed);
+    // glibc's waits and signal functions, found now rather than at a first call a signal
+    // handler might make.
+    crate::warm_lookups();
     ying_profiler::__private::save_stderr();
     let (cfg, warnings) = Config::from_env();
     for w in &warnings {
@@ -198,6 +202,9 @@ fn start_reporting(cfg: &Config) {
     let _ = RUNNER.set(runner.clone());
     runner.prepare_for(&SOURCE);
     if runner.check_interval_secs() > 0 || services {
+        let _ = WANTED.set(wanted(cfg));
+        // SAFETY: registers a plain extern "C" fn that only reads atomics and writes a line.
+        unsafe { libc::atexit(warn_if_never_started) };
         REPORT_THREAD.store(THREAD_DUE, Ordering::SeqCst);
     }
 }
@@ -210,6 +217,26 @@ const THREAD_DUE: u8 = 1;
 const THREAD_STARTED: u8 = 2;
 static REPORT_THREAD: AtomicU8 = AtomicU8::new(THREAD_NONE);
 
+/// The process the report thread may start in: set by the constructor and by the `fork` child
+/// handler. A `vfork` child (or `posix_spawn`'s `CLONE_VM` child), which shares the parent's
+/// memory and TLS and runs none of those, has another pid.
+static OWN_PID: AtomicI32 = AtomicI32::new(0);
+
+/// The process's pid from the kernel (never a cached value).
+fn raw_pid() -> i32 {
+    // SAFETY: getpid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_getpid) as i32 }
+}
+
+/// The kind of wait a safe point is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Not async-signal-safe: a signal handler may not call it, so any call is a safe point.
+    Always,
+    /// Async-signal-safe: a safe point only outside the program's signal handlers.
+    OutsideHandlers,
+}
+
 /// A safe point: the program called one of the functions after which starting the report
 /// thread is safe and costs it nothing it would notice (see `safe_points`), outside every
 /// allocation function and signal handler. Starts the report thread the first time.
@@ -217,12 +244,36 @@ static REPORT_THREAD: AtomicU8 = AtomicU8::new(THREAD_NONE);
 /// The thread is not started at load: a process with a second thread cannot enter a user
 /// namespace (`unshare(CLONE_NEWUSER)`, `setns`) and loses glibc's single-threaded fast paths,
 /// and most processes (a shell's subshells, compilers, `/bin/true`) end long before their first
-/// check. Where the program never reaches a safe point, it gets its exit report only.
-pub(crate) fn safe_point() {
+/// check. Where the program never reaches a safe point, it gets its exit report only (and a
+/// `ying:` line at exit when it asked for more, see [`warn_if_never_started`]).
+///
+/// Costs one relaxed load once the thread has started (or when none is needed).
+#[inline(always)]
+pub(crate) fn safe_point(wait: Wait) {
     if REPORT_THREAD.load(Ordering::Relaxed) != THREAD_DUE {
         return;
     }
+    start_thread(wait);
+}
+
+/// Whether the report thread is due (the next safe point starts it): one relaxed load.
+#[inline(always)]
+pub(crate) fn thread_due() -> bool {
+    REPORT_THREAD.load(Ordering::Relaxed) == THREAD_DUE
+}
+
+#[cold]
+#[inline(never)]
+fn start_thread(wait: Wait) {
+    if wait == Wait::OutsideHandlers && crate::signals::in_handler() {
+        return;
+    }
     if ying_profiler::__private::exiting() {
+        return;
+    }
+    // A vfork child shares our memory and TLS: a thread started there would be the parent's
+    // undoing. Checked here, once per start, not per call.
+    if raw_pid() != OWN_PID.load(Ordering::Relaxed) {
         return;
     }
     // Creating the thread goes through our own `pthread_create`, which calls this again: the
@@ -235,6 +286,69 @@ pub(crate) fn safe_point() {
         runner.spawn_thread_for(&SOURCE);
     }
 }
+
+/// What the report thread would have served, for the line at exit when it never started.
+#[derive(Debug)]
+struct Wanted {
+    /// `YING_CHECK_INTERVAL_SECS` (0: no periodic checks).
+    interval_secs: u64,
+    /// The endpoint, dump signal and pushes asked for, as phrases.
+    services: Vec<String>,
+    /// When the constructor ran.
+    since: std::time::Instant,
+}
+
+static WANTED: OnceLock<Wanted> = OnceLock::new();
+
+fn wanted(cfg: &Config) -> Wanted {
+    let mut services = Vec::new();
+    if let Some(addr) = &cfg.http_addr {
+        services.push(format!("the endpoint (YING_HTTP_ADDR={addr})"));
+    }
+    if let Some(sig) = cfg.dump_signal {
+        services
+            .push(format!("dumps on signal {sig} (YING_DUMP_SIGNAL: no handler was installed)"));
+    }
+    if cfg.push_url.is_some() {
+        services.push("pushes (YING_PUSH_URL)".to_string());
+    }
+    Wanted { interval_secs: cfg.check_interval_secs, services, since: std::time::Instant::now() }
+}
+
+/// Says once, at exit, that the report thread never started in this process (the one that
+/// read the configuration; `fork` children stay quiet), naming what that cost: periodic checks
+/// if the program ran for at least one interval, the endpoint, dump signal and pushes if it ran
+/// for at least a second (shorter programs lose nothing they could have used, and a shell
+/// script's helpers stay quiet).
+extern "C" fn warn_if_never_started() {
+    if REPORT_THREAD.load(Ordering::SeqCst) != THREAD_DUE
+        || FORKED.load(Ordering::Relaxed)
+        || raw_pid() != OWN_PID.load(Ordering::Relaxed)
+    {
+        return;
+    }
+    let Some(w) = WANTED.get() else { return };
+    hooks::run_guarded(thread_state(), || {
+        let ran = w.since.elapsed().as_secs();
+        let mut lost = Vec::new();
+        if w.interval_secs > 0 && ran >= w.interval_secs {
+            lost.push(format!("periodic checks (YING_CHECK_INTERVAL_SECS={})", w.interval_secs));
+        }
+        if ran >= 1 {
+            lost.extend(w.services.iter().cloned());
+        }
+        if !lost.is_empty() {
+            warn(&format!(
+                "the report thread never started: the program reached no safe point (a sleep, wait, poll, read, accept or thread creation outside signal handlers), so {} were not served (see the README's Limits)",
+                lost.join(", ")
+            ));
+        }
+    });
+}
+
+/// Set in a `fork` child: only the process that read the configuration reports a thread that
+/// never started.
+static FORKED: AtomicBool = AtomicBool::new(false);
 
 // The guard is held from prepare to the parent/child handler, so the handlers' own
 // allocations (the child's new report thread) are the profiler's.
@@ -250,6 +364,8 @@ extern "C" fn fork_parent() {
 
 extern "C" fn fork_child() {
     let ts = thread_state();
+    OWN_PID.store(raw_pid(), Ordering::Relaxed);
+    FORKED.store(true, Ordering::Relaxed);
     ying_profiler::__private::fork_child(Some(ts));
     // The report thread did not survive the fork: the child, which writes its own files (its
     // pid is in every name), starts its own at its first safe point, like a new process (not

@@ -80,7 +80,7 @@ pub(crate) unsafe fn create(
     arg: *mut c_void,
 ) -> libc::c_int {
     // The program is becoming multi-threaded: a safe point to start the report thread too.
-    crate::start::safe_point();
+    crate::start::safe_point(crate::start::Wait::Always);
     let Some(real) = real_create() else {
         return libc::EAGAIN;
     };

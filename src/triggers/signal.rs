@@ -8,6 +8,10 @@
 //! handler later replaces ours in the kernel; the report thread notices it at its next tick
 //! (`sigaction` with no new action only reads the disposition) and says so once, and never
 //! installs ours again. A leaf: it uses only `libc`.
+//!
+//! Under the shim, `libc::sigaction` here is the shim's export (preload/src/signals.rs): the
+//! handler runs inside the shim's trampoline like every other, and a query reads back the
+//! handler as installed, so the comparison with [`ours`] holds either way.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
