@@ -111,10 +111,15 @@ fn smallest(
     best
 }
 
-/// The process's resident set size in bytes (`/proc/self/statm`).
+/// The process's resident set size in bytes (`/proc/self/statm`); `None` when unreadable or
+/// while fewer than [`crate::sys::FD_HEADROOM`] descriptors are free.
 pub fn rss_bytes() -> Option<u64> {
     use std::io::Read;
     let mut buf = [0u8; 128];
+    // Nothing opened while the program is near its descriptor limit (the trigger waits).
+    if !crate::sys::fd_headroom() {
+        return None;
+    }
     let mut f = std::fs::File::open("/proc/self/statm").ok()?;
     let n = f.read(&mut buf).ok()?;
     let text = std::str::from_utf8(&buf[..n]).ok()?;
