@@ -154,16 +154,30 @@ pub(crate) fn start(
 /// program closes the listening socket).
 fn serve(listener: &TcpListener, ctx: &Ctx) {
     let id = crate::sys::fd_id(listener.as_raw_fd());
+    // Never wait inside `accept`: Linux reserves the connection's descriptor number (the
+    // lowest free one) when `accept` starts, so a blocked `accept` would hold a low number the
+    // program's `open` or `dup2` (EBUSY) then cannot have. The listener is non-blocking and
+    // the wait is `poll`, which reserves nothing.
+    if listener.set_nonblocking(true).is_err() {
+        return crate::sys::warn("HTTP endpoint stopped: its socket cannot be made non-blocking");
+    }
     loop {
         // A program that closed every descriptor (as daemons do) may have reused the number:
         // never accept on a socket of its own. (A close between this check and `accept` is the
-        // race left; the kernel keeps the old socket for an `accept` already waiting.)
+        // race left.) Checked at least every second.
         if crate::sys::fd_id(listener.as_raw_fd()) != id {
             return crate::sys::warn(
                 "HTTP endpoint stopped: the program closed its listening socket",
             );
         }
+        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: `pfd` is one valid pollfd; a closed descriptor only sets POLLNVAL.
+        if unsafe { libc::poll(&mut pfd, 1, 1000) } <= 0 || pfd.revents & libc::POLLIN == 0 {
+            continue;
+        }
         match listener.accept() {
+            // Another connection took it, or the client went away before: wait again.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             // The connection moved high too, for as long as it is answered.
             Ok((stream, _)) => answer(
                 TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream))),
