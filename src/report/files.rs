@@ -564,6 +564,52 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_swapped_after_start_is_refused_and_nothing_is_written_in_it() {
+        let root = std::env::temp_dir().join(format!("ying-swap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("reports");
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        d.write_atomic("a.txt", b"x").unwrap();
+        // Replaced by another directory at the same path.
+        std::fs::rename(&dir, root.join("old")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        let e = d.write_atomic("b.txt", b"y").unwrap_err().to_string();
+        assert!(e.contains("no longer the directory identified at start"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert!(d.writable().is_err());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        // Replaced by a symbolic link to the original: not followed.
+        std::fs::remove_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(root.join("old"), &dir).unwrap();
+        let e = d.write_atomic("c.txt", b"z").unwrap_err().to_string();
+        assert!(e.contains("is a symbolic link"), "{e}");
+        assert!(!root.join("old/c.txt").exists());
+        // Put back: written again.
+        std::fs::remove_file(&dir).unwrap();
+        std::fs::rename(root.join("old"), &dir).unwrap();
+        d.write_atomic("d.txt", b"w").unwrap();
+        assert_eq!(d.remove_old_sets("app", 1, 0).unwrap(), 0);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn no_descriptor_of_the_directory_stays_open() {
+        let dir = std::env::temp_dir().join(format!("ying-nofd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        d.write_atomic("a.txt", b"x").unwrap();
+        d.remove_old_sets("app", 1, 0).unwrap();
+        // No descriptor of this process points at the directory (other tests' may come and go,
+        // but never one of this directory's).
+        let held = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .any(|target| target == dir);
+        assert!(!held, "a descriptor of {} is still open", dir.display());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn sanitizes_hostile_names() {
         assert_eq!(sanitize_component("../../etc/passwd"), ".._.._etc_passwd");
         assert_eq!(sanitize_component("a b;c\n"), "a_b_c_");

@@ -32,7 +32,12 @@ pub const LIMIT_REREAD: Duration = Duration::from_secs(60);
 const V1_UNLIMITED: u64 = 1 << 62;
 
 /// The smallest memory limit of the cgroup hierarchy the process is in, in bytes.
+/// `None` too while fewer than [`crate::sys::FD_HEADROOM`] descriptors are free (read again
+/// after [`LIMIT_REREAD`]).
 pub fn cgroup_limit() -> Option<u64> {
+    if !crate::sys::fd_headroom() {
+        return None;
+    }
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     limit_from(&cgroups, &mountinfo, |p| std::fs::read_to_string(p).ok())
