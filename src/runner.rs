@@ -812,9 +812,9 @@ impl ProfilerRunner {
     }
 
     /// Creates (if missing) and identifies the reporting directory, once for this runner and its
-    /// clones, and checks that files can be created in it (no descriptor stays open). The error says what is wrong, e.g.
-    /// `cannot be created (/tmp/link is a symbolic link ...)` or `is not writable (...)`.
-    /// Starting the runner does this; call it first to fail early.
+    /// clones, and checks that files can be created in it (no descriptor stays open). The
+    /// error says what is wrong, e.g. `cannot be created (/tmp/link is a symbolic link ...)`
+    /// or `is not writable (...)`. Starting the runner does this; call it first to fail early.
     pub fn open_reporting_dir(&self) -> Result<(), String> {
         let dir = self.reporting_dir().map_err(|e| format!("cannot be created ({e})"))?;
         dir.writable().map_err(|e| format!("is not writable ({e})"))
