@@ -164,7 +164,8 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
     loop {
         // A program that closed every descriptor (as daemons do) may have reused the number:
         // never accept on a socket of its own. (A close between this check and `accept` is the
-        // race left.) Checked at least every second.
+        // race left.) Checked before each `accept`: the wait below has no timeout, so an idle
+        // endpoint costs nothing.
         if crate::sys::fd_id(listener.as_raw_fd()) != id {
             return crate::sys::warn(
                 "HTTP endpoint stopped: the program closed its listening socket",
@@ -172,7 +173,13 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
         }
         let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: `pfd` is one valid pollfd; a closed descriptor only sets POLLNVAL.
-        if unsafe { libc::poll(&mut pfd, 1, 1000) } <= 0 || pfd.revents & libc::POLLIN == 0 {
+        let ready = unsafe { libc::poll(&mut pfd, 1, -1) };
+        if pfd.revents & (libc::POLLNVAL | libc::POLLERR) != 0 && ready > 0 {
+            // Closed under us: the check above ends the loop; never spin on it.
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        if ready <= 0 || pfd.revents & libc::POLLIN == 0 {
             continue;
         }
         match listener.accept() {
