@@ -273,7 +273,9 @@ const FIELDS: [Field; 27] = [
             meaning: "Directory the reports are written to, created if missing; a relative \
                       path is resolved against the working directory once, at start (a later \
                       `chdir` does not move the reports), and a path with a symbolic link in \
-                      any component is refused; it must not be empty.",
+                      any component is refused; no descriptor of it stays open between reports \
+                      (a directory later replaced by another or by a link gets no reports); it \
+                      must not be empty.",
         },
         raw: |r| r.reporting_path.as_ref(),
         set: |c, v| {
@@ -443,7 +445,8 @@ const FIELDS: [Field; 27] = [
                       over HTTP at this address, e.g. `127.0.0.1:6060` (a bare port or \
                       `localhost:PORT` means loopback; an address other than loopback is \
                       served only when given explicitly, and said on stderr); unset or empty \
-                      serves nothing.",
+                      serves nothing. Its listening socket is the one descriptor of Ying's the \
+                      program can see while it runs, numbered 1000 or above.",
         },
         raw: |r| r.http_addr.as_ref(),
         set: |c, v| {

@@ -29,10 +29,18 @@
 //!
 //! The reporting path is resolved once, when the runner starts ([`ProfilerRunner::spawn_for`],
 //! or the first report of a runner that was never spawned): a relative path is joined to the
-//! working directory of that moment, the directory is created and opened without following
-//! any symbolic link (see [`report::files`]), and every later report is written into that open
-//! directory, whatever the program does with its working directory. Report files are created
-//! with mode 0600 unless [`ProfilerRunnerBuilder::report_file_mode`] widens it.
+//! working directory of that moment, the directory is created without following any symbolic
+//! link and identified by (absolute path, device, inode) (see [`report::files`]); every later
+//! report opens that same directory again, checks it is still the one identified, writes and
+//! closes it, whatever the program does with its working directory. No descriptor of Ying's
+//! stays open between reports, and a report opens nothing while fewer than
+//! [`FD_HEADROOM`](crate::sys::FD_HEADROOM) descriptors are free under `RLIMIT_NOFILE` (it is
+//! skipped, with one warning per process). Report files are created with mode 0600 unless
+//! [`ProfilerRunnerBuilder::report_file_mode`] widens it.
+//!
+//! A process that changed user since it started (a daemon's worker after `setuid`) and may not
+//! write in the directory gets one line per process naming its uid, the directory and its
+//! owner, and `YING_REPORTING_PATH`, instead of one failure per report.
 
 use std::alloc::GlobalAlloc;
 use std::fmt;
@@ -150,7 +158,7 @@ pub struct ProfilerRunner {
     triggers: crate::triggers::TriggerSettings,
 }
 
-/// The reporting directory of a runner, resolved and opened once and shared by all its clones
+/// The reporting directory of a runner, resolved and identified once and shared by all its clones
 /// (the copy kept for a `fork` child, the exit report's). Not part of a runner's settings: two
 /// runners with the same settings are equal whether or not they have started.
 #[derive(Clone, Default)]
@@ -160,7 +168,7 @@ struct SharedDir(Arc<DirSlot>);
 struct DirSlot {
     /// The reporting path made absolute, at the first use.
     absolute: OnceLock<PathBuf>,
-    /// The open directory, once opening succeeded.
+    /// The directory's identity, once creating or opening it succeeded.
     open: OnceLock<ReportDir>,
 }
 
@@ -173,7 +181,7 @@ impl PartialEq for SharedDir {
 impl fmt::Debug for SharedDir {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0.open.get() {
-            Some(d) => write!(f, "open({})", d.path().display()),
+            Some(d) => write!(f, "identified({})", d.path().display()),
             None => f.write_str("not open"),
         }
     }
@@ -595,6 +603,27 @@ static EXIT_PID: AtomicU32 = AtomicU32::new(0);
 /// even if `exit` is called again (from another atexit handler, or by two threads at once).
 static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
 
+/// The effective user id when the runner was prepared: a process whose reports fail with
+/// "permission denied" under another one (a daemon's worker after `setuid`) is told once.
+static START_EUID: AtomicU32 = AtomicU32::new(0);
+
+/// The error of a report skipped because fewer than [`crate::sys::FD_HEADROOM`] descriptors
+/// were free (already warned about, once per process).
+#[derive(Debug)]
+struct Skipped;
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "skipped: fewer than {} descriptors free under RLIMIT_NOFILE",
+            crate::sys::FD_HEADROOM
+        )
+    }
+}
+
+impl std::error::Error for Skipped {}
+
 /// Registered with `atexit` once a report thread or an exit report exists.
 extern "C" fn at_exit() {
     finish_dumps_in_flight();
@@ -612,7 +641,7 @@ extern "C" fn at_exit() {
                 return;
             }
             if let Err(e) = runner.write_now(*source) {
-                crate::sys::warn(&format!("final report not written: {e}"));
+                runner.warn_not_written("final report", &e);
             }
         };
         source.run_guarded(&mut f);
@@ -782,16 +811,16 @@ impl ProfilerRunner {
         })
     }
 
-    /// Creates (if missing) and opens the reporting directory, once for this runner and its
-    /// clones, and checks that files can be created in it. The error says what is wrong, e.g.
-    /// `cannot be created (/tmp/link is a symbolic link ...)` or `is not writable (...)`.
-    /// Starting the runner does this; call it first to fail early.
+    /// Creates (if missing) and identifies the reporting directory, once for this runner and its
+    /// clones, and checks that files can be created in it (no descriptor stays open). The
+    /// error says what is wrong, e.g. `cannot be created (/tmp/link is a symbolic link ...)`
+    /// or `is not writable (...)`. Starting the runner does this; call it first to fail early.
     pub fn open_reporting_dir(&self) -> Result<(), String> {
         let dir = self.reporting_dir().map_err(|e| format!("cannot be created ({e})"))?;
         dir.writable().map_err(|e| format!("is not writable ({e})"))
     }
 
-    /// The open reporting directory (opened now if it is not yet).
+    /// The identified reporting directory (created and identified now if it is not yet).
     fn reporting_dir(&self) -> io::Result<&ReportDir> {
         let slot = &self.dir.0;
         if let Some(d) = slot.open.get() {
@@ -851,6 +880,10 @@ impl ProfilerRunner {
     /// while it writes, on the calling thread, without waiting for a dump of another thread:
     /// [`RunnerHandle::dump_now`] is the call for a program's threads.
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
+        // Nothing is opened while the program is near its descriptor limit (one warning).
+        if !crate::sys::fd_headroom_or_warn("report") {
+            return Err(io::Error::other(Skipped));
+        }
         // Opening the directory (the first time) allocates: profiler memory, never sampled.
         let mut opened: Option<io::Result<&ReportDir>> = None;
         source.run_guarded(&mut || opened = Some(self.reporting_dir()));
@@ -861,6 +894,37 @@ impl ProfilerRunner {
             source.run_guarded(&mut || self.remove_old_sets(dir));
         }
         written
+    }
+
+    /// Says why a report was not written: nothing when it was skipped for lack of descriptors
+    /// (warned once already); one line per process when the process changed user since it
+    /// started and may not write in the directory (a daemon's worker after `setuid`: every
+    /// report would fail alike); otherwise one line per failure.
+    fn warn_not_written(&self, what: &str, e: &io::Error) {
+        if e.get_ref().is_some_and(|r| r.is::<Skipped>()) {
+            return;
+        }
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        let changed = START_EUID.load(Ordering::Relaxed) != euid;
+        if e.kind() == io::ErrorKind::PermissionDenied && changed {
+            static WARNED_PID: AtomicU32 = AtomicU32::new(0);
+            if WARNED_PID.swap(std::process::id(), Ordering::Relaxed) == std::process::id() {
+                return;
+            }
+            let path = self.absolute_reporting_path();
+            let owner = std::fs::symlink_metadata(path)
+                .map(|m| format!("uid {}", std::os::unix::fs::MetadataExt::uid(&m)))
+                .unwrap_or_else(|_| "another user".to_string());
+            crate::sys::warn(&format!(
+                "this process changed user to uid {euid} after it started, and uid {euid} may \
+                 not write in the reporting directory {} (owned by {owner}): its reports are \
+                 not written; set YING_REPORTING_PATH to a directory uid {euid} can write",
+                path.display()
+            ));
+            return;
+        }
+        crate::sys::warn(&format!("{what} not written: {e}"));
     }
 
     /// Removes this process's report sets in `dir` beyond the newest `max_report_sets`; warns
@@ -920,6 +984,8 @@ impl ProfilerRunner {
         let runner = self.clone();
         let mut start = || {
             crate::sys::save_stderr();
+            // SAFETY: geteuid has no preconditions.
+            START_EUID.store(unsafe { libc::geteuid() }, Ordering::Relaxed);
             if let Err(e) = runner.open_reporting_dir() {
                 crate::sys::warn(&format!(
                     "reporting path {} {e}; reports are skipped",
@@ -1044,7 +1110,11 @@ impl ProfilerRunner {
                 return;
             }
             let now = crate::engine::totals::read().retained_bytes();
-            crate::report::timeline::tick();
+            // The timeline's point reads /proc: not while the program is near its descriptor
+            // limit (the report is then skipped too, see `write_now`).
+            if crate::sys::fd_headroom() {
+                crate::report::timeline::tick();
+            }
             let worth = asked || self.worth_a_report();
             let mut written = None;
             if worth && (asked || self.should_report(last, now)) {
@@ -1057,9 +1127,7 @@ impl ProfilerRunner {
                 });
                 match &out {
                     Ok(_) => last = Some(now),
-                    Err(e) if forced.is_none() => {
-                        crate::sys::warn(&format!("report not written: {e}"))
-                    }
+                    Err(e) if forced.is_none() => self.warn_not_written("report", e),
                     Err(_) => {} // The requester gets the error.
                 }
                 written = Some(out);

@@ -1,6 +1,7 @@
 //! Start-up of the shim, outside every hook: read `YING_*` once, decide whether this process is
-//! profiled, find our own code range, warm the unwinder, install `fork` handlers, open the
-//! reporting directory and register the exit report. Runs from `.init_array`, after libc is
+//! profiled, find our own code range, warm the unwinder, install `fork` handlers, create and
+//! identify the reporting directory (no descriptor of it, or of stderr, is kept: the program's
+//! descriptor table stays its own) and register the exit report. Runs from `.init_array`, after libc is
 //! ready. The report thread is not started here but at the program's first safe point
 //! ([`safe_point`], see `safe_points`), so the program's `main` starts single-threaded.
 

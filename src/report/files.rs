@@ -1,13 +1,19 @@
-//! Writing report files safely: into a directory opened once (at start), without following a
-//! symbolic link anywhere on its path, under an unpredictable temporary name, private by default,
-//! and renamed into place so that a reader never sees half a file.
+//! Writing report files safely: into a directory identified once (at start), without following
+//! a symbolic link anywhere on its path, under an unpredictable temporary name, private by
+//! default, and renamed into place so that a reader never sees half a file.
 //!
 //! [`ReportDir::open`] walks the reporting path one component at a time with
 //! `openat(.., O_DIRECTORY | O_NOFOLLOW)`, creating missing components with `mkdirat`, so a
 //! symbolic link planted anywhere on the path (in a world-writable `/tmp`, say) is refused, not
-//! followed. A relative path is resolved against the working directory at that moment and the
-//! directory stays open: a program that later calls `chdir` still gets its reports in the same
-//! place. Every file is created with `openat(dirfd, .., O_CREAT | O_EXCL | O_NOFOLLOW)` under a
+//! followed. A relative path is resolved against the working directory at that moment. What is
+//! kept is the directory's identity, (absolute path, device, inode), never a descriptor: the
+//! program's descriptor table holds nothing of Ying's between reports (a program that counts or
+//! closes its descriptors, or lives at its `RLIMIT_NOFILE`, sees only its own). Each operation
+//! (a file written, old sets removed) walks the absolute path again the same way and refuses
+//! the directory when it is no longer the one identified at start (replaced by another
+//! directory or a symbolic link), so a program that calls `chdir` still gets its reports in the
+//! same place and a swapped directory gets none. The descriptors of an operation are
+//! close-on-exec and closed before it returns. Every file is created with `openat(dirfd, .., O_CREAT | O_EXCL | O_NOFOLLOW)` under a
 //! random temporary name (so no file planted in advance can block it), given its mode (0600
 //! unless widened by `YING_REPORT_FILE_MODE`), written, then renamed with `renameat`.
 
@@ -20,25 +26,17 @@ use std::path::{Component, Path, PathBuf};
 /// The mode report files get unless configured otherwise: readable by their owner only.
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
 
-/// A reporting directory, opened once; see the module documentation.
+/// A reporting directory, identified once by (absolute path, device, inode) and opened again
+/// for each operation; see the module documentation.
 #[derive(Debug)]
 pub struct ReportDir {
-    /// The directory as an absolute path (for messages and the paths returned).
+    /// The directory as an absolute path (walked for each operation; in messages and the
+    /// paths returned).
     path: PathBuf,
-    /// The open directory. Not an `OwnedFd`: a program may close it (daemons close every
-    /// descriptor above 2) and reuse the number, which `checked_fd` detects.
-    fd: RawFd,
-    /// Device and inode of the directory when it was opened.
+    /// Device and inode of the directory when it was identified.
     id: (u64, u64),
     /// Mode of the files written.
     file_mode: u32,
-}
-
-/// A descriptor of the reporting directory for one operation: ours, or a fresh one when the
-/// program closed ours.
-struct DirFd {
-    fd: RawFd,
-    _fresh: Option<OwnedFd>,
 }
 
 fn with_path(e: io::Error, p: &Path) -> io::Error {
@@ -165,13 +163,12 @@ impl ReportDir {
         } else {
             std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
         };
-        let fd = open_no_follow(path, true)?;
+        // Walked from the absolute path (the same walk every later operation makes).
+        let fd = open_no_follow(&abs, true)?;
         let id = file_id(fd.as_raw_fd()).map_err(|e| with_path(e, &abs))?;
-        // Kept open for the life of the process: out of the way of the low numbers a program
-        // may expect its own next `open` to return.
-        let high = crate::sys::dup_high(fd.as_raw_fd());
-        let fd = if high >= 0 { high } else { std::os::fd::IntoRawFd::into_raw_fd(fd) };
-        Ok(Self { path: abs, fd, id, file_mode: file_mode & 0o777 })
+        // Closed here: nothing of Ying's stays in the program's descriptor table.
+        drop(fd);
+        Ok(Self { path: abs, id, file_mode: file_mode & 0o777 })
     }
 
     /// The directory's absolute path (as opened; its components are real directories).
@@ -187,28 +184,27 @@ impl ReportDir {
     /// Whether the calling process may create files in the directory (`faccessat`).
     pub fn writable(&self) -> io::Result<()> {
         let d = self.checked_fd()?;
-        // SAFETY: `d.fd` is an open directory; "." names it.
-        if unsafe { libc::faccessat(d.fd, c".".as_ptr(), libc::W_OK | libc::X_OK, 0) } != 0 {
+        // SAFETY: `d` is an open directory; "." names it.
+        if unsafe { libc::faccessat(d.as_raw_fd(), c".".as_ptr(), libc::W_OK | libc::X_OK, 0) } != 0
+        {
             return Err(io::Error::last_os_error());
         }
         Ok(())
     }
 
-    /// Our descriptor if it still is the directory we opened; otherwise (the program closed it,
-    /// perhaps reusing the number) the same directory opened afresh by its absolute path, if it
-    /// still exists there.
-    fn checked_fd(&self) -> io::Result<DirFd> {
-        if file_id(self.fd).ok() == Some(self.id) {
-            return Ok(DirFd { fd: self.fd, _fresh: None });
-        }
-        let fresh = open_no_follow(&self.path, false)?;
-        if file_id(fresh.as_raw_fd())? != self.id {
+    /// The directory opened for one operation (close-on-exec, closed when dropped), walked from
+    /// its absolute path without following a symbolic link and checked to be the directory
+    /// identified at start. Errors name the path and say what is wrong, on one line.
+    fn checked_fd(&self) -> io::Result<OwnedFd> {
+        let fd = open_no_follow(&self.path, false)?;
+        if file_id(fd.as_raw_fd()).map_err(|e| with_path(e, &self.path))? != self.id {
             return Err(io::Error::other(format!(
-                "{} is no longer the directory opened at start",
+                "{} is no longer the directory identified at start (replaced by another); \
+                 nothing is written there",
                 self.path.display()
             )));
         }
-        Ok(DirFd { fd: fresh.as_raw_fd(), _fresh: Some(fresh) })
+        Ok(fd)
     }
 
     /// Writes `bytes` to the file `name` (one path component) in this directory atomically.
@@ -230,22 +226,23 @@ impl ReportDir {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "not a file name");
             return Err(with_path(e, &target));
         }
-        let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
+        let dir = self.checked_fd()?;
+        let dir = dir.as_raw_fd();
         let target_c = cstr(name.as_bytes())?;
-        let (tmp, tmp_c, file) = self.create_temp(dir.fd, name)?;
+        let (tmp, tmp_c, file) = self.create_temp(dir, name)?;
         let mut out = io::BufWriter::with_capacity(64 << 10, file);
         let res = write(&mut out).and_then(|_| out.flush());
         drop(out);
         let unlink = || {
-            // SAFETY: `tmp_c` is NUL-terminated; `dir.fd` is an open directory.
-            unsafe { libc::unlinkat(dir.fd, tmp_c.as_ptr(), 0) };
+            // SAFETY: `tmp_c` is NUL-terminated; `dir` is an open directory.
+            unsafe { libc::unlinkat(dir, tmp_c.as_ptr(), 0) };
         };
         if let Err(e) = res {
             unlink();
             return Err(with_path(e, &tmp));
         }
         // SAFETY: both names are NUL-terminated and relative to the same open directory.
-        if unsafe { libc::renameat(dir.fd, tmp_c.as_ptr(), dir.fd, target_c.as_ptr()) } != 0 {
+        if unsafe { libc::renameat(dir, tmp_c.as_ptr(), dir, target_c.as_ptr()) } != 0 {
             let e = io::Error::last_os_error();
             unlink();
             return Err(with_path(e, &target));
@@ -293,8 +290,7 @@ impl ReportDir {
 
 impl ReportDir {
     /// The names of the directory's entries (`.` and `..` left out), read through the open
-    /// directory: whatever the path now leads to, these are the entries of the directory opened
-    /// at start.
+    /// directory `dir`.
     fn names_at(dir: RawFd) -> io::Result<Vec<String>> {
         // A descriptor of our own for the directory stream, which `closedir` closes.
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
@@ -339,13 +335,14 @@ impl ReportDir {
     /// report names) with `pid` so that at most `keep` of its sets remain, every file of each
     /// set removed (see [`set_seq_of`]), and returns how many sets were removed. Only names of
     /// that process's sets are touched: other processes' sets, temporary files and anything
-    /// else stay. Works on the directory opened at start (`unlinkat`, which removes a symbolic
+    /// else stay. Works on the directory identified at start (`unlinkat`, which removes a symbolic
     /// link itself, never what it points to). Errors name the first file that could not be
     /// removed; the others are still attempted.
     pub fn remove_old_sets(&self, exe: &str, pid: u32, keep: usize) -> io::Result<usize> {
-        let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
+        let dir = self.checked_fd()?;
+        let dir = dir.as_raw_fd();
         let mut sets: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
-        for name in Self::names_at(dir.fd).map_err(|e| with_path(e, &self.path))? {
+        for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
             if let Some(seq) = set_seq_of(&name, exe, pid) {
                 sets.entry(seq).or_default().push(name);
             }
@@ -355,8 +352,8 @@ impl ReportDir {
         for (_, names) in sets.into_iter().take(excess) {
             for name in names {
                 let c = cstr(name.as_bytes())?;
-                // SAFETY: `c` is NUL-terminated; `dir.fd` is an open directory.
-                if unsafe { libc::unlinkat(dir.fd, c.as_ptr(), 0) } != 0 {
+                // SAFETY: `c` is NUL-terminated; `dir` is an open directory.
+                if unsafe { libc::unlinkat(dir, c.as_ptr(), 0) } != 0 {
                     let e = io::Error::last_os_error();
                     if e.raw_os_error() != Some(libc::ENOENT) && first_err.is_none() {
                         first_err = Some(with_path(e, &self.path.join(&name)));
@@ -399,17 +396,7 @@ pub fn set_seq_of(name: &str, exe: &str, pid: u32) -> Option<u64> {
     seq.parse().ok()
 }
 
-impl Drop for ReportDir {
-    fn drop(&mut self) {
-        // Close our descriptor only if it still is ours (the program may have reused it).
-        if file_id(self.fd).ok() == Some(self.id) {
-            // SAFETY: `self.fd` is the directory this value opened; nothing else closes it.
-            unsafe { libc::close(self.fd) };
-        }
-    }
-}
-
-/// Where [`write_atomic`] writes: an open [`ReportDir`], or a directory path opened for the one
+/// Where [`write_atomic`] writes: an identified [`ReportDir`], or a directory path opened for the one
 /// file (created if missing, relative to the working directory now, [`DEFAULT_FILE_MODE`]).
 pub trait ReportTarget {
     /// Writes `bytes` to the file `name` atomically.
@@ -573,6 +560,52 @@ mod tests {
         expect_kept.sort();
         assert_eq!(names, expect_kept);
         assert_eq!(d.remove_old_sets("app", 42, 2).unwrap(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_swapped_after_start_is_refused_and_nothing_is_written_in_it() {
+        let root = std::env::temp_dir().join(format!("ying-swap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("reports");
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        d.write_atomic("a.txt", b"x").unwrap();
+        // Replaced by another directory at the same path.
+        std::fs::rename(&dir, root.join("old")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        let e = d.write_atomic("b.txt", b"y").unwrap_err().to_string();
+        assert!(e.contains("no longer the directory identified at start"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert!(d.writable().is_err());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        // Replaced by a symbolic link to the original: not followed.
+        std::fs::remove_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(root.join("old"), &dir).unwrap();
+        let e = d.write_atomic("c.txt", b"z").unwrap_err().to_string();
+        assert!(e.contains("is a symbolic link"), "{e}");
+        assert!(!root.join("old/c.txt").exists());
+        // Put back: written again.
+        std::fs::remove_file(&dir).unwrap();
+        std::fs::rename(root.join("old"), &dir).unwrap();
+        d.write_atomic("d.txt", b"w").unwrap();
+        assert_eq!(d.remove_old_sets("app", 1, 0).unwrap(), 0);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn no_descriptor_of_the_directory_stays_open() {
+        let dir = std::env::temp_dir().join(format!("ying-nofd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        d.write_atomic("a.txt", b"x").unwrap();
+        d.remove_old_sets("app", 1, 0).unwrap();
+        // No descriptor of this process points at the directory (other tests' may come and go,
+        // but never one of this directory's).
+        let held = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .any(|target| target == dir);
+        assert!(!held, "a descriptor of {} is still open", dir.display());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -116,6 +116,11 @@ pub(crate) fn start(
             ));
         }
     };
+    // Close-on-exec (std's sockets are) and moved far above the numbers the program's own next
+    // `open` or `socket` may expect (it stays visible in /proc/self/fd while the endpoint is
+    // on: the user asked for it), so a program that closes or `dup2`s over its low descriptors
+    // never touches it.
+    let listener = TcpListener::from(crate::sys::move_high(std::os::fd::OwnedFd::from(listener)));
     let bound = listener.local_addr().unwrap_or(addr);
     let fd = listener.as_raw_fd();
     // SAFETY: the child handler is a plain `extern "C" fn` that only touches an atomic and
@@ -135,6 +140,9 @@ pub(crate) fn start(
     let body = Box::new(move || {
         source.enter_profiler_thread();
         serve(&listener, &ctx);
+        // Only returns when the number is no longer our socket: never close the program's.
+        LISTENER_FD.store(-1, Ordering::SeqCst);
+        std::mem::forget(listener);
     });
     match crate::sys::spawn_profiler_thread(c"ying-http", body) {
         Ok(()) => LISTENER_FD.store(fd, Ordering::SeqCst),
@@ -142,11 +150,46 @@ pub(crate) fn start(
     }
 }
 
-/// Accepts and answers connections, one at a time, for the rest of the process.
+/// Accepts and answers connections, one at a time, for the rest of the process (or until the
+/// program closes the listening socket).
 fn serve(listener: &TcpListener, ctx: &Ctx) {
+    let id = crate::sys::fd_id(listener.as_raw_fd());
+    // Never wait inside `accept`: Linux reserves the connection's descriptor number (the
+    // lowest free one) when `accept` starts, so a blocked `accept` would hold a low number the
+    // program's `open` or `dup2` (EBUSY) then cannot have. The listener is non-blocking and
+    // the wait is `poll`, which reserves nothing.
+    if listener.set_nonblocking(true).is_err() {
+        return crate::sys::warn("HTTP endpoint stopped: its socket cannot be made non-blocking");
+    }
     loop {
+        // A program that closed every descriptor (as daemons do) may have reused the number:
+        // never accept on a socket of its own. (A close between this check and `accept` is the
+        // race left.) Checked before each `accept`: the wait below has no timeout, so an idle
+        // endpoint costs nothing.
+        if crate::sys::fd_id(listener.as_raw_fd()) != id {
+            return crate::sys::warn(
+                "HTTP endpoint stopped: the program closed its listening socket",
+            );
+        }
+        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: `pfd` is one valid pollfd; a closed descriptor only sets POLLNVAL.
+        let ready = unsafe { libc::poll(&mut pfd, 1, -1) };
+        if pfd.revents & (libc::POLLNVAL | libc::POLLERR) != 0 && ready > 0 {
+            // Closed under us: the check above ends the loop; never spin on it.
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        if ready <= 0 || pfd.revents & libc::POLLIN == 0 {
+            continue;
+        }
         match listener.accept() {
-            Ok((stream, _)) => answer(stream, ctx),
+            // Another connection took it, or the client went away before: wait again.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            // The connection moved high too, for as long as it is answered.
+            Ok((stream, _)) => answer(
+                TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream))),
+                ctx,
+            ),
             // Out of descriptors or a connection reset before it was accepted: no busy loop.
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }

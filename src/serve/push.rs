@@ -144,7 +144,10 @@ fn send(target: &Target, name: &str, from: u64, until: u64, profile: &[u8]) -> i
             Err(e) => last = e,
         }
     }
-    let mut s = stream.ok_or(last)?;
+    // Open only during this push, close-on-exec (std's sockets are), and moved far above the
+    // numbers the program's own next `open` or `socket` may expect.
+    let mut s =
+        TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream.ok_or(last)?)));
     s.set_write_timeout(Some(IO_TIMEOUT))?;
     s.set_read_timeout(Some(IO_TIMEOUT))?;
     let head = format!(
@@ -216,6 +219,11 @@ fn run(target: &Target, url: &str, name: &str, interval: Duration, source: &dyn 
         std::thread::sleep(interval);
         if crate::runner::exiting() {
             return;
+        }
+        // Rendering (symbols) and sending open descriptors: not while the program is near its
+        // descriptor limit (this push waits for the next; one warning per process).
+        if !crate::sys::fd_headroom_or_warn("push") {
+            continue;
         }
         let from = unix_secs(since.taken_at());
         let sent =

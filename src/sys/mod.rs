@@ -11,16 +11,17 @@ pub(crate) mod spin;
 
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
-/// Where Ying's own messages go: -1 before [`save_stderr`] ran (fd 2 as it is), -2 when fd 2
-/// was closed at start (messages are dropped), otherwise the duplicate of fd 2 taken at start.
-static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
-/// Device and inode of the saved duplicate, to notice that the program closed it and reused
-/// its number for a file of its own.
-static SAVED_DEV: AtomicU64 = AtomicU64::new(0);
-static SAVED_INO: AtomicU64 = AtomicU64::new(0);
+/// What fd 2 was when [`save_stderr`] ran: 0 before it ran (messages go to fd 2 as it is), 1
+/// when fd 2 was closed at start (messages are dropped), 2 when its identity is in
+/// [`STDERR_DEV`] and [`STDERR_INO`] (messages go to fd 2 while it still is that file).
+static STDERR_STATE: AtomicI32 = AtomicI32::new(0);
+/// Device and inode of the file fd 2 was at start.
+static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
+static STDERR_INO: AtomicU64 = AtomicU64::new(0);
 
-/// The lowest descriptor number tried for descriptors Ying keeps open (the saved stderr, the
-/// reporting directory): far above the ones a program opens first and may expect to get.
+/// The lowest descriptor number tried for the descriptors Ying keeps open while a program runs
+/// (only the endpoint's listening socket, and a connection or push socket while one is in use):
+/// far above the ones a program opens first and may expect to get.
 const HIGH_FD: i32 = 1000;
 
 /// The page size, read once (a power of two; 4096 if `sysconf` says otherwise). Lock-free and
@@ -51,60 +52,150 @@ pub(crate) fn fd_id(fd: i32) -> Option<(u64, u64)> {
     }
 }
 
-/// A close-on-exec duplicate of `fd` numbered [`HIGH_FD`] or above (or the lowest free number
-/// when the descriptor limit is lower), or -1.
+/// The soft `RLIMIT_NOFILE` (the number of descriptor slots the process may use), capped at
+/// 2^20 (the kernel's default `nr_open`) when it is unlimited or larger.
+fn nofile_limit() -> i32 {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `rl` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return 1 << 20;
+    }
+    rl.rlim_cur.min(1 << 20) as i32
+}
+
+/// Whether descriptor number `fd` is free (`F_GETFD` fails with EBADF).
+fn fd_free(fd: i32) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor's flags; a free number makes it fail.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) < 0 && *libc::__errno_location() == libc::EBADF }
+}
+
+/// How many descriptor slots must be free under `RLIMIT_NOFILE` before Ying opens anything at
+/// report time. A report holds at most 3 at once (two while walking the reporting path, then
+/// the directory and one file; or an ELF file being symbolized), so the program keeps at least
+/// 5 free slots of its own at every instant of a report.
+pub const FD_HEADROOM: usize = 8;
+
+/// Whether at least [`FD_HEADROOM`] descriptor slots are free under the soft `RLIMIT_NOFILE`,
+/// so that what a report opens briefly never takes a program's last free slots. Opens nothing:
+/// counts free numbers with `F_GETFD` from the limit down and stops at the [`FD_HEADROOM`]th
+/// (the kernel hands out the lowest free number, so a program fills its table from the bottom
+/// and the top slots are nearly always free: a few calls; only a table full to its limit is
+/// scanned whole, once per report).
+///
+/// The race left: a program thread that opens descriptors between this check and the end of
+/// the report can still find the table full one to three descriptors earlier than it would
+/// without Ying, but only if it opens at least 5 within that window (tens of milliseconds) and
+/// ends at its limit. Closing it would need the kernel to reserve slots; a program that lives
+/// at its descriptor limit gets `EMFILE` from its own opens anyway. Accepted and documented.
+pub fn fd_headroom() -> bool {
+    let _errno = ErrnoGuard::save();
+    let mut free = 0;
+    for fd in (0..nofile_limit()).rev() {
+        if fd_free(fd) {
+            free += 1;
+            if free >= FD_HEADROOM {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// [`fd_headroom`], with one warning per process (the first time it is false) naming
+/// `RLIMIT_NOFILE` and what is skipped.
+pub fn fd_headroom_or_warn(what: &str) -> bool {
+    static WARNED_PID: AtomicI32 = AtomicI32::new(0);
+    if fd_headroom() {
+        return true;
+    }
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    if WARNED_PID.swap(pid, Ordering::Relaxed) != pid {
+        warn(&format!(
+            "{what} skipped: fewer than {FD_HEADROOM} descriptors free under RLIMIT_NOFILE \
+             (soft limit {}); Ying takes none of the program's last descriptors",
+            nofile_limit()
+        ));
+    }
+    false
+}
+
+/// A close-on-exec duplicate of `fd` numbered [`HIGH_FD`] or above, or, when the descriptor
+/// limit is at or below that, at the highest free number below the limit; -1 if none.
 pub(crate) fn dup_high(fd: i32) -> i32 {
+    let _errno = ErrnoGuard::save();
     // SAFETY: F_DUPFD_CLOEXEC only creates a descriptor; a closed `fd` makes it fail (EBADF).
-    unsafe {
-        let d = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
-        if d >= 0 { d } else { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) }
+    let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
+    if d >= 0 {
+        return d;
+    }
+    let limit = nofile_limit().min(HIGH_FD);
+    match (3..limit).rev().find(|&n| fd_free(n)) {
+        // SAFETY: as above; `n` is free and below the limit, so the duplicate lands there
+        // unless another thread took it meanwhile (then the next free number above, or -1).
+        Some(n) => unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, n) },
+        None => -1,
     }
 }
 
-/// Saves a duplicate of standard error (once per process; later calls do nothing), so that
-/// Ying's messages keep going where stderr pointed at start even if the program later closes
-/// fd 2 or reopens it onto a file of its own. Called at start by both front ends.
+/// `fd` moved to a high number (see [`dup_high`]), close-on-exec: the duplicate, with `fd`
+/// closed, or `fd` itself when no duplicate could be made.
+pub(crate) fn move_high(fd: std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let d = dup_high(fd.as_raw_fd());
+    if d < 0 {
+        return fd;
+    }
+    // SAFETY: `d` was just created by fcntl and is owned by nobody else.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(d) }
+}
+
+/// Records which file fd 2 is at start (once per process; later calls do nothing), so that
+/// Ying's messages go to the standard error the program had at start and never into a file the
+/// program later made its fd 2. No descriptor is kept: a program that redirects fd 2 elsewhere
+/// (a daemon onto its log or `/dev/null`) gets no `ying:` lines from then on, and one that puts
+/// the same file back gets them again. Called at start by both front ends.
 pub fn save_stderr() {
-    if SAVED_STDERR.load(Ordering::Acquire) != -1 {
+    if STDERR_STATE.load(Ordering::Acquire) != 0 {
         return;
     }
     let _errno = ErrnoGuard::save();
-    let fd = dup_high(2);
-    let id = if fd >= 0 { fd_id(fd) } else { None };
-    let Some((dev, ino)) = id else {
-        SAVED_STDERR.store(-2, Ordering::Release);
-        return;
-    };
-    SAVED_DEV.store(dev, Ordering::Relaxed);
-    SAVED_INO.store(ino, Ordering::Relaxed);
-    if SAVED_STDERR.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire).is_err() {
-        // SAFETY: `fd` is the duplicate made above, not published; another thread saved first.
-        unsafe { libc::close(fd) };
+    match fd_id(2) {
+        Some((dev, ino)) => {
+            STDERR_DEV.store(dev, Ordering::Relaxed);
+            STDERR_INO.store(ino, Ordering::Relaxed);
+            STDERR_STATE.store(2, Ordering::Release);
+        }
+        None => STDERR_STATE.store(1, Ordering::Release),
     }
 }
 
-/// The descriptor Ying's messages go to now, or `None` to drop them: the duplicate saved at
-/// start if it still is that file, fd 2 if nothing was saved.
-fn message_fd() -> Option<i32> {
-    match SAVED_STDERR.load(Ordering::Acquire) {
-        -1 => Some(2),
-        -2 => None,
-        fd => {
-            let saved = (SAVED_DEV.load(Ordering::Relaxed), SAVED_INO.load(Ordering::Relaxed));
-            (fd_id(fd) == Some(saved)).then_some(fd)
+/// Whether Ying's messages may go to fd 2 now: before [`save_stderr`] ran, or while fd 2 is the
+/// file it was at start.
+fn stderr_is_ours() -> bool {
+    match STDERR_STATE.load(Ordering::Acquire) {
+        0 => true,
+        1 => false,
+        _ => {
+            let saved = (STDERR_DEV.load(Ordering::Relaxed), STDERR_INO.load(Ordering::Relaxed));
+            fd_id(2) == Some(saved)
         }
     }
 }
 
-/// Writes all of `bytes` to Ying's standard error: the duplicate of fd 2 saved at start by
-/// [`save_stderr`] (never a file the program opened later as fd 2), or fd 2 before that. Uses
+/// Writes all of `bytes` to Ying's standard error: fd 2 while it is the file it was when
+/// [`save_stderr`] ran (never a file the program made its fd 2 later: then nothing is
+/// written), or fd 2 before that. Uses
 /// the raw `write` system call: glibc's `write()` is a cancellation point, and these messages
 /// are written from inside allocation functions, which must never be one. No locks, no
 /// allocation, `errno` preserved; usable inside allocation hooks and at exit. Errors are
 /// ignored (there is nowhere to report them).
 pub fn write_stderr(mut bytes: &[u8]) {
     let _errno = ErrnoGuard::save();
-    let Some(fd) = message_fd() else { return };
+    if !stderr_is_ours() {
+        return;
+    }
+    let fd = 2;
     while !bytes.is_empty() {
         // SAFETY: `bytes` is a valid readable slice for its length; a closed `fd` makes the
         // call fail with EBADF and we stop.

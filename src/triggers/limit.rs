@@ -32,7 +32,12 @@ pub const LIMIT_REREAD: Duration = Duration::from_secs(60);
 const V1_UNLIMITED: u64 = 1 << 62;
 
 /// The smallest memory limit of the cgroup hierarchy the process is in, in bytes.
+/// `None` too while fewer than [`crate::sys::FD_HEADROOM`] descriptors are free (read again
+/// after [`LIMIT_REREAD`]).
 pub fn cgroup_limit() -> Option<u64> {
+    if !crate::sys::fd_headroom() {
+        return None;
+    }
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     limit_from(&cgroups, &mountinfo, |p| std::fs::read_to_string(p).ok())
@@ -111,10 +116,15 @@ fn smallest(
     best
 }
 
-/// The process's resident set size in bytes (`/proc/self/statm`).
+/// The process's resident set size in bytes (`/proc/self/statm`); `None` when unreadable or
+/// while fewer than [`crate::sys::FD_HEADROOM`] descriptors are free.
 pub fn rss_bytes() -> Option<u64> {
     use std::io::Read;
     let mut buf = [0u8; 128];
+    // Nothing opened while the program is near its descriptor limit (the trigger waits).
+    if !crate::sys::fd_headroom() {
+        return None;
+    }
     let mut f = std::fs::File::open("/proc/self/statm").ok()?;
     let n = f.read(&mut buf).ok()?;
     let text = std::str::from_utf8(&buf[..n]).ok()?;

@@ -1,0 +1,159 @@
+//! The program's descriptor table holds nothing of Ying's (issue #25): no descriptor of the
+//! shim's between reports, nothing opened while the program is near its `RLIMIT_NOFILE`, the
+//! endpoint's socket far above the numbers a program closes or expects, and a worker that
+//! dropped privileges gets one clear line instead of a failure per report. Each program runs
+//! plain and under the shim (periodic reports every second, every 1,000 bytes sampled) with a
+//! timeout; stdout and the exit status must be those of the plain run.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use preload_tests::{Comparison, Outcome, Run, TestDir, compare, require_tool};
+
+/// Periodic reports every second, and enough samples that each check writes or tries to.
+const REPORTING: [(&str, &str); 2] =
+    [("YING_CHECK_INTERVAL_SECS", "1"), ("YING_SAMPLE_INTERVAL_BYTES", "1000")];
+
+/// /proc/self/fd and an fcntl count, before and after 2.5 s of periodic reports, and the number
+/// the next `open` gets: all as in the plain run, and reports were written meanwhile.
+#[test]
+fn descriptor_table_is_the_programs_own() {
+    let dir = TestDir::new("descriptors-list");
+    let exe = dir.compile_c("fd_list.c", &[]);
+    let reports = dir.reports("list");
+    let c = compare(&Run::new(&exe).arg("2500"), &REPORTING, &reports);
+    c.check(
+        c.without.stdout_str().contains("next open: 3\n"),
+        "the plain run's next open is not 3",
+    );
+    c.assert_no_ying_lines();
+    // The baseline at the first check and at least one more during the sleep, then the exit's.
+    c.check(c.main_reports().len() >= 2, "fewer than two report sets: no periodic report ran");
+}
+
+/// At soft limits of 4, 5 and 6 descriptors the program opens 1, 2 and 3 files, as in the plain
+/// run, while reports are due; the reports skipped meanwhile are one warning, and the exit
+/// report (after the program restored its limit) is written.
+#[test]
+fn a_program_at_its_descriptor_limit_keeps_every_slot() {
+    let dir = TestDir::new("descriptors-rlimit");
+    let exe = dir.compile_c("rlimit_files.c", &[]);
+    let reports = dir.reports("rlimit");
+    let c = compare(&Run::new(&exe), &REPORTING, &reports);
+    c.check(
+        c.without.stdout_str().starts_with(
+            "limit 4: opened 1 (Too many open files)\nlimit 5: opened 2 (Too many open files)\n\
+             limit 6: opened 3 (Too many open files)\n",
+        ),
+        "the plain run does not open 1, 2, 3 files",
+    );
+    let lines = c.with.ying_lines();
+    c.check(lines.len() <= 1, format!("more than one `ying:` line: {lines:#?}"));
+    c.check(
+        lines.iter().all(|l| l.contains("RLIMIT_NOFILE") && l.contains("skipped")),
+        format!("unexpected `ying:` lines: {lines:#?}"),
+    );
+    c.main_report();
+}
+
+/// A program that closes descriptors 3 to 63 and `dup2`s over 3 to 9 while the endpoint is on
+/// gets 3 and 4 from its next opens, and the endpoint still answers.
+#[test]
+fn closing_low_descriptors_leaves_the_endpoint_alone() {
+    if require_tool("curl").is_none() {
+        return;
+    }
+    let dir = TestDir::new("descriptors-endpoint");
+    let exe = dir.compile_c("close_low_fds.c", &[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let run = |ready: &Path, stop: &Path| {
+        Run::new(&exe).arg(ready).arg(stop).arg("60").timeout(Duration::from_secs(90))
+    };
+    let plain_stop = dir.join("stop-plain");
+    std::fs::write(&plain_stop, "").unwrap();
+    let without = run(&dir.join("ready-plain"), &plain_stop).run();
+    let (ready, stop) = (dir.join("ready-shim"), dir.join("stop-shim"));
+    let reports = dir.join("reports");
+    let with_run = run(&ready, &stop)
+        .with_preload()
+        .envs(&REPORTING)
+        .env("YING_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("YING_REPORTING_PATH", reports.display().to_string());
+    let shim = std::thread::spawn(move || with_run.run());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() && !shim.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/debug/ying/status");
+    let answer = Run::new("curl").args(&["-sS", "--max-time", "30", "-o", "/dev/null"]).args(&[
+        "-w",
+        "%{http_code}",
+        url.as_str(),
+    ]);
+    let answered = answer.run();
+    std::fs::write(&stop, "").unwrap();
+    let with: Outcome = shim.join().unwrap();
+    let c = Comparison { without, with, reports };
+    c.check(c.without.stdout_str() == "opened 3 4\ndone\n", "the plain run did not get 3 and 4");
+    c.check(!c.with.timed_out, "the run WITH the shim timed out");
+    c.check(c.with.status == c.without.status, "exit status differs");
+    c.check(c.with.stdout == c.without.stdout, "stdout differs between the two runs");
+    c.check(c.with.stderr_without_ying() == c.without.stderr_str(), "stderr differs");
+    c.check(
+        answered.stdout_str() == "200",
+        format!("the endpoint did not answer after the closes:\n{}", answered.describe()),
+    );
+    c.assert_no_ying_lines();
+}
+
+/// A root parent forks a worker that becomes uid 65534 (a daemon's pattern). The worker cannot
+/// write in the root-owned reporting directory: it says so in exactly one line (not one per
+/// report), naming its uid, the directory and `YING_REPORTING_PATH`; the parent's set is
+/// written. Skipped unless the tests run as root.
+#[test]
+fn a_worker_that_dropped_privileges_is_told_once() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        println!("SKIPPED: needs root to drop privileges");
+        return;
+    }
+    let dir = TestDir::new("descriptors-setuid");
+    // The worker (uid 65534) must reach the reporting directory to be refused in it.
+    make_traversable(dir.path());
+    let exe = dir.compile_c("setuid_worker.c", &[]);
+    let reports = dir.reports("setuid");
+    let c = compare(&Run::new(&exe).arg("2500"), &REPORTING, &reports);
+    c.check(
+        c.without.stdout_str() == "worker uid 65534\nworker exited 0\n",
+        "the plain run's worker did not drop privileges",
+    );
+    let lines = c.with.ying_lines();
+    c.check(lines.len() == 1, format!("expected exactly one `ying:` line: {lines:#?}"));
+    let l = &lines[0];
+    c.check(
+        l.contains("uid 65534")
+            && l.contains(&reports.display().to_string())
+            && l.contains("YING_REPORTING_PATH"),
+        format!("the line does not say who, where and what to set: {l}"),
+    );
+    c.main_report();
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// Opens the directories from `/tmp` down to `p` to everyone's traversal (mode +x).
+fn make_traversable(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for a in
+        p.ancestors().take_while(|a| a.starts_with(std::env::temp_dir()) && *a != Path::new("/"))
+    {
+        if let Ok(m) = std::fs::metadata(a) {
+            let mut perm = m.permissions();
+            perm.set_mode(perm.mode() | 0o111);
+            let _ = std::fs::set_permissions(a, perm);
+        }
+    }
+}
