@@ -42,7 +42,8 @@ esac
 before="$(mktemp "${TMPDIR:-/tmp}/ying-run.XXXXXX")"
 trap 'rm -f "$before"' EXIT
 if [ -d "$reports" ]; then
-    ls -1A "$reports" >"$before" 2>/dev/null || true
+    # Sets of workers that changed user land in uid-<N>/ subdirectories.
+    (cd "$reports" 2>/dev/null && find . -mindepth 1 -maxdepth 2 -printf '%P\n') >"$before" 2>/dev/null || true
 fi
 
 status=0
@@ -117,9 +118,15 @@ def new_sets():
         names = os.listdir(reports)
     except OSError:
         return []
+    # Sets of workers that changed user are in uid-<N>/ (prepared by the shim before the change).
+    for sub in [n for n in names if re.match(r"^uid-\d+$", n)]:
+        try:
+            names += [sub + "/" + n for n in os.listdir(os.path.join(reports, sub))]
+        except OSError:
+            pass
     found = []
     for name in names:
-        m = NAME.match(name)
+        m = NAME.match(name.rsplit("/", 1)[-1])
         if not m or name in old:
             continue
         path = os.path.join(reports, name)

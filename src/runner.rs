@@ -38,9 +38,11 @@
 //! skipped, with one warning per process). Report files are created with mode 0600 unless
 //! [`ProfilerRunnerBuilder::report_file_mode`] widens it.
 //!
-//! A process that changed user since it started (a daemon's worker after `setuid`) and may not
-//! write in the directory gets one line per process naming its uid, the directory and its
-//! owner, and `YING_REPORTING_PATH`, instead of one failure per report.
+//! A process about to change user (a daemon's worker calling `setuid`, seen by the shim) that
+//! is still root gets `uid-<N>` inside the reporting directory, given to the new user, and
+//! writes there from then on ([`ProfilerRunner::dir_for_new_user`]). One that changed user
+//! otherwise and may not write in the directory gets one line per process naming its uid, the
+//! directory and its owner, and `YING_REPORTING_PATH`, instead of one failure per report.
 
 use std::alloc::GlobalAlloc;
 use std::fmt;
@@ -605,6 +607,9 @@ static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// The effective user id when the runner was prepared: a process whose reports fail with
 /// "permission denied" under another one (a daemon's worker after `setuid`) is told once.
+/// The directory this process writes in after it changed user (`uid-<uid>` inside the
+/// reporting directory; see [`ProfilerRunner::dir_for_new_user`]).
+static NEW_USER_DIR: OnceLock<ReportDir> = OnceLock::new();
 static START_EUID: AtomicU32 = AtomicU32::new(0);
 
 /// The error of a report skipped because fewer than [`crate::sys::FD_HEADROOM`] descriptors
@@ -822,6 +827,9 @@ impl ProfilerRunner {
 
     /// The identified reporting directory (created and identified now if it is not yet).
     fn reporting_dir(&self) -> io::Result<&ReportDir> {
+        if let Some(d) = NEW_USER_DIR.get() {
+            return Ok(d);
+        }
         let slot = &self.dir.0;
         if let Some(d) = slot.open.get() {
             return Ok(d);
@@ -894,6 +902,69 @@ impl ProfilerRunner {
             source.run_guarded(&mut || self.remove_old_sets(dir));
         }
         written
+    }
+
+    /// Prepares, while the process still has the rights it started with, a directory that the
+    /// user `uid` may write in, when it may not write in the reporting directory: a daemon's
+    /// worker is about to change user (`setuid` and its relatives, seen by the shim). Only a
+    /// process running as root can give a directory away; then `uid-<uid>` inside the reporting
+    /// directory is created (mode 0700, no symbolic link followed) and given to `uid`, and
+    /// returned identified, to be passed to [`ProfilerRunner::use_dir_of_new_user`] once the
+    /// change of user has succeeded. `None` when nothing is needed or possible (the line of
+    /// `warn_not_written` then tells the user what to set).
+    #[doc(hidden)]
+    pub fn dir_for_new_user(&self, uid: u32) -> Option<ReportDir> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        // SAFETY: geteuid and getegid have no preconditions.
+        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        if euid != 0 || uid == 0 {
+            return None;
+        }
+        let base = self.reporting_dir().ok()?;
+        let meta = std::fs::metadata(base.path()).ok()?;
+        let mode = meta.mode();
+        let writable = (meta.uid() == uid && mode & 0o300 == 0o300)
+            || (meta.gid() == egid && mode & 0o030 == 0o030)
+            || mode & 0o003 == 0o003;
+        if writable {
+            return None;
+        }
+        let sub = base.path().join(format!("uid-{uid}"));
+        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&sub)
+            && e.kind() != io::ErrorKind::AlreadyExists
+        {
+            crate::sys::warn(&format!(
+                "{}: {e}; a worker running as uid {uid} cannot write its reports",
+                sub.display()
+            ));
+            return None;
+        }
+        let dir = match ReportDir::open(&sub, self.report_file_mode) {
+            Ok(d) => d,
+            Err(e) => {
+                crate::sys::warn(&format!(
+                    "{e}; a worker running as uid {uid} cannot write its reports"
+                ));
+                return None;
+            }
+        };
+        // The directory was just walked without following a link; lchown never follows one.
+        if let Err(e) = std::os::unix::fs::lchown(&sub, Some(uid), None) {
+            crate::sys::warn(&format!(
+                "{}: {e}; a worker running as uid {uid} cannot write its reports",
+                sub.display()
+            ));
+            return None;
+        }
+        let given = std::fs::symlink_metadata(&sub).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        given.then_some(dir)
+    }
+
+    /// From now on, this process (and the children it forks) writes its reports into `dir`,
+    /// prepared by [`ProfilerRunner::dir_for_new_user`] before the change of user.
+    #[doc(hidden)]
+    pub fn use_dir_of_new_user(dir: ReportDir) {
+        let _ = NEW_USER_DIR.set(dir);
     }
 
     /// Says why a report was not written: nothing when it was skipped for lack of descriptors

@@ -140,9 +140,8 @@ pub fn run(req: &Request) -> Result<u8, String> {
         _ => PathBuf::from("ying-profiles"),
     };
     let reports = absolute(&reports);
-    let before: HashSet<OsString> = std::fs::read_dir(&reports)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
-        .unwrap_or_default();
+    let before: HashSet<OsString> =
+        summary::entries(&reports).into_iter().map(|(name, _)| name).collect();
 
     let mut preload = lib.into_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {

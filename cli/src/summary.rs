@@ -77,20 +77,49 @@ fn read_set(path: &Path) -> Option<(String, Option<u64>, Option<u64>)> {
     Some((exe, retained, peak))
 }
 
+/// The entries of the reporting directory and of its `uid-<N>` subdirectories (where the shim
+/// puts the sets of a worker that changed user to one that may not write in the directory),
+/// as names relative to it (`uid-65534/ying....txt`) with their paths.
+pub fn entries(reports: &Path) -> Vec<(OsString, PathBuf)> {
+    let list = |dir: &Path, prefix: &str| -> Vec<(OsString, PathBuf)> {
+        let Ok(d) = std::fs::read_dir(dir) else { return Vec::new() };
+        d.flatten()
+            .map(|e| {
+                let mut name = OsString::from(prefix);
+                name.push(e.file_name());
+                (name, e.path())
+            })
+            .collect()
+    };
+    let mut all = list(reports, "");
+    let subs: Vec<(OsString, PathBuf)> = all
+        .iter()
+        .filter(|(n, p)| {
+            let n = n.to_string_lossy();
+            n.strip_prefix("uid-")
+                .is_some_and(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
+                && p.is_dir()
+        })
+        .cloned()
+        .collect();
+    for (name, path) in subs {
+        all.extend(list(&path, &format!("{}/", name.to_string_lossy())));
+    }
+    all
+}
+
 fn new_sets(reports: &Path, before: &HashSet<OsString>) -> Vec<Set> {
     let Ok(name_re) = Regex::new(r"^ying\.(.+)\.(\d+)\.(\d+)\.(\d{8}T\d{6}Z)\.txt$") else {
         return Vec::new();
     };
-    let Ok(dir) = std::fs::read_dir(reports) else { return Vec::new() };
     let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let name = entry.file_name();
+    for (name, path) in entries(reports) {
         if before.contains(&name) {
             continue;
         }
         let name = name.to_string_lossy();
-        let Some(c) = name_re.captures(&name) else { continue };
-        let path = entry.path();
+        let file = name.rsplit('/').next().unwrap_or(&name);
+        let Some(c) = name_re.captures(file) else { continue };
         if !path.is_file() {
             continue;
         }

@@ -107,18 +107,19 @@ fn closing_low_descriptors_leaves_the_endpoint_alone() {
 }
 
 /// A root parent forks a worker that becomes uid 65534 (a daemon's pattern). The worker cannot
-/// write in the root-owned reporting directory: it says so in exactly one line (not one per
-/// report), naming its uid, the directory and `YING_REPORTING_PATH`; the parent's set is
-/// written. Skipped unless the tests run as root.
+/// write in the root-owned reporting directory, so before it changes user the shim prepares
+/// `uid-65534` inside it, given to that user, and the worker's sets land there: no `ying:` line,
+/// the parent's set in the directory itself, the worker's (its marker allocations included) in
+/// the subdirectory, owned by uid 65534. Skipped unless the tests run as root.
 #[test]
-fn a_worker_that_dropped_privileges_is_told_once() {
+fn a_worker_that_dropped_privileges_keeps_its_profile() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc_geteuid() } != 0 {
         println!("SKIPPED: needs root to drop privileges");
         return;
     }
     let dir = TestDir::new("descriptors-setuid");
-    // The worker (uid 65534) must reach the reporting directory to be refused in it.
+    // The worker (uid 65534) must reach the reporting directory to write below it.
     make_traversable(dir.path());
     let exe = dir.compile_c("setuid_worker.c", &[]);
     let reports = dir.reports("setuid");
@@ -127,14 +128,50 @@ fn a_worker_that_dropped_privileges_is_told_once() {
         c.without.stdout_str() == "worker uid 65534\nworker exited 0\n",
         "the plain run's worker did not drop privileges",
     );
-    let lines = c.with.ying_lines();
-    c.check(lines.len() == 1, format!("expected exactly one `ying:` line: {lines:#?}"));
-    let l = &lines[0];
+    c.assert_no_ying_lines();
+    let parent = c.main_report();
+    let sub = reports.join("uid-65534");
+    let owner = std::fs::metadata(&sub).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    c.check(owner.as_ref().ok() == Some(&65534), format!("{}: owner {owner:?}", sub.display()));
+    let worker: Vec<_> = preload_tests::report_sets(&sub);
+    c.check(!worker.is_empty(), format!("no set of the worker in {}", sub.display()));
     c.check(
-        l.contains("uid 65534")
-            && l.contains(&reports.display().to_string())
-            && l.contains("YING_REPORTING_PATH"),
-        format!("the line does not say who, where and what to set: {l}"),
+        worker.iter().all(|s| s.pid != parent.pid),
+        "the parent's sets went into the worker's directory",
+    );
+    let last = worker.iter().max_by_key(|s| s.seq).expect("a set");
+    // The worker's marker blocks: 50021 * i bytes for i in 1..64, retained at its exit.
+    let bytes = last.folded().total();
+    c.check(bytes >= 50_021 * 63 * 32 / 2, format!("the worker's set holds {bytes} bytes"));
+}
+
+/// As above, but `uid-65534` is a symbolic link planted in the reporting directory: it is not
+/// followed (nothing lands where it points), and the worker says in `ying:` lines which uid
+/// cannot write its reports and what to set; the program's output is unchanged.
+#[test]
+fn a_planted_link_for_the_worker_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        println!("SKIPPED: needs root to drop privileges");
+        return;
+    }
+    let dir = TestDir::new("descriptors-setuid-link");
+    make_traversable(dir.path());
+    let exe = dir.compile_c("setuid_worker.c", &[]);
+    let reports = dir.reports("setuid-link");
+    let target = dir.join("elsewhere");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::create_dir_all(&reports).unwrap();
+    std::os::unix::fs::symlink(&target, reports.join("uid-65534")).unwrap();
+    let c = compare(&Run::new(&exe).arg("1500"), &REPORTING, &reports);
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.iter().any(|l| l.contains("uid 65534") && l.contains("YING_REPORTING_PATH")),
+        format!("no line says which uid cannot write and what to set: {lines:#?}"),
+    );
+    c.check(
+        std::fs::read_dir(&target).unwrap().next().is_none(),
+        "a file was written through the planted link",
     );
     c.main_report();
 }

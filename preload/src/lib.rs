@@ -45,7 +45,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 49] = [
+pub const EXPORTED_SYMBOLS: [&str; 53] = [
     "accept",
     "accept4",
     "aligned_alloc",
@@ -79,6 +79,10 @@ pub const EXPORTED_SYMBOLS: [&str; 49] = [
     "realloc",
     "reallocarray",
     "select",
+    "seteuid",
+    "setresuid",
+    "setreuid",
+    "setuid",
     "sigaction",
     "signal",
     "sigset",
@@ -842,4 +846,88 @@ pub unsafe extern "C" fn sysv_signal(
 pub unsafe extern "C" fn sigset(sig: libc::c_int, h: libc::sighandler_t) -> libc::sighandler_t {
     // SAFETY: the caller's arguments, under the caller's contract.
     unsafe { signals::signal_like(signals::Which::Sigset, sig, h) }
+}
+
+// Changes of user (see `start::change_user`): a daemon's worker that drops privileges keeps
+// writing its reports, into a directory prepared while it still could.
+
+/// glibc's `name` through `slot`, called with `call`; `ENOSYS` when glibc has none.
+fn forward_user_change<F: Copy>(
+    slot: &std::sync::atomic::AtomicUsize,
+    name: &std::ffi::CStr,
+    call: impl FnOnce(F) -> libc::c_int,
+) -> libc::c_int {
+    let f = safe_points::next(slot, name);
+    if f == 0 {
+        set_errno(libc::ENOSYS);
+        return -1;
+    }
+    // SAFETY: `F` is the `unsafe extern "C" fn` type of glibc's `name` (each caller below names
+    // it), a pointer-sized function pointer, and `f` is that function's non-null address.
+    call(unsafe { std::mem::transmute_copy::<usize, F>(&f) })
+}
+
+/// The effective uid a call asks for: `None` for `(uid_t)-1`, "unchanged".
+fn asked_euid(e: libc::uid_t) -> Option<libc::uid_t> {
+    (e != libc::uid_t::MAX).then_some(e)
+}
+
+/// `setuid`, see `start::change_user`.
+///
+/// # Safety
+/// As for glibc's `setuid`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn setuid(uid: libc::uid_t) -> libc::c_int {
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    type F = unsafe extern "C" fn(libc::uid_t) -> libc::c_int;
+    start::change_user(Some(uid), || {
+        // SAFETY: glibc's `setuid` with the caller's argument.
+        forward_user_change(&REAL, c"setuid", |f: F| unsafe { f(uid) })
+    })
+}
+
+/// `seteuid`, see `start::change_user`.
+///
+/// # Safety
+/// As for glibc's `seteuid`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn seteuid(euid: libc::uid_t) -> libc::c_int {
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    type F = unsafe extern "C" fn(libc::uid_t) -> libc::c_int;
+    start::change_user(asked_euid(euid), || {
+        // SAFETY: glibc's `seteuid` with the caller's argument.
+        forward_user_change(&REAL, c"seteuid", |f: F| unsafe { f(euid) })
+    })
+}
+
+/// `setreuid`, see `start::change_user`.
+///
+/// # Safety
+/// As for glibc's `setreuid`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn setreuid(ruid: libc::uid_t, euid: libc::uid_t) -> libc::c_int {
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    type F = unsafe extern "C" fn(libc::uid_t, libc::uid_t) -> libc::c_int;
+    start::change_user(asked_euid(euid), || {
+        // SAFETY: glibc's `setreuid` with the caller's arguments.
+        forward_user_change(&REAL, c"setreuid", |f: F| unsafe { f(ruid, euid) })
+    })
+}
+
+/// `setresuid`, see `start::change_user`.
+///
+/// # Safety
+/// As for glibc's `setresuid`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn setresuid(
+    ruid: libc::uid_t,
+    euid: libc::uid_t,
+    suid: libc::uid_t,
+) -> libc::c_int {
+    static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    type F = unsafe extern "C" fn(libc::uid_t, libc::uid_t, libc::uid_t) -> libc::c_int;
+    start::change_user(asked_euid(euid), || {
+        // SAFETY: glibc's `setresuid` with the caller's arguments.
+        forward_user_change(&REAL, c"setresuid", |f: F| unsafe { f(ruid, euid, suid) })
+    })
 }

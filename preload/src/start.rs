@@ -377,3 +377,38 @@ extern "C" fn fork_child() {
     }
     hooks::leave_guard(ts);
 }
+
+/// A change of user by the program (`setuid` and its relatives, exported in `lib.rs`): when the
+/// process runs as root and is about to become `new_euid`, which may not write in the reporting
+/// directory (a daemon's worker dropping privileges), prepares a directory that user may write
+/// in while the process still can (`ProfilerRunner::dir_for_new_user`), makes the change with
+/// `change`, and on success writes there from then on. `errno` is as `change` left it.
+pub(crate) fn change_user(
+    new_euid: Option<libc::uid_t>,
+    change: impl FnOnce() -> libc::c_int,
+) -> libc::c_int {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot; geteuid has no
+    // preconditions.
+    let (errno, euid) = unsafe { (libc::__errno_location(), libc::geteuid()) };
+    // SAFETY: `errno` is this thread's errno slot.
+    let saved = unsafe { *errno };
+    let prepared = match (new_euid, RUNNER.get()) {
+        (Some(uid), Some(runner)) if uid != euid && !ying_profiler::__private::exiting() => {
+            hooks::run_guarded(thread_state(), || runner.dir_for_new_user(uid))
+        }
+        _ => None,
+    };
+    // SAFETY: as above.
+    unsafe { *errno = saved };
+    let rc = change();
+    if rc == 0
+        && let Some(dir) = prepared
+    {
+        // SAFETY: as above.
+        let after = unsafe { *errno };
+        hooks::run_guarded(thread_state(), || ProfilerRunner::use_dir_of_new_user(dir));
+        // SAFETY: as above.
+        unsafe { *errno = after };
+    }
+    rc
+}
