@@ -11,8 +11,8 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 22 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 22] = [
+/// The 23 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 23] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -20,6 +20,7 @@ const EXPECTED: [&str; 22] = [
     "dlclose",
     "epoll_pwait",
     "epoll_wait",
+    "exit",
     "free",
     "malloc",
     "malloc_usable_size",

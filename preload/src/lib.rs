@@ -5,7 +5,8 @@
 //! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
 //! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
 //! starts (`thread_start`), and a few blocking calls tell when the report thread can start
-//! (`safe_points`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
+//! (`safe_points`). `exit` is exported so that threads calling it at once cannot end the
+//! process under the exit report (`ying_profiler::__private::before_exit`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 
@@ -43,7 +44,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 22] = [
+pub const EXPORTED_SYMBOLS: [&str; 23] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -51,6 +52,7 @@ pub const EXPORTED_SYMBOLS: [&str; 22] = [
     "dlclose",
     "epoll_pwait",
     "epoll_wait",
+    "exit",
     "free",
     "malloc",
     "malloc_usable_size",
@@ -390,6 +392,19 @@ pub unsafe extern "C" fn pthread_create(
 ) -> libc::c_int {
     // SAFETY: the caller's arguments, passed on under the same contract.
     unsafe { thread_start::create(thread, attr, routine, arg) }
+}
+
+/// `exit`: when another thread is already exiting, waits (bounded) until its exit report is
+/// written (see `before_exit`), then glibc's `exit`.
+///
+/// # Safety
+/// As for glibc's `exit`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn exit(status: libc::c_int) -> ! {
+    ying_profiler::__private::before_exit();
+    let real = start::real_exit();
+    // SAFETY: glibc's `exit` (or `_exit` when it could not be found), with the caller's status.
+    unsafe { real(status) }
 }
 
 /// `dlclose`: glibc's own (found with `dlsym(RTLD_NEXT)` at the first call, in the program's
