@@ -49,6 +49,7 @@ use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::report::foreign_malloc;
 use crate::report::snapshot::Snapshot;
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
+use crate::sys::gettid;
 
 /// Default reporting directory.
 pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
@@ -555,6 +556,8 @@ const EXIT_WAIT: Duration = Duration::from_secs(30);
 /// off between its files would leave a report set without its last files (the `.pb.gz` is
 /// written last). Polls with a short sleep instead of waiting on a lock, so that nothing a
 /// `fork` could copy in a locked state is involved.
+/// When it gives up, no other thread creates report files any more and the abandoned dump's
+/// temporary files are removed (see [`ReportDir::abandon_others`]).
 fn finish_dumps_in_flight() {
     EXITING.store(true, Ordering::SeqCst);
     let start = std::time::Instant::now();
@@ -563,6 +566,14 @@ fn finish_dumps_in_flight() {
             crate::sys::warn(
                 "a periodic report was still being written after 30 s at exit; its set may be incomplete",
             );
+            if let Some((runner, source)) = EXIT_RUNNER.get() {
+                source.run_guarded(&mut || {
+                    if let Ok(dir) = runner.reporting_dir() {
+                        let ctx = ReportContext::current();
+                        let _ = dir.abandon_others(&ctx.exe_name(), ctx.pid);
+                    }
+                });
+            }
             return;
         }
         sleep_raw(2_000_000);
@@ -610,12 +621,6 @@ static EXIT_OWNER: AtomicU32 = AtomicU32::new(0);
 /// Longest a thread calling `exit` waits for another thread's exit report: the exit path's own
 /// wait for a periodic dump, then the report itself.
 const EXIT_FOLLOWER_WAIT: Duration = Duration::from_secs(90);
-
-/// The calling thread's kernel id.
-fn gettid() -> u32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
-}
 
 /// Sleeps `ns` nanoseconds with the raw system call: the preload shim exports `nanosleep` (a
 /// safe point), and the exit path is no place to go through it.

@@ -155,7 +155,8 @@ type ThreadBody = Box<dyn FnOnce() + Send>;
 /// [`only_profiler_threads_left`]).
 static PROFILER_TIDS: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 
-fn gettid() -> u32 {
+/// The calling thread's kernel id.
+pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
