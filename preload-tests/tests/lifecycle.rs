@@ -65,6 +65,12 @@ fn a_main_that_calls_pthread_exit_ends_when_its_last_thread_does() {
             c.check(took < Duration::from_secs(8), format!("both runs took {took:?}"));
             c.assert_no_ying_lines();
             exactly_one_complete_set(&c);
+            // Named and symbolized although the main thread (whose /proc entries name the
+            // executable) has ended.
+            let r = c.main_report();
+            c.check(r.exe == "lifecycle_pthread_exit", format!("set named {}", r.stem));
+            let kept = r.folded().bytes_through("marker_lifecycle_keep");
+            c.check(kept > 0, "marker_lifecycle_keep is not in the folded stacks");
         }
     }
 }
