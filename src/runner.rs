@@ -98,6 +98,12 @@ pub trait ProfileSource: Send + Sync + 'static {
     fn reports_in_fork_children(&self) -> bool {
         false
     }
+    /// Whether the front end tells the runner itself when the program's last thread has ended
+    /// (the preload shim counts every thread it sees start). The default is no: the runner then
+    /// watches the main thread only (see [`ProfilerRunner::spawn_thread_for`]).
+    fn counts_program_threads(&self) -> bool {
+        false
+    }
 }
 
 /// Writes a report set of `source`'s stacks into `dir`, from a compact snapshot taken and
@@ -723,6 +729,29 @@ pub fn program_threads_ended(ended: bool) {
     }
 }
 
+/// For a front end that does not count the program's threads (the `#[global_allocator]`
+/// one): when the main thread ends with `pthread_exit` (its key destructors run then, never on
+/// `exit`), the report thread is told, and ends the process once every other thread but Ying's
+/// has ended too, polling for that ([`END_SLOW_POLL`]). Only when called on the main thread;
+/// once per process.
+fn watch_main_thread() {
+    static WATCHED: AtomicBool = AtomicBool::new(false);
+    extern "C" fn main_thread_ended(_: *mut libc::c_void) {
+        program_threads_ended(true);
+    }
+    if gettid() != std::process::id() || WATCHED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer and the destructor an extern "C" fn; the value set
+    // (any non-null pointer) is only tested by glibc before it calls the destructor.
+    unsafe {
+        if libc::pthread_key_create(&mut key, Some(main_thread_ended)) == 0 {
+            libc::pthread_setspecific(key, std::ptr::NonNull::<u8>::dangling().as_ptr().cast());
+        }
+    }
+}
+
 /// The report thread, once the program's threads ended: polls (every millisecond for at most
 /// `fast`, or once) for every thread but Ying's own to be gone (the last one is still
 /// finishing its exit when it wakes this thread; a thread the front end did not see start may
@@ -1081,6 +1110,9 @@ impl ProfilerRunner {
             register_exit_handler();
             lock(&shared.state).thread_pid = std::process::id();
             END_WAKE.store(Arc::into_raw(Arc::clone(&shared)).cast_mut(), Ordering::SeqCst);
+            if !source.counts_program_threads() {
+                watch_main_thread();
+            }
             let r = runner.clone();
             let sh = Arc::clone(&shared);
             let body = Box::new(move || {

@@ -34,6 +34,10 @@ impl ProfileSource for ShimSource {
     fn reports_in_fork_children(&self) -> bool {
         true
     }
+    // `thread_start` counts every thread it sees start and tells the runner at zero.
+    fn counts_program_threads(&self) -> bool {
+        true
+    }
 }
 
 static SOURCE: ShimSource = ShimSource;
