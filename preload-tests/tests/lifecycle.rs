@@ -41,15 +41,15 @@ fn no_temporary_files(c: &Comparison, dir: &Path) {
     c.check(tmp.is_empty(), format!("temporary files left behind: {tmp:?}"));
 }
 
-/// `main` ends with `pthread_exit` while a worker runs; the worker then returns or calls
-/// `pthread_exit` too. Without Ying glibc ends the process with the worker (its `exit(0)` runs
+/// `main` ends with `pthread_exit` while a worker runs; the worker then returns, calls
+/// `pthread_exit` too, or cancels the last other thread and returns. Without Ying glibc ends the process with the worker (its `exit(0)` runs
 /// the atexit handler); under the shim the report thread must not keep it alive.
 #[test]
 fn a_main_that_calls_pthread_exit_ends_when_its_last_thread_does() {
     let dir = TestDir::new("lifecycle-pthread-exit");
     let exe = dir.compile_c("lifecycle_pthread_exit.c", &["-pthread"]);
     let expected = "main exits\nworker done\natexit handler ran\n";
-    for worker in ["return", "exit"] {
+    for worker in ["return", "exit", "cancel"] {
         for interval in ["1", "300"] {
             let vars = [
                 ("YING_SAMPLE_INTERVAL_BYTES", "1"),
