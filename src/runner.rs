@@ -604,6 +604,7 @@ extern "C" fn dumps_after_fork_child() {
     EXIT_REPORTED.store(false, Ordering::SeqCst);
     EXIT_DONE.store(false, Ordering::SeqCst);
     EXIT_OWNER.store(0, Ordering::SeqCst);
+    AT_EXIT_THREAD.store(0, Ordering::SeqCst);
     PROGRAM_ENDED.store(false, Ordering::SeqCst);
     // The child has no report thread until it starts its own.
     END_WAKE.store(std::ptr::null_mut(), Ordering::SeqCst);
@@ -624,6 +625,8 @@ static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
 static EXIT_DONE: AtomicBool = AtomicBool::new(false);
 /// The thread (kernel id) whose `exit` came first, 0 before any.
 static EXIT_OWNER: AtomicU32 = AtomicU32::new(0);
+/// The thread (kernel id) running [`at_exit`], 0 before.
+static AT_EXIT_THREAD: AtomicU32 = AtomicU32::new(0);
 /// Longest a thread calling `exit` waits for another thread's exit report: the exit path's own
 /// wait for a periodic dump, then the report itself.
 const EXIT_FOLLOWER_WAIT: Duration = Duration::from_secs(90);
@@ -651,10 +654,15 @@ pub fn before_exit() {
         return;
     }
     let me = gettid();
-    match EXIT_OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
-        Ok(_) => return,
-        Err(owner) if owner == me => return,
-        Err(_) => {}
+    let first = match EXIT_OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => true,
+        Err(owner) => owner == me,
+    };
+    // Even the first `exit` call waits when the exit report is already being written by
+    // another thread, whose exit did not come through here (a return from `main`).
+    let writer = AT_EXIT_THREAD.load(Ordering::SeqCst);
+    if first && (writer == 0 || writer == me) {
+        return;
     }
     let start = Instant::now();
     while !EXIT_DONE.load(Ordering::SeqCst) && start.elapsed() < EXIT_FOLLOWER_WAIT {
@@ -666,7 +674,9 @@ pub fn before_exit() {
 extern "C" fn at_exit() {
     // An exit that did not pass through `before_exit` (a return from `main`, glibc's own
     // `exit(0)` after the last thread) owns the exit too.
-    let _ = EXIT_OWNER.compare_exchange(0, gettid(), Ordering::SeqCst, Ordering::SeqCst);
+    let me = gettid();
+    let _ = EXIT_OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
+    let _ = AT_EXIT_THREAD.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
     finish_dumps_in_flight();
     if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
         return;
