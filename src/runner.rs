@@ -739,6 +739,33 @@ pub fn program_threads_ended(ended: bool) {
     }
 }
 
+/// The body of the thread that, without a report thread (`check_interval_secs` 0) but with the
+/// endpoint or pushes, waits for the program's threads to end and then ends the process (see
+/// [`end_process_if_alone`]). Blocks on the state's condition variable meanwhile: no wake-up
+/// until then.
+fn wait_for_program_end(shared: &Shared) {
+    let mut slow = false;
+    loop {
+        {
+            let c = lock(&shared.state);
+            let timeout = if slow { END_SLOW_POLL } else { Duration::from_secs(3600) };
+            let (c, _) = shared
+                .wake
+                .wait_timeout_while(c, timeout, |c| !c.stop && (slow || !program_ended()))
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if c.stop {
+                return;
+            }
+        }
+        if program_ended() {
+            end_process_if_alone(if slow { Duration::ZERO } else { END_FAST_POLL });
+            slow = true;
+        } else {
+            slow = false;
+        }
+    }
+}
+
 /// For a front end that does not count the program's threads (the `#[global_allocator]`
 /// one): when the main thread ends with `pthread_exit` (its key destructors run then, never on
 /// `exit`), the report thread is told, and ends the process once every other thread but Ying's
@@ -1113,6 +1140,26 @@ impl ProfilerRunner {
         let handle = RunnerHandle { shared: Arc::clone(&shared) };
         crate::serve::start(self, source, &handle);
         if self.check_interval_secs == 0 {
+            if self.services.any() {
+                // The endpoint's and pusher's threads would keep a process whose program
+                // threads all ended alive: a thread that only waits for that end.
+                let sh = Arc::clone(&shared);
+                let mut start = || {
+                    END_WAKE.store(Arc::into_raw(Arc::clone(&sh)).cast_mut(), Ordering::SeqCst);
+                    if !source.counts_program_threads() {
+                        watch_main_thread();
+                    }
+                    let sh = Arc::clone(&sh);
+                    let body = Box::new(move || {
+                        source.enter_profiler_thread();
+                        wait_for_program_end(&sh);
+                    });
+                    if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-end", body) {
+                        crate::sys::warn(&format!("could not start the end watcher: {e}"));
+                    }
+                };
+                source.run_guarded(&mut start);
+            }
             return handle;
         }
         let runner = self.clone();

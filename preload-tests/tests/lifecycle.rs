@@ -50,12 +50,16 @@ fn a_main_that_calls_pthread_exit_ends_when_its_last_thread_does() {
     let exe = dir.compile_c("lifecycle_pthread_exit.c", &["-pthread"]);
     let expected = "main exits\nworker done\natexit handler ran\n";
     for worker in ["return", "exit", "cancel"] {
-        for interval in ["1", "300"] {
-            let vars = [
+        // The default interval, a short one, and none but with the endpoint's thread.
+        for (interval, http) in [("1", ""), ("300", ""), ("0", "127.0.0.1:0")] {
+            let mut vars = vec![
                 ("YING_SAMPLE_INTERVAL_BYTES", "1"),
                 ("YING_SEED", "1"),
                 ("YING_CHECK_INTERVAL_SECS", interval),
             ];
+            if !http.is_empty() {
+                vars.push(("YING_HTTP_ADDR", http));
+            }
             let run = Run::new(&exe).arg(worker).timeout(Duration::from_secs(20));
             let started = Instant::now();
             let c = compare(&run, &vars, &dir.reports(&format!("{worker}-{interval}")));
