@@ -317,7 +317,8 @@ const FIELDS: [Field; 27] = [
             name: "YING_CHECK_INTERVAL_SECS",
             default: "300",
             meaning: "Seconds between periodic checks of the exact retained total, from 0 to 31536000 \
-                      (one year); 0 turns periodic reports off and starts no background thread.",
+                      (one year); 0 turns periodic reports off and starts no background thread \
+                      (`ProfilerRunnerBuilder::check_interval_secs(0)` means the same).",
         },
         raw: |r| r.check_interval_secs.as_ref(),
         set: |c, v| {

@@ -185,7 +185,7 @@ pub mod __private {
     //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
     pub use crate::engine::{filter, hooks, mapped, sampler, thread_state};
     pub use crate::report::set_foreign_malloc;
-    pub use crate::runner::exiting;
+    pub use crate::runner::{before_exit, exiting, program_threads_ended};
     pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};
     pub use crate::sys::{save_stderr, stack_bounds, warn, write_stderr};
 

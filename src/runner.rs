@@ -48,7 +48,7 @@ use std::alloc::GlobalAlloc;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,7 @@ use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::report::foreign_malloc;
 use crate::report::snapshot::Snapshot;
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
+use crate::sys::gettid;
 
 /// Default reporting directory.
 pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
@@ -105,6 +106,12 @@ pub trait ProfileSource: Send + Sync + 'static {
     /// released in the child. A source whose `fork` handlers take and release every profiler
     /// lock around the fork (the preload shim's) may answer yes.
     fn reports_in_fork_children(&self) -> bool {
+        false
+    }
+    /// Whether the front end tells the runner itself when the program's last thread has ended
+    /// (the preload shim counts every thread it sees start). The default is no: the runner then
+    /// watches the main thread only (see [`ProfilerRunner::spawn_thread_for`]).
+    fn counts_program_threads(&self) -> bool {
         false
     }
 }
@@ -250,7 +257,12 @@ macro_rules! setters {
 // Numbers and switches take their own type, so that a plain literal (`.check_interval_secs(60)`,
 // `.report_file_mode(0o640)`) compiles; the path takes anything that becomes a `String`.
 setters! {
-    /// Seconds between checks of retained memory.
+    /// Seconds between checks of retained memory. 0 means no periodic checks and no report
+    /// thread, as `YING_CHECK_INTERVAL_SECS=0` does: the exit report (if
+    /// [`report_at_exit`](Self::report_at_exit)) and [`RunnerHandle::dump_now`] (written on the
+    /// calling thread) still work, the endpoint and pushes still start, and the dump triggers
+    /// that need the report thread (signal, control files, memory limit, new highs) are not
+    /// installed.
     check_interval_secs: usize,
     /// Percent change of retained memory (since the last report) that triggers a report.
     report_pct_change_trigger: usize,
@@ -299,8 +311,8 @@ impl ProfilerRunnerBuilder {
         &mut self.inner.get_or_insert_with(ProfilerRunner::default).triggers
     }
 
-    /// Validates and returns the runner. Errors name the field: a zero interval or top-k, an
-    /// empty path, or a path that exists and is not a directory.
+    /// Validates and returns the runner. Errors name the field: a zero top-k, an empty path, or
+    /// a path that exists and is not a directory.
     pub fn build(&self) -> Result<ProfilerRunner, ProfilerRunnerBuilderError> {
         let mut r = self.inner.clone().unwrap_or_default();
         r.dir = SharedDir::default();
@@ -560,6 +572,8 @@ const EXIT_WAIT: Duration = Duration::from_secs(30);
 /// off between its files would leave a report set without its last files (the `.pb.gz` is
 /// written last). Polls with a short sleep instead of waiting on a lock, so that nothing a
 /// `fork` could copy in a locked state is involved.
+/// When it gives up, no other thread creates report files any more and the abandoned dump's
+/// temporary files are removed (see [`ReportDir::abandon_others`]).
 fn finish_dumps_in_flight() {
     EXITING.store(true, Ordering::SeqCst);
     let start = std::time::Instant::now();
@@ -568,13 +582,17 @@ fn finish_dumps_in_flight() {
             crate::sys::warn(
                 "a periodic report was still being written after 30 s at exit; its set may be incomplete",
             );
+            if let Some((runner, source)) = EXIT_RUNNER.get() {
+                source.run_guarded(&mut || {
+                    if let Ok(dir) = runner.reporting_dir() {
+                        let ctx = ReportContext::current();
+                        let _ = dir.abandon_others(&ctx.exe_name(), ctx.pid);
+                    }
+                });
+            }
             return;
         }
-        // The raw system call: the preload shim exports `nanosleep` (a safe point), and this is
-        // no place to go through it.
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: 2_000_000 };
-        // SAFETY: `ts` is a valid timespec; a null remainder pointer is allowed.
-        unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
+        sleep_raw(2_000_000);
     }
 }
 
@@ -594,6 +612,13 @@ static GIANT_REFUSED_AT_START: AtomicU64 = AtomicU64::new(0);
 extern "C" fn dumps_after_fork_child() {
     DUMPS_IN_FLIGHT.store(0, Ordering::SeqCst);
     EXIT_REPORTED.store(false, Ordering::SeqCst);
+    EXIT_DONE.store(false, Ordering::SeqCst);
+    EXIT_OWNER.store(0, Ordering::SeqCst);
+    AT_EXIT_THREAD.store(0, Ordering::SeqCst);
+    PROGRAM_ENDED.store(false, Ordering::SeqCst);
+    // The child has no report thread until it starts its own.
+    END_WAKE.store(std::ptr::null_mut(), Ordering::SeqCst);
+    crate::sys::forget_profiler_threads();
     SAMPLED.store(false, Ordering::Relaxed);
     let refused = crate::engine::tables::GIANT_REFUSED.load(Ordering::Relaxed);
     GIANT_REFUSED_AT_START.store(refused, Ordering::Relaxed);
@@ -605,11 +630,11 @@ static EXIT_PID: AtomicU32 = AtomicU32::new(0);
 /// even if `exit` is called again (from another atexit handler, or by two threads at once).
 static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// The effective user id when the runner was prepared: a process whose reports fail with
-/// "permission denied" under another one (a daemon's worker after `setuid`) is told once.
 /// The directory this process writes in after it changed user (`uid-<uid>` inside the
 /// reporting directory; see [`ProfilerRunner::dir_for_new_user`]).
 static NEW_USER_DIR: OnceLock<ReportDir> = OnceLock::new();
+/// The effective user id when the runner was prepared: a process whose reports fail with
+/// "permission denied" under another one (a daemon's worker after `setuid`) is told once.
 static START_EUID: AtomicU32 = AtomicU32::new(0);
 
 /// The error of a report skipped because fewer than [`crate::sys::FD_HEADROOM`] descriptors
@@ -629,18 +654,71 @@ impl fmt::Display for Skipped {
 
 impl std::error::Error for Skipped {}
 
+/// Set once [`at_exit`] has finished (the exit report written, or not due): a thread that
+/// calls `exit` while another one is exiting waits for it (see [`before_exit`]).
+static EXIT_DONE: AtomicBool = AtomicBool::new(false);
+/// The thread (kernel id) whose `exit` came first, 0 before any.
+static EXIT_OWNER: AtomicU32 = AtomicU32::new(0);
+/// The thread (kernel id) running [`at_exit`], 0 before.
+static AT_EXIT_THREAD: AtomicU32 = AtomicU32::new(0);
+/// Longest a thread calling `exit` waits for another thread's exit report: the exit path's own
+/// wait for a periodic dump, then the report itself.
+const EXIT_FOLLOWER_WAIT: Duration = Duration::from_secs(90);
+
+/// Sleeps `ns` nanoseconds with the raw system call: the preload shim exports `nanosleep` (a
+/// safe point), and the exit path is no place to go through it.
+fn sleep_raw(ns: u64) {
+    let ts =
+        libc::timespec { tv_sec: (ns / 1_000_000_000) as _, tv_nsec: (ns % 1_000_000_000) as _ };
+    // SAFETY: `ts` is a valid timespec; a null remainder pointer is allowed.
+    unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
+}
+
+/// Called by the preload shim's `exit` before glibc's. glibc (before 2.41) lets several
+/// threads run `exit` at once: each pops handlers from the same list, and the thread that
+/// finds it empty calls `_exit` even while another thread is still in a handler, which cut off
+/// the exit report (a set without its last files, a temporary file left behind). So the first
+/// thread to exit goes on, and every later one (another thread) waits, at most
+/// [`EXIT_FOLLOWER_WAIT`], until the exit report is finished, then exits as it would have: by
+/// then the process is usually gone. The first thread's own nested `exit` (from an `atexit`
+/// handler) goes on at once, as does every `exit` of a process without an exit handler.
+#[doc(hidden)]
+pub fn before_exit() {
+    if !EXIT_HANDLER_REGISTERED.load(Ordering::SeqCst) {
+        return;
+    }
+    let me = gettid();
+    let first = match EXIT_OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => true,
+        Err(owner) => owner == me,
+    };
+    // Even the first `exit` call waits when the exit report is already being written by
+    // another thread, whose exit did not come through here (a return from `main`).
+    let writer = AT_EXIT_THREAD.load(Ordering::SeqCst);
+    if first && (writer == 0 || writer == me) {
+        return;
+    }
+    let start = Instant::now();
+    while !EXIT_DONE.load(Ordering::SeqCst) && start.elapsed() < EXIT_FOLLOWER_WAIT {
+        sleep_raw(1_000_000);
+    }
+}
+
 /// Registered with `atexit` once a report thread or an exit report exists.
 extern "C" fn at_exit() {
+    // An exit that did not pass through `before_exit` (a return from `main`, glibc's own
+    // `exit(0)` after the last thread) owns the exit too.
+    let me = gettid();
+    let _ = EXIT_OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
+    let _ = AT_EXIT_THREAD.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
     finish_dumps_in_flight();
     if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
         return;
     }
-    if let Some((runner, source)) = EXIT_RUNNER.get() {
-        if !source.reports_in_fork_children()
-            && EXIT_PID.load(Ordering::Relaxed) != std::process::id()
-        {
-            return;
-        }
+    if let Some((runner, source)) = EXIT_RUNNER.get()
+        && (source.reports_in_fork_children()
+            || EXIT_PID.load(Ordering::Relaxed) == std::process::id())
+    {
         let mut f = || {
             if !runner.worth_a_report() {
                 return;
@@ -650,6 +728,121 @@ extern "C" fn at_exit() {
             }
         };
         source.run_guarded(&mut f);
+    }
+    EXIT_DONE.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`at_exit`] is registered in this process.
+static EXIT_HANDLER_REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// Set when every thread of the program has ended while a report thread (or another thread
+/// of Ying's) still runs: see [`program_threads_ended`].
+static PROGRAM_ENDED: AtomicBool = AtomicBool::new(false);
+/// The report thread to wake when the program's threads have ended: the `Shared` of the
+/// last one started, one reference of it leaked so that it stays valid for the process's life
+/// (no lock, so that no `fork` can copy one held).
+static END_WAKE: AtomicPtr<Shared> = AtomicPtr::new(std::ptr::null_mut());
+/// How long the report thread polls, every millisecond, for the last thread to be gone.
+const END_FAST_POLL: Duration = Duration::from_secs(2);
+/// Then, while a thread Ying did not see start still runs, how often it looks again.
+const END_SLOW_POLL: Duration = Duration::from_millis(200);
+
+fn program_ended() -> bool {
+    PROGRAM_ENDED.load(Ordering::SeqCst)
+}
+
+/// Called by a front end when the last of the program's threads it saw start has ended (its
+/// exit handler ran; the main thread counts from the start), with `true`, or when a thread
+/// it never saw start created a new one after that, with `false`. glibc ends a process when
+/// its last thread ends (that thread calls `exit(0)`), and Ying's own threads count among
+/// them, so without this a program whose `main` calls `pthread_exit` would never end. The
+/// report thread is woken at once and ends the process as glibc would have, with `exit(0)`
+/// (the exit report runs), as soon as only Ying's threads are left.
+#[doc(hidden)]
+pub fn program_threads_ended(ended: bool) {
+    PROGRAM_ENDED.store(ended, Ordering::SeqCst);
+    if !ended {
+        return;
+    }
+    // SAFETY: a non-null pointer is a leaked `Arc<Shared>` reference, valid forever.
+    if let Some(shared) = unsafe { END_WAKE.load(Ordering::SeqCst).as_ref() } {
+        // Under the state's lock, so that the report thread is either waiting (and woken) or
+        // about to look at the flag.
+        let _state = lock(&shared.state);
+        shared.wake.notify_all();
+    }
+}
+
+/// The body of the thread that, without a report thread (`check_interval_secs` 0) but with the
+/// endpoint or pushes, waits for the program's threads to end and then ends the process (see
+/// [`end_process_if_alone`]). Blocks on the state's condition variable meanwhile: no wake-up
+/// until then.
+fn wait_for_program_end(shared: &Shared) {
+    let mut slow = false;
+    loop {
+        {
+            let c = lock(&shared.state);
+            let timeout = if slow { END_SLOW_POLL } else { Duration::from_secs(3600) };
+            let (c, _) = shared
+                .wake
+                .wait_timeout_while(c, timeout, |c| !c.stop && (slow || !program_ended()))
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if c.stop {
+                return;
+            }
+        }
+        if program_ended() {
+            end_process_if_alone(if slow { Duration::ZERO } else { END_FAST_POLL });
+            slow = true;
+        } else {
+            slow = false;
+        }
+    }
+}
+
+/// For a front end that does not count the program's threads (the `#[global_allocator]`
+/// one): when the main thread ends with `pthread_exit` (its key destructors run then, never on
+/// `exit`), the report thread is told, and ends the process once every other thread but Ying's
+/// has ended too, polling for that ([`END_SLOW_POLL`]). Only when called on the main thread;
+/// once per process.
+fn watch_main_thread() {
+    static WATCHED: AtomicBool = AtomicBool::new(false);
+    extern "C" fn main_thread_ended(_: *mut libc::c_void) {
+        program_threads_ended(true);
+    }
+    if gettid() != std::process::id() || WATCHED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer and the destructor an extern "C" fn; the value set
+    // (any non-null pointer) is only tested by glibc before it calls the destructor.
+    unsafe {
+        if libc::pthread_key_create(&mut key, Some(main_thread_ended)) == 0 {
+            libc::pthread_setspecific(key, std::ptr::NonNull::<u8>::dangling().as_ptr().cast());
+        }
+    }
+}
+
+/// The report thread, once the program's threads ended: polls (every millisecond for at most
+/// `fast`, or once) for every thread but Ying's own to be gone (the last one is still
+/// finishing its exit when it wakes this thread; a thread the front end did not see start may
+/// still be running), then calls `exit(0)`, as glibc does when a process's last thread ends.
+/// Returns while some other thread still runs.
+fn end_process_if_alone(fast: Duration) {
+    let start = Instant::now();
+    loop {
+        if !program_ended() {
+            return;
+        }
+        if crate::sys::only_profiler_threads_left() {
+            // SAFETY: `exit` is what glibc itself calls when a process's last thread ends; this
+            // thread holds no lock (the report loop released its state) and is not in a dump.
+            unsafe { libc::exit(0) };
+        }
+        if start.elapsed() >= fast {
+            return;
+        }
+        sleep_raw(1_000_000);
     }
 }
 
@@ -663,6 +856,7 @@ fn register_exit_handler() {
             libc::atexit(at_exit);
             libc::pthread_atfork(None, None, Some(dumps_after_fork_child));
         }
+        EXIT_HANDLER_REGISTERED.store(true, Ordering::SeqCst);
     });
 }
 
@@ -737,9 +931,6 @@ impl ProfilerRunner {
         let err = |field, reason: &str| {
             Err(ProfilerRunnerBuilderError { field, reason: reason.to_string() })
         };
-        if self.check_interval_secs == 0 {
-            return err("check_interval_secs", "must be at least 1 second");
-        }
         if self.top_k == 0 {
             return err("top_k", "must be at least 1");
         }
@@ -1086,12 +1277,36 @@ impl ProfilerRunner {
         let handle = RunnerHandle { shared: Arc::clone(&shared) };
         crate::serve::start(self, source, &handle);
         if self.check_interval_secs == 0 {
+            if self.services.any() {
+                // The endpoint's and pusher's threads would keep a process whose program
+                // threads all ended alive: a thread that only waits for that end.
+                let sh = Arc::clone(&shared);
+                let mut start = || {
+                    END_WAKE.store(Arc::into_raw(Arc::clone(&sh)).cast_mut(), Ordering::SeqCst);
+                    if !source.counts_program_threads() {
+                        watch_main_thread();
+                    }
+                    let sh = Arc::clone(&sh);
+                    let body = Box::new(move || {
+                        source.enter_profiler_thread();
+                        wait_for_program_end(&sh);
+                    });
+                    if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-end", body) {
+                        crate::sys::warn(&format!("could not start the end watcher: {e}"));
+                    }
+                };
+                source.run_guarded(&mut start);
+            }
             return handle;
         }
         let runner = self.clone();
         let mut start = || {
             register_exit_handler();
             lock(&shared.state).thread_pid = std::process::id();
+            END_WAKE.store(Arc::into_raw(Arc::clone(&shared)).cast_mut(), Ordering::SeqCst);
+            if !source.counts_program_threads() {
+                watch_main_thread();
+            }
             let r = runner.clone();
             let sh = Arc::clone(&shared);
             let body = Box::new(move || {
@@ -1145,19 +1360,34 @@ impl ProfilerRunner {
         let mut triggers =
             crate::triggers::Triggers::new(&self.triggers, self.absolute_reporting_path());
         let mut next_check = Instant::now() + interval;
+        // Whether the program's threads ended while a thread Ying did not see start still
+        // runs: its end is then polled every `END_SLOW_POLL`.
+        let mut slow_end = false;
         loop {
+            let mut wait_for = triggers.wait(next_check);
+            if slow_end && program_ended() {
+                wait_for = wait_for.min(END_SLOW_POLL);
+            }
             // The number of the dump asked for, if one was.
             let forced = {
                 let c = lock(&shared.state);
                 let (mut c, _) = shared
                     .wake
-                    .wait_timeout_while(c, triggers.wait(next_check), |c| {
-                        !c.stop && c.requested <= c.started
+                    .wait_timeout_while(c, wait_for, |c| {
+                        !c.stop && c.requested <= c.started && (slow_end || !program_ended())
                     })
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if c.stop {
                     return;
                 }
+                if program_ended() {
+                    drop(c);
+                    // Returns only while a thread Ying did not see start is still running.
+                    end_process_if_alone(if slow_end { Duration::ZERO } else { END_FAST_POLL });
+                    slow_end = true;
+                    continue;
+                }
+                slow_end = false;
                 (c.requested > c.started).then(|| {
                     c.started = c.requested;
                     c.started

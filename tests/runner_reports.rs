@@ -42,9 +42,12 @@ fn marker_ballast(mib: usize) -> Vec<u8> {
 
 #[test]
 fn runner_reports_on_change_and_on_demand() {
+    // Interval 0 means what YING_CHECK_INTERVAL_SECS=0 means: no periodic checks.
+    let r = ProfilerRunnerBuilder::default().check_interval_secs(0usize).build().unwrap();
+    assert_eq!(r.check_interval_secs(), 0);
     // Builder errors name the field.
-    let e = ProfilerRunnerBuilder::default().check_interval_secs(0usize).build().unwrap_err();
-    assert_eq!(e.field, "check_interval_secs");
+    let e = ProfilerRunnerBuilder::default().top_k(0usize).build().unwrap_err();
+    assert_eq!(e.field, "top_k");
     let file = std::env::temp_dir().join(format!("ying-runner-file-{}", std::process::id()));
     std::fs::write(&file, b"x").unwrap();
     let e = ProfilerRunnerBuilder::default()

@@ -12,7 +12,7 @@ const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
 /// The 49 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 53] = [
+const EXPECTED: [&str; 54] = [
     "accept",
     "accept4",
     "aligned_alloc",
@@ -24,6 +24,7 @@ const EXPECTED: [&str; 53] = [
     "epoll_pwait",
     "epoll_pwait2",
     "epoll_wait",
+    "exit",
     "free",
     "malloc",
     "malloc_usable_size",

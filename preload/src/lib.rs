@@ -6,7 +6,10 @@
 //! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
 //! starts (`thread_start`), and the blocking calls tell when the report thread can start
 //! (`safe_points`), with `sigaction` and the `signal` family, which say whether a thread is
-//! inside a signal handler (`signals`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
+//! inside a signal handler (`signals`). `exit` is exported so that threads calling it at once
+//! cannot end the process under the exit report (`ying_profiler::__private::before_exit`);
+//! `setuid` and its relatives so that a worker dropping privileges keeps a directory it may
+//! write in (`start::change_user`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 
@@ -45,7 +48,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 53] = [
+pub const EXPORTED_SYMBOLS: [&str; 54] = [
     "accept",
     "accept4",
     "aligned_alloc",
@@ -57,6 +60,7 @@ pub const EXPORTED_SYMBOLS: [&str; 53] = [
     "epoll_pwait",
     "epoll_pwait2",
     "epoll_wait",
+    "exit",
     "free",
     "malloc",
     "malloc_usable_size",
@@ -423,6 +427,19 @@ pub unsafe extern "C" fn pthread_create(
 ) -> libc::c_int {
     // SAFETY: the caller's arguments, passed on under the same contract.
     unsafe { thread_start::create(thread, attr, routine, arg) }
+}
+
+/// `exit`: when another thread is already exiting, waits (bounded) until its exit report is
+/// written (see `before_exit`), then glibc's `exit`.
+///
+/// # Safety
+/// As for glibc's `exit`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn exit(status: libc::c_int) -> ! {
+    ying_profiler::__private::before_exit();
+    let real = start::real_exit();
+    // SAFETY: glibc's `exit` (or `_exit` when it could not be found), with the caller's status.
+    unsafe { real(status) }
 }
 
 /// `dlclose`: glibc's own (found with `dlsym(RTLD_NEXT)` at the first call, in the program's

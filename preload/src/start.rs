@@ -7,7 +7,7 @@
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 
 use ying_profiler::__private::hooks;
 use ying_profiler::__private::snapshot::{self, Snapshot};
@@ -35,6 +35,10 @@ impl ProfileSource for ShimSource {
     fn reports_in_fork_children(&self) -> bool {
         true
     }
+    // `thread_start` counts every thread it sees start and tells the runner at zero.
+    fn counts_program_threads(&self) -> bool {
+        true
+    }
 }
 
 static SOURCE: ShimSource = ShimSource;
@@ -45,13 +49,44 @@ fn warn(msg: &str) {
     ying_profiler::__private::warn(msg);
 }
 
+/// glibc's `exit`, as the shim's `exit` calls it.
+pub(crate) type ExitFn = unsafe extern "C" fn(libc::c_int) -> !;
+
+/// glibc's `exit` (the next one after ours), looked up by the constructor: 0 = not yet.
+static REAL_EXIT: AtomicUsize = AtomicUsize::new(0);
+
+fn look_up_exit() -> usize {
+    // SAFETY: dlsym with a valid NUL-terminated name, as profiler code (it may allocate).
+    hooks::run_guarded(thread_state(), || unsafe {
+        libc::dlsym(libc::RTLD_NEXT, c"exit".as_ptr()) as usize
+    })
+}
+
+/// glibc's `exit`; `_exit` if it cannot be found (no `exit` runs before the constructor but
+/// another library's constructor's).
+pub(crate) fn real_exit() -> ExitFn {
+    let mut f = REAL_EXIT.load(Ordering::Acquire);
+    if f == 0 {
+        f = look_up_exit();
+        REAL_EXIT.store(f, Ordering::Release);
+    }
+    if f == 0 {
+        return libc::_exit;
+    }
+    // SAFETY: a non-zero value is the address of the next `exit` in lookup order (glibc's),
+    // whose signature is `ExitFn`.
+    unsafe { std::mem::transmute::<usize, ExitFn>(f) }
+}
+
 /// The constructor body.
 pub(crate) fn init() {
     let ts = thread_state();
+    REAL_EXIT.store(look_up_exit(), Ordering::Release);
     hooks::run_guarded(ts, find_own_code);
     // The main thread lives as long as the process: set it up (until now it counted in the
     // shared counters) and record its stack.
     crate::thread_start::started();
+    crate::thread_start::count_main_thread();
     hooks::run_guarded(ts, init_guarded);
 }
 
@@ -368,6 +403,7 @@ extern "C" fn fork_child() {
     OWN_PID.store(raw_pid(), Ordering::Relaxed);
     FORKED.store(true, Ordering::Relaxed);
     ying_profiler::__private::fork_child(Some(ts));
+    crate::thread_start::count_after_fork_child();
     // The report thread did not survive the fork: the child, which writes its own files (its
     // pid is in every name), starts its own at its first safe point, like a new process (not
     // here: a child may have to stay single-threaded, e.g. to enter a user namespace). The

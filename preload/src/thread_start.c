@@ -9,6 +9,7 @@ struct ying_start {
     void *(*routine)(void *);
     void *arg;
     void (*begin)(void *); /* frees the record, then sets the thread up */
+    _Bool program;         /* read by begin only */
 };
 
 __attribute__((visibility("hidden"))) void *ying_thread_trampoline(void *p) {

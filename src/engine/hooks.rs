@@ -754,6 +754,11 @@ pub fn leave_guard(ts: &ThreadState) {
     ts.leave();
 }
 
+/// Whether the thread owning `ts` runs profiler code now.
+pub fn is_guarded(ts: &ThreadState) -> bool {
+    ts.guarded()
+}
+
 /// Marks the thread owning `ts` as profiler code for the rest of its life (report threads).
 pub fn enter_forever(ts: &ThreadState) {
     ts.enter_forever();

@@ -22,6 +22,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The mode report files get unless configured otherwise: readable by their owner only.
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
@@ -253,6 +254,12 @@ impl ReportDir {
     /// Creates a fresh temporary file for `name` with an unpredictable name and this
     /// directory's file mode (exactly, whatever the umask).
     fn create_temp(&self, dir: RawFd, name: &str) -> io::Result<(PathBuf, CString, File)> {
+        let only = ONLY_WRITER.load(Ordering::SeqCst);
+        if only != 0 && only != crate::sys::gettid() {
+            return Err(io::Error::other(
+                "the process is exiting: its exit report is being written",
+            ));
+        }
         let flags =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         let mut last = None;
@@ -288,7 +295,33 @@ impl ReportDir {
     }
 }
 
+/// The thread that alone may still create report files (0: any thread): set by the exit path
+/// when it gives up waiting for a dump of another thread, see [`ReportDir::abandon_others`].
+static ONLY_WRITER: AtomicU32 = AtomicU32::new(0);
+
 impl ReportDir {
+    /// The exit path gave up waiting for a dump of another thread (which `_exit` will cut
+    /// off): from now on only the calling thread creates files, and this process's temporary
+    /// files already in the directory (`.ying.<exe>.<pid>.*.tmp`, the abandoned dump's) are
+    /// removed, so that none is left behind. Returns how many were removed.
+    pub fn abandon_others(&self, exe: &str, pid: u32) -> io::Result<usize> {
+        ONLY_WRITER.store(crate::sys::gettid(), Ordering::SeqCst);
+        let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
+        let dir = dir.as_raw_fd();
+        let prefix = format!(".ying.{exe}.{pid}.");
+        let mut removed = 0;
+        for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
+            if name.starts_with(&prefix) && name.ends_with(".tmp") {
+                let c = cstr(name.as_bytes())?;
+                // SAFETY: `c` is NUL-terminated; `dir` is an open directory (held above).
+                if unsafe { libc::unlinkat(dir, c.as_ptr(), 0) } == 0 {
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     /// The names of the directory's entries (`.` and `..` left out), read through the open
     /// directory `dir`.
     fn names_at(dir: RawFd) -> io::Result<Vec<String>> {

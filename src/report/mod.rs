@@ -61,10 +61,17 @@ pub struct ReportContext {
 impl ReportContext {
     /// The context of the current process, read now.
     pub fn current() -> Self {
+        // Once the main thread has ended (`pthread_exit`), the process's own entries no longer
+        // show its memory or executable; the calling thread's do.
         let exe = std::fs::read_link("/proc/self/exe")
+            .or_else(|_| std::fs::read_link("/proc/thread-self/exe"))
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "unknown".to_string());
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let status = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .filter(|s| s.contains("VmRSS:"))
+            .or_else(|| std::fs::read_to_string("/proc/thread-self/status").ok())
+            .unwrap_or_default();
         let field = |name: &str| {
             status.lines().find_map(|l| {
                 let rest = l.strip_prefix(name)?.strip_prefix(':')?;

@@ -53,7 +53,11 @@ pub struct Module {
 pub fn modules() -> Vec<Module> {
     use findshlibs::{SharedLibrary, TargetSharedLibrary};
     let mut out = Vec::new();
-    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).ok();
+    // The calling thread's entry still names the executable once the main thread has ended.
+    let exe = std::fs::read_link("/proc/self/exe")
+        .or_else(|_| std::fs::read_link("/proc/thread-self/exe"))
+        .map(|p| p.display().to_string())
+        .ok();
     TargetSharedLibrary::each(|lib| {
         let mut name = lib.name().to_string_lossy().into_owned();
         if name.is_empty() {

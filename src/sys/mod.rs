@@ -9,7 +9,7 @@
 pub(crate) mod clock;
 pub(crate) mod spin;
 
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// What fd 2 was when [`save_stderr`] ran: 0 before it ran (messages go to fd 2 as it is), 1
 /// when fd 2 was closed at start (messages are dropped), 2 when its identity is in
@@ -241,12 +241,64 @@ impl Drop for ErrnoGuard {
 /// What a profiler thread runs.
 type ThreadBody = Box<dyn FnOnce() + Send>;
 
+/// The kernel ids of the profiler threads running now (0: a free slot), so that the end of
+/// a program's threads can be told from the end of the process's (see
+/// [`only_profiler_threads_left`]).
+static PROFILER_TIDS: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
+
+/// The calling thread's kernel id.
+pub(crate) fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
 extern "C" fn profiler_thread_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: `arg` is the `Box<ThreadBody>` leaked by `spawn_profiler_thread`, handed to
     // exactly this thread.
     let body = unsafe { Box::from_raw(arg.cast::<ThreadBody>()) };
+    let me = gettid();
+    let slot = PROFILER_TIDS
+        .iter()
+        .find(|s| s.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed).is_ok());
     body();
+    if let Some(slot) = slot {
+        slot.store(0, Ordering::SeqCst);
+    }
     std::ptr::null_mut()
+}
+
+/// A `fork` child runs none of its parent's profiler threads.
+pub(crate) fn forget_profiler_threads() {
+    for s in &PROFILER_TIDS {
+        s.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Whether every thread of the process but the caller and the profiler threads has ended
+/// (`/proc/self/task` lists nothing else that is not a zombie: a thread group's leader that
+/// called `pthread_exit` stays listed as one). False when the list cannot be read. Allocates
+/// and reads files: for report threads.
+pub(crate) fn only_profiler_threads_left() -> bool {
+    let me = gettid();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    for task in tasks {
+        let Ok(task) = task else { return false };
+        let Some(tid) = task.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if tid == me || PROFILER_TIDS.iter().any(|s| s.load(Ordering::SeqCst) == tid) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue; // Gone since the listing.
+        };
+        // `pid (comm) state ...`: the command may hold parentheses, the state follows the last.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        if !matches!(state, Some('Z' | 'X')) {
+            return false;
+        }
+    }
+    true
 }
 
 /// Starts a detached profiler thread named `name` with every signal blocked from its first
