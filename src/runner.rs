@@ -535,6 +535,25 @@ fn trim_after_dump() {
     }
 }
 
+/// The report threads started in this process (their control), for
+/// [`stop_profiler_threads`].
+static RUNNING: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
+
+/// Stops every thread of Ying's in this process (report threads after the dump they are
+/// writing, the endpoint, the pusher) and waits until they have ended, at most `timeout`;
+/// false if one is still running then. The preload shim calls it before a seccomp filter that
+/// would cover them is installed (see `sys::seccomp`). Later dumps asked of a stopped runner
+/// are written by the asking thread.
+#[doc(hidden)]
+pub fn stop_profiler_threads(timeout: Duration) -> bool {
+    for shared in lock(&RUNNING).iter() {
+        lock(&shared.state).stop = true;
+        shared.wake.notify_all();
+    }
+    crate::serve::stop();
+    crate::sys::wait_profiler_threads_gone(timeout)
+}
+
 /// The runner registered for the exit report (one per process).
 static EXIT_RUNNER: OnceLock<(ProfilerRunner, &'static dyn ProfileSource)> = OnceLock::new();
 
@@ -597,6 +616,13 @@ static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// Registered with `atexit` once a report thread or an exit report exists.
 extern "C" fn at_exit() {
+    if crate::sys::seccomp::level() != crate::sys::seccomp::NONE {
+        // A seccomp filter may cover the exiting thread (any thread of the program's is taken
+        // as covered): no wait (`nanosleep`), no report (`openat`, `write`, `renameat`...).
+        // A periodic dump of a report thread the filter does not cover is cut off by the exit.
+        EXITING.store(true, Ordering::SeqCst);
+        return;
+    }
     finish_dumps_in_flight();
     if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
         return;
@@ -962,9 +988,12 @@ impl ProfilerRunner {
                 r.run(source, &sh)
             });
             let spawned = crate::sys::spawn_profiler_thread(c"ying-report", body);
-            if let Err(e) = spawned {
-                lock(&shared.state).thread_pid = 0;
-                crate::sys::warn(&format!("could not start the report thread: {e}"));
+            match spawned {
+                Ok(()) => lock(&RUNNING).push(Arc::clone(&shared)),
+                Err(e) => {
+                    lock(&shared.state).thread_pid = 0;
+                    crate::sys::warn(&format!("could not start the report thread: {e}"));
+                }
             }
         };
         source.run_guarded(&mut start);

@@ -11,8 +11,8 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 22 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 22] = [
+/// The 24 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 24] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -30,10 +30,12 @@ const EXPECTED: [&str; 22] = [
     "munmap",
     "nanosleep",
     "posix_memalign",
+    "prctl",
     "pthread_create",
     "pvalloc",
     "realloc",
     "reallocarray",
+    "syscall",
     "valloc",
 ];
 

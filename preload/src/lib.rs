@@ -8,11 +8,13 @@
 //! (`safe_points`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
+//! `prctl` and `syscall` are exported to see a seccomp filter being installed (`seccomp`).
 
 mod host;
 mod libc_alloc;
 mod maps;
 mod safe_points;
+mod seccomp;
 mod start;
 mod thread_start;
 
@@ -43,7 +45,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 22] = [
+pub const EXPORTED_SYMBOLS: [&str; 24] = [
     "aligned_alloc",
     "calloc",
     "cfree",
@@ -61,10 +63,12 @@ pub const EXPORTED_SYMBOLS: [&str; 22] = [
     "munmap",
     "nanosleep",
     "posix_memalign",
+    "prctl",
     "pthread_create",
     "pvalloc",
     "realloc",
     "reallocarray",
+    "syscall",
     "valloc",
 ];
 
@@ -547,4 +551,53 @@ safe_points::safe_point! {
         timeout: libc::c_int,
         sigmask: *const libc::sigset_t
     ) -> libc::c_int
+}
+
+// Seccomp (see `seccomp`): the two ways a program installs a filter.
+
+/// `prctl`: the system call, as glibc makes it; `PR_SET_SECCOMP` first makes Ying stop its
+/// own system calls where the filter may reach (`seccomp`). C declares it variadic, reading
+/// four `unsigned long` arguments after `option`: on x86_64 and aarch64 Linux a variadic call
+/// passes them in the same registers as a fixed-argument call, and the ones the caller did not
+/// pass are passed on unread by the kernel, as glibc does.
+///
+/// # Safety
+/// As for glibc's `prctl`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn prctl(
+    option: libc::c_int,
+    arg2: libc::c_ulong,
+    arg3: libc::c_ulong,
+    arg4: libc::c_ulong,
+    arg5: libc::c_ulong,
+) -> libc::c_int {
+    seccomp::before_prctl(option as libc::c_long, arg2 as libc::c_long);
+    let args = [option as libc::c_long, arg2 as _, arg3 as _, arg4 as _, arg5 as _, 0];
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { seccomp::raw_syscall(libc::SYS_prctl, args) as libc::c_int }
+}
+
+/// `syscall`: the system call `n`, as glibc makes it (a result from -4095 to -1 is -1 with
+/// `errno`); `SYS_seccomp` first makes Ying stop its own system calls where the filter may
+/// reach (`seccomp`). Variadic in C: the six arguments are read where a variadic call puts
+/// them (the sixth, on x86_64, from the caller's stack slot, as glibc's own `syscall` reads it
+/// whether or not it was passed), and passed on, used or not.
+///
+/// # Safety
+/// As for glibc's `syscall`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    if n == libc::SYS_seccomp {
+        seccomp::before_seccomp(a1, a2);
+    }
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { seccomp::raw_syscall(n, [a1, a2, a3, a4, a5, a6]) }
 }

@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
@@ -142,10 +142,33 @@ pub(crate) fn start(
     }
 }
 
-/// Accepts and answers connections, one at a time, for the rest of the process.
+/// Set by [`stop`]: the server thread ends at its next wake.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Ends the server thread (before a seccomp filter that would cover it is installed): its
+/// blocked `accept` is woken by shutting the listener down.
+pub(crate) fn stop() {
+    STOPPING.store(true, Ordering::SeqCst);
+    let fd = LISTENER_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: `fd` is the listener this process opened, still open (only the server
+        // thread, which returns after this, or a fork child closes it); shutting it down
+        // only makes `accept` fail.
+        unsafe {
+            libc::shutdown(fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
+/// Accepts and answers connections, one at a time, until [`stop`] (or for the rest of the
+/// process).
 fn serve(listener: &TcpListener, ctx: &Ctx) {
     loop {
-        match listener.accept() {
+        let accepted = listener.accept();
+        if STOPPING.load(Ordering::SeqCst) {
+            return;
+        }
+        match accepted {
             Ok((stream, _)) => answer(stream, ctx),
             // Out of descriptors or a connection reset before it was accepted: no busy loop.
             Err(_) => std::thread::sleep(Duration::from_millis(100)),

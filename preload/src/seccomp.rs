@@ -1,0 +1,170 @@
+//! Seccomp filters installed by the program: the shim's `prctl` and `syscall` exports (in
+//! `lib.rs`) see `prctl(PR_SET_SECCOMP, ...)` and `syscall(SYS_seccomp, ...)` (glibc has no
+//! `seccomp` wrapper; libseccomp and hand-written filters use one of these two), and before
+//! the kernel gets the filter, Ying stops making system calls where the filter may reach
+//! (`ying_profiler`'s `sys::seccomp` holds the level and says what that means for the
+//! engine and the runner).
+//!
+//! Ying does not read the filter: any filter or strict mode is taken to punish every call of
+//! Ying's (the calls measured with `strace -f` are listed in the README's Limits). So, before
+//! the call is passed on, the shim:
+//!
+//! 1. writes one `ying: warning:` line (while `write` is certainly allowed) if this process
+//!    is profiled;
+//! 2. stops sampling (a sample may grow the profiler's heap with `mmap`) and the counting of
+//!    anonymous mappings, and never starts the report thread from then on;
+//! 3. with `SECCOMP_FILTER_FLAG_TSYNC` (the filter covers every thread) or strict mode (the
+//!    calling thread only, but its `SYS_exit` must end the process, which a thread of Ying's
+//!    still running would prevent), stops Ying's threads (report, endpoint, pusher) and waits
+//!    until they have ended (at most 10 s: a report set being written is finished first);
+//! 4. raises the level, after which covered threads make no call of Ying's: no exit report,
+//!    no message, no yield of the spin lock, no stack-bounds query at thread start.
+//!
+//! Without `TSYNC`, Ying's threads already running are not covered and go on: periodic
+//! reports (of the samples taken before the filter), the endpoint and pushes continue; only
+//! the exit report is lost. An attempt that fails (a bad filter, no `PR_SET_NO_NEW_PRIVS`)
+//! has the same effect: Ying cannot know beforehand.
+//!
+//! Both exports make the system call themselves (glibc's `prctl` and `syscall` are plain
+//! system call wrappers): no lookup with `dlsym`, which a `syscall` made in a signal handler or
+//! before the loader is done could not afford; return value and `errno` are the kernel's, as
+//! glibc gives them.
+
+use std::ffi::c_long;
+use std::time::Duration;
+
+use ying_profiler::__private::seccomp::{self, ALL_THREADS, PROGRAM_THREADS};
+use ying_profiler::__private::{hooks, mapped};
+
+use crate::host::{SETTINGS, thread_state};
+
+/// `<linux/prctl.h>`'s `PR_SET_SECCOMP` and `<linux/seccomp.h>`'s modes (prctl) and
+/// operations (seccomp(2)).
+const PR_SET_SECCOMP: c_long = 22;
+const SECCOMP_MODE_STRICT: c_long = 1;
+const SECCOMP_MODE_FILTER: c_long = 2;
+const SECCOMP_SET_MODE_STRICT: c_long = 0;
+const SECCOMP_SET_MODE_FILTER: c_long = 1;
+const SECCOMP_FILTER_FLAG_TSYNC: c_long = 1;
+
+/// Longest wait for Ying's threads to end before a filter covering them goes in.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// `prctl(option, arg2, ...)` is about to be made.
+pub(crate) fn before_prctl(option: c_long, arg2: c_long) {
+    if option != PR_SET_SECCOMP {
+        return;
+    }
+    match arg2 {
+        SECCOMP_MODE_STRICT => before_filter(true, "seccomp strict mode"),
+        SECCOMP_MODE_FILTER => before_filter(false, "a seccomp filter"),
+        _ => {}
+    }
+}
+
+/// `seccomp(op, flags, args)` is about to be made.
+pub(crate) fn before_seccomp(op: c_long, flags: c_long) {
+    match op {
+        SECCOMP_SET_MODE_STRICT => before_filter(true, "seccomp strict mode"),
+        SECCOMP_SET_MODE_FILTER if flags & SECCOMP_FILTER_FLAG_TSYNC != 0 => {
+            before_filter(true, "a seccomp filter for every thread")
+        }
+        SECCOMP_SET_MODE_FILTER => before_filter(false, "a seccomp filter"),
+        _ => {} // Questions (SECCOMP_GET_ACTION_AVAIL, SECCOMP_GET_NOTIF_SIZES) install nothing.
+    }
+}
+
+/// Steps 1 to 4 of the module docs; `all` when Ying's threads must end first.
+fn before_filter(all: bool, what: &str) {
+    let level = if all { ALL_THREADS } else { PROGRAM_THREADS };
+    if seccomp::level() >= level {
+        return; // Done for an earlier filter.
+    }
+    let ts = thread_state();
+    hooks::run_guarded(ts, || {
+        if SETTINGS.enabled() {
+            let then = if all {
+                "Ying's threads stop, and it takes no more samples and writes no more reports"
+            } else {
+                "Ying takes no more samples and writes no exit report (periodic reports and the endpoint, if running, go on with the samples taken so far)"
+            };
+            ying_profiler::__private::warn(&format!(
+                "this program installs {what}, which may kill it for a system call of Ying's: from here on {then}"
+            ));
+        }
+        SETTINGS.set_enabled(false);
+        mapped::set_tracking(false);
+        crate::start::no_more_threads();
+        if all && !ying_profiler::__private::stop_profiler_threads(STOP_WAIT) {
+            ying_profiler::__private::warn(
+                "a thread of Ying's was still running 10 s later; the filter may kill the program when it next makes a system call",
+            );
+        }
+    });
+    seccomp::restrict(level);
+}
+
+/// The system call `n` with six arguments, as glibc's `syscall` makes it: a result from
+/// -4095 to -1 is an error, returned as -1 with `errno` set.
+///
+/// # Safety
+/// The call's own contract (memory its arguments point to).
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn raw_syscall(n: c_long, a: [c_long; 6]) -> c_long {
+    let ret: c_long;
+    // SAFETY: the `syscall` instruction with the number in rax and the arguments in rdi, rsi,
+    // rdx, r10, r8, r9; it clobbers rcx and r11 and returns in rax; the memory it touches is
+    // the caller's contract.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n => ret,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    errno_result(ret)
+}
+
+/// The system call `n` with six arguments (aarch64: `svc 0`, number in x8).
+///
+/// # Safety
+/// The call's own contract (memory its arguments point to).
+#[cfg(target_arch = "aarch64")]
+pub(crate) unsafe fn raw_syscall(n: c_long, a: [c_long; 6]) -> c_long {
+    let ret: c_long;
+    // SAFETY: `svc 0` with the number in x8 and the arguments in x0 to x5, the result in x0;
+    // the memory it touches is the caller's contract.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a[0] => ret,
+            in("x1") a[1],
+            in("x2") a[2],
+            in("x3") a[3],
+            in("x4") a[4],
+            in("x5") a[5],
+            options(nostack),
+        );
+    }
+    errno_result(ret)
+}
+
+/// A raw result as glibc returns it: -4095 to -1 set `errno` and give -1.
+#[inline(always)]
+fn errno_result(ret: c_long) -> c_long {
+    if (-4095..0).contains(&ret) {
+        // SAFETY: `__errno_location` returns the calling thread's errno slot.
+        unsafe { *libc::__errno_location() = -ret as i32 };
+        return -1;
+    }
+    ret
+}
