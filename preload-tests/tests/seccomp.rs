@@ -1,0 +1,151 @@
+//! Seccomp filters installed by the program (`programs/seccomp_filter.c`): a filter that kills
+//! the process (or raises `SIGSYS`) for a system call the program never makes itself, but
+//! Ying does (writing reports, starting its threads, the endpoint, growing its heap), must
+//! never kill the program under the shim. Both runs must end alike and print the same; the
+//! shim says once on stderr that it stops, and the report sets written before the filter stay.
+//!
+//! Filters are installed with `prctl(PR_SET_SECCOMP)`, `syscall(SYS_seccomp)` and
+//! `syscall(SYS_seccomp)` with `SECCOMP_FILTER_FLAG_TSYNC`; strict mode ends with `SYS_exit`,
+//! which must end the process (Ying's threads are stopped before it goes in).
+
+use std::path::Path;
+use std::time::Duration;
+
+use preload_tests::{Comparison, Run, TestDir, compare};
+
+/// The calls Ying makes on its paths (measured with `strace -f`; see the README's Limits),
+/// each punished in one run.
+const CALLS: [&str; 16] = [
+    "openat",
+    "mmap",
+    "munmap",
+    "mprotect",
+    "madvise",
+    "clone",
+    "clone3",
+    "socket",
+    "write",
+    "renameat",
+    "futex",
+    "rt_sigprocmask",
+    "sched_getaffinity",
+    "sched_yield",
+    "nanosleep",
+    "newfstatat",
+];
+
+/// Every path of Ying's on: exact sampling (so there is something to report), periodic
+/// reports every second (the report thread), the exit report and the endpoint.
+const ALL_ON: &[(&str, &str)] = &[
+    ("YING_SAMPLE_INTERVAL_BYTES", "1"),
+    ("YING_CHECK_INTERVAL_SECS", "1"),
+    ("YING_SEED", "1"),
+    ("YING_HTTP_ADDR", "127.0.0.1:0"),
+];
+
+const WARNING: &str = "ying: warning: this program installs ";
+
+fn run_one(
+    exe: &Path,
+    dir: &TestDir,
+    how: &str,
+    action: &str,
+    call: &str,
+    sleep: bool,
+) -> Comparison {
+    let name = format!("{how}-{action}-{call}-{}", sleep as u8);
+    let run = Run::new(exe)
+        .args(&[how, action, call, if sleep { "1" } else { "0" }])
+        .timeout(Duration::from_secs(40));
+    let c = compare(&run, ALL_ON, &dir.reports(&name));
+    c.check(c.without.success(), format!("{name}: the program itself failed"));
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.len() == 1 && lines[0].starts_with(WARNING),
+        format!("{name}: expected one `{WARNING}...` line, got {lines:#?}"),
+    );
+    if sleep {
+        // The report thread wrote its first set before the filter (after a second of the
+        // program's 1.5 s sleep).
+        c.check(
+            c.main_reports().iter().any(|r| r.has("txt")),
+            format!("{name}: no report set from before the filter"),
+        );
+    }
+    c
+}
+
+/// Runs `cases` on a few threads at once (most of each run is sleeping).
+fn run_all(exe: &Path, dir: &TestDir, cases: &[(&'static str, &'static str, &'static str, bool)]) {
+    std::thread::scope(|s| {
+        for chunk in cases.chunks(cases.len().div_ceil(4)) {
+            s.spawn(move || {
+                for &(how, action, call, sleep) in chunk {
+                    run_one(exe, dir, how, action, call, sleep);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_filter_punishing_a_call_of_ying_never_kills_the_program() {
+    let dir = TestDir::new("seccomp-filters");
+    let exe = dir.compile_c("seccomp_filter.c", &[]);
+    let hows = ["prctl", "seccomp", "tsync"];
+    let actions = ["kill", "trap"];
+    // Each call once, with the three ways and both actions taken in turn; the report thread
+    // and the endpoint run when the filter goes in.
+    let cases: Vec<_> = CALLS
+        .iter()
+        .enumerate()
+        .map(|(i, &call)| (hows[i % 3], actions[i % 2], call, true))
+        .collect();
+    run_all(&exe, &dir, &cases);
+}
+
+#[test]
+fn a_filter_before_the_first_safe_point_never_kills_the_program() {
+    let dir = TestDir::new("seccomp-early");
+    let exe = dir.compile_c("seccomp_filter.c", &[]);
+    // No thread of Ying's runs yet: the sleep under the filter must not start one.
+    let cases = [
+        ("prctl", "kill", "clone3", false),
+        ("seccomp", "trap", "mmap", false),
+        ("tsync", "kill", "openat", false),
+        ("prctl", "trap", "mprotect", false),
+        ("seccomp", "kill", "socket", false),
+        ("tsync", "trap", "rt_sigprocmask", false),
+        ("prctl", "kill", "write", false),
+        ("seccomp", "kill", "futex", false),
+    ];
+    run_all(&exe, &dir, &cases);
+}
+
+#[test]
+fn every_way_and_action_for_the_exit_report_calls() {
+    let dir = TestDir::new("seccomp-matrix");
+    let exe = dir.compile_c("seccomp_filter.c", &[]);
+    let mut cases = Vec::new();
+    for how in ["prctl", "seccomp", "tsync"] {
+        for action in ["kill", "trap", "errno"] {
+            cases.push((how, action, "openat", true));
+            cases.push((how, action, "renameat", true));
+        }
+    }
+    run_all(&exe, &dir, &cases);
+}
+
+#[test]
+fn strict_mode_ends_with_sys_exit() {
+    let dir = TestDir::new("seccomp-strict");
+    let exe = dir.compile_c("seccomp_filter.c", &[]);
+    for sleep in [false, true] {
+        let c = run_one(&exe, &dir, "strict", "kill", "openat", sleep);
+        c.check(
+            c.with.stdout_str().ends_with("strict mode: still alive\n"),
+            "the program did not reach its SYS_exit",
+        );
+        c.check(c.with.code() == Some(0), "expected exit status 0");
+    }
+}
