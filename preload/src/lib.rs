@@ -571,7 +571,7 @@ pub unsafe extern "C" fn prctl(
     arg4: libc::c_ulong,
     arg5: libc::c_ulong,
 ) -> libc::c_int {
-    seccomp::before_prctl(option as libc::c_long, arg2 as libc::c_long);
+    seccomp::before_prctl(option as libc::c_long, arg2 as libc::c_long, arg3 as libc::c_long);
     let args = [option as libc::c_long, arg2 as _, arg3 as _, arg4 as _, arg5 as _, 0];
     // SAFETY: the caller's arguments, under the caller's contract.
     unsafe { seccomp::raw_syscall(libc::SYS_prctl, args) as libc::c_int }
@@ -596,7 +596,7 @@ pub unsafe extern "C" fn syscall(
     a6: libc::c_long,
 ) -> libc::c_long {
     if n == libc::SYS_seccomp {
-        seccomp::before_seccomp(a1, a2);
+        seccomp::before_seccomp(a1, a2, a3);
     }
     // SAFETY: the caller's arguments, under the caller's contract.
     unsafe { seccomp::raw_syscall(n, [a1, a2, a3, a4, a5, a6]) }

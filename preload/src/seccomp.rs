@@ -50,27 +50,85 @@ const SECCOMP_FILTER_FLAG_TSYNC: c_long = 1;
 /// Longest wait for Ying's threads to end before a filter covering them goes in.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
-/// `prctl(option, arg2, ...)` is about to be made.
-pub(crate) fn before_prctl(option: c_long, arg2: c_long) {
+/// `prctl(option, arg2, arg3, ...)` is about to be made.
+pub(crate) fn before_prctl(option: c_long, arg2: c_long, arg3: c_long) {
     if option != PR_SET_SECCOMP {
         return;
     }
     match arg2 {
         SECCOMP_MODE_STRICT => before_filter(true, "seccomp strict mode"),
-        SECCOMP_MODE_FILTER => before_filter(false, "a seccomp filter"),
+        SECCOMP_MODE_FILTER if !harmless_at(arg3) => before_filter(false, "a seccomp filter"),
         _ => {}
     }
 }
 
 /// `seccomp(op, flags, args)` is about to be made.
-pub(crate) fn before_seccomp(op: c_long, flags: c_long) {
+pub(crate) fn before_seccomp(op: c_long, flags: c_long, args: c_long) {
     match op {
         SECCOMP_SET_MODE_STRICT => before_filter(true, "seccomp strict mode"),
+        SECCOMP_SET_MODE_FILTER if harmless_at(args) => {}
         SECCOMP_SET_MODE_FILTER if flags & SECCOMP_FILTER_FLAG_TSYNC != 0 => {
             before_filter(true, "a seccomp filter for every thread")
         }
         SECCOMP_SET_MODE_FILTER => before_filter(false, "a seccomp filter"),
         _ => {} // Questions (SECCOMP_GET_ACTION_AVAIL, SECCOMP_GET_NOTIF_SIZES) install nothing.
+    }
+}
+
+/// The kernel's limit on a filter's length (`BPF_MAXINSNS`).
+const MAX_INSNS: usize = 4096;
+
+/// Whether the filter whose `struct sock_fprog` is at `fprog` lets every call of Ying's
+/// through (`sys::seccomp::harmless`). The program's memory is read with
+/// `process_vm_readv`, which fails (as the kernel's own read would, with `EFAULT`) instead of
+/// faulting on a bad pointer; a filter that cannot be read is taken as harmful.
+fn harmless_at(fprog: c_long) -> bool {
+    hooks::run_guarded(thread_state(), || {
+        #[repr(C)]
+        struct SockFprog {
+            len: u16,
+            filter: *const seccomp::Insn,
+        }
+        let mut head = SockFprog { len: 0, filter: std::ptr::null() };
+        let head_len = std::mem::size_of::<SockFprog>();
+        if !read_own(fprog as usize, (&raw mut head).cast(), head_len) {
+            return false;
+        }
+        let n = usize::from(head.len);
+        if n == 0 || n > MAX_INSNS {
+            return false;
+        }
+        let mut prog = vec![seccomp::Insn { code: 0, jt: 0, jf: 0, k: 0 }; n];
+        let bytes = n * std::mem::size_of::<seccomp::Insn>();
+        read_own(head.filter as usize, prog.as_mut_ptr().cast(), bytes) && seccomp::harmless(&prog)
+    })
+}
+
+/// Copies `len` bytes at `from` in this process into `to`; false if they cannot be read.
+fn read_own(from: usize, to: *mut u8, len: usize) -> bool {
+    let _errno = SavedErrno::save();
+    let local = libc::iovec { iov_base: to.cast(), iov_len: len };
+    let remote = libc::iovec { iov_base: from as *mut libc::c_void, iov_len: len };
+    // SAFETY: `to` is valid for `len` bytes (the caller's buffer); the kernel checks `from`
+    // and fails with EFAULT where it is not readable.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    n == len as isize
+}
+
+/// Saves `errno` and restores it when dropped: the program's call sees only its own.
+struct SavedErrno(i32);
+
+impl SavedErrno {
+    fn save() -> Self {
+        // SAFETY: `__errno_location` returns the calling thread's errno slot.
+        Self(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for SavedErrno {
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 }
     }
 }
 
