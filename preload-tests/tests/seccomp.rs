@@ -45,14 +45,21 @@ const ALL_ON: &[(&str, &str)] = &[
 
 const WARNING: &str = "ying: warning: this program installs ";
 
-fn run_one(
-    exe: &Path,
-    dir: &TestDir,
-    how: &str,
-    action: &str,
-    call: &str,
-    sleep: bool,
-) -> Comparison {
+/// What the shim is expected to do about a filter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// It punishes a call of Ying's: one warning, Ying stops where the filter may reach.
+    Stops,
+    /// It fails a call of Ying's with an errno: Ying goes on, with warnings of what failed.
+    Fails,
+    /// It leaves Ying's calls alone: no line, samples and reports go on.
+    Harmless,
+}
+
+type Case = (&'static str, &'static str, &'static str, bool, Expect);
+
+fn run_one(exe: &Path, dir: &TestDir, case: Case) -> Comparison {
+    let (how, action, call, sleep, expect) = case;
     let name = format!("{how}-{action}-{call}-{}", sleep as u8);
     let run = Run::new(exe)
         .args(&[how, action, call, if sleep { "1" } else { "0" }])
@@ -60,28 +67,35 @@ fn run_one(
     let c = compare(&run, ALL_ON, &dir.reports(&name));
     c.check(c.without.success(), format!("{name}: the program itself failed"));
     let lines = c.with.ying_lines();
-    c.check(
-        lines.len() == 1 && lines[0].starts_with(WARNING),
-        format!("{name}: expected one `{WARNING}...` line, got {lines:#?}"),
-    );
-    if sleep {
+    let announced = lines.iter().filter(|l| l.starts_with(WARNING)).count();
+    match expect {
+        Expect::Stops => c.check(
+            lines.len() == 1 && announced == 1,
+            format!("{name}: expected one `{WARNING}...` line, got {lines:#?}"),
+        ),
+        Expect::Fails => c.check(announced == 0, format!("{name}: unexpected {lines:#?}")),
+        Expect::Harmless => {
+            c.check(lines.is_empty(), format!("{name}: unexpected `ying:` lines {lines:#?}"));
+            // Sampled after the filter, and reported (at exit, if not before).
+            let after = c.main_report().folded().bytes_through("marker_seccomp_after");
+            c.check(after > 0, format!("{name}: no samples from after the filter"));
+        }
+    }
+    if sleep || expect == Expect::Harmless {
         // The report thread wrote its first set before the filter (after a second of the
-        // program's 1.5 s sleep).
-        c.check(
-            c.main_reports().iter().any(|r| r.has("txt")),
-            format!("{name}: no report set from before the filter"),
-        );
+        // program's 1.5 s sleep), or the exit report was written.
+        c.check(c.main_reports().iter().any(|r| r.has("txt")), format!("{name}: no report set"));
     }
     c
 }
 
 /// Runs `cases` on a few threads at once (most of each run is sleeping).
-fn run_all(exe: &Path, dir: &TestDir, cases: &[(&'static str, &'static str, &'static str, bool)]) {
+fn run_all(exe: &Path, dir: &TestDir, cases: &[Case]) {
     std::thread::scope(|s| {
         for chunk in cases.chunks(cases.len().div_ceil(4)) {
             s.spawn(move || {
-                for &(how, action, call, sleep) in chunk {
-                    run_one(exe, dir, how, action, call, sleep);
+                for &case in chunk {
+                    run_one(exe, dir, case);
                 }
             });
         }
@@ -99,7 +113,7 @@ fn a_filter_punishing_a_call_of_ying_never_kills_the_program() {
     let cases: Vec<_> = CALLS
         .iter()
         .enumerate()
-        .map(|(i, &call)| (hows[i % 3], actions[i % 2], call, true))
+        .map(|(i, &call)| (hows[i % 3], actions[i % 2], call, true, Expect::Stops))
         .collect();
     run_all(&exe, &dir, &cases);
 }
@@ -110,14 +124,14 @@ fn a_filter_before_the_first_safe_point_never_kills_the_program() {
     let exe = dir.compile_c("seccomp_filter.c", &[]);
     // No thread of Ying's runs yet: the sleep under the filter must not start one.
     let cases = [
-        ("prctl", "kill", "clone3", false),
-        ("seccomp", "trap", "mmap", false),
-        ("tsync", "kill", "openat", false),
-        ("prctl", "trap", "mprotect", false),
-        ("seccomp", "kill", "socket", false),
-        ("tsync", "trap", "rt_sigprocmask", false),
-        ("prctl", "kill", "write", false),
-        ("seccomp", "kill", "futex", false),
+        ("prctl", "kill", "clone3", false, Expect::Stops),
+        ("seccomp", "trap", "mmap", false, Expect::Stops),
+        ("tsync", "kill", "openat", false, Expect::Stops),
+        ("prctl", "trap", "mprotect", false, Expect::Stops),
+        ("seccomp", "kill", "socket", false, Expect::Stops),
+        ("tsync", "trap", "rt_sigprocmask", false, Expect::Stops),
+        ("prctl", "kill", "write", false, Expect::Stops),
+        ("seccomp", "kill", "futex", false, Expect::Stops),
     ];
     run_all(&exe, &dir, &cases);
 }
@@ -128,11 +142,29 @@ fn every_way_and_action_for_the_exit_report_calls() {
     let exe = dir.compile_c("seccomp_filter.c", &[]);
     let mut cases = Vec::new();
     for how in ["prctl", "seccomp", "tsync"] {
-        for action in ["kill", "trap", "errno"] {
-            cases.push((how, action, "openat", true));
-            cases.push((how, action, "renameat", true));
+        for (action, expect) in
+            [("kill", Expect::Stops), ("trap", Expect::Stops), ("errno", Expect::Fails)]
+        {
+            cases.push((how, action, "openat", true, expect));
+            cases.push((how, action, "renameat", true, expect));
         }
     }
+    run_all(&exe, &dir, &cases);
+}
+
+#[test]
+fn a_filter_that_leaves_ying_alone_changes_nothing() {
+    let dir = TestDir::new("seccomp-harmless");
+    let exe = dir.compile_c("seccomp_filter.c", &[]);
+    let cases = [
+        ("prctl", "kill", "ptrace", true, Expect::Harmless),
+        ("seccomp", "trap", "execve", false, Expect::Harmless),
+        ("tsync", "kill", "mount", true, Expect::Harmless),
+        ("tsync", "kill", "ptrace", false, Expect::Harmless),
+        // A failure Ying survives: the endpoint (started after the filter) is not served.
+        ("prctl", "errno", "socket", false, Expect::Fails),
+        ("tsync", "errno", "socket", true, Expect::Fails),
+    ];
     run_all(&exe, &dir, &cases);
 }
 
@@ -141,7 +173,7 @@ fn strict_mode_ends_with_sys_exit() {
     let dir = TestDir::new("seccomp-strict");
     let exe = dir.compile_c("seccomp_filter.c", &[]);
     for sleep in [false, true] {
-        let c = run_one(&exe, &dir, "strict", "kill", "openat", sleep);
+        let c = run_one(&exe, &dir, ("strict", "kill", "openat", sleep, Expect::Stops));
         c.check(
             c.with.stdout_str().ends_with("strict mode: still alive\n"),
             "the program did not reach its SYS_exit",
