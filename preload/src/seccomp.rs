@@ -5,9 +5,12 @@
 //! (`ying_profiler`'s `sys::seccomp` holds the level and says what that means for the
 //! engine and the runner).
 //!
-//! Ying does not read the filter: any filter or strict mode is taken to punish every call of
-//! Ying's (the calls measured with `strace -f` are listed in the README's Limits). So, before
-//! the call is passed on, the shim:
+//! First the filter is read (with `process_vm_readv`, which fails where the pointer is bad
+//! instead of faulting) and run for each system call Ying makes
+//! (`ying_profiler`'s `sys::seccomp::harmless`: the lists, measured with `strace -f`, are
+//! there and in the README's Limits). A filter that lets them all through changes nothing.
+//! Otherwise (and for strict mode, and a filter that cannot be read), before the call is
+//! passed on, the shim:
 //!
 //! 1. writes one `ying: warning:` line (while `write` is certainly allowed) if this process
 //!    is profiled;
@@ -23,7 +26,8 @@
 //! Without `TSYNC`, Ying's threads already running are not covered and go on: periodic
 //! reports (of the samples taken before the filter), the endpoint and pushes continue; only
 //! the exit report is lost. An attempt that fails (a bad filter, no `PR_SET_NO_NEW_PRIVS`)
-//! has the same effect: Ying cannot know beforehand.
+//! has the same effect: Ying cannot know beforehand. Filters stack, so once Ying has stopped
+//! for one it stays stopped; a harmless filter leaves nothing to remember.
 //!
 //! Both exports make the system call themselves (glibc's `prctl` and `syscall` are plain
 //! system call wrappers): no lookup with `dlsym`, which a `syscall` made in a signal handler or

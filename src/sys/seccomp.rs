@@ -4,8 +4,9 @@
 //! kill the process (or the thread, or raise `SIGSYS`) for a call the program itself never
 //! makes, and the profiler's calls (`openat`, `mmap`, `clone3`, `socket`, ...) are exactly
 //! such calls. The preload shim sees a filter being installed (its `prctl` and `syscall`
-//! exports, `preload/src/seccomp.rs`) and, before the kernel gets the filter, moves the level
-//! kept here up:
+//! exports, `preload/src/seccomp.rs`), runs the filter for each call of Ying's ([`harmless`],
+//! a classic BPF interpreter over `struct seccomp_data` whose arguments are unknown) and, when
+//! it may punish one, before the kernel gets the filter, moves the level kept here up:
 //!
 //! * [`NONE`]: no filter; Ying does what it always does.
 //! * [`PROGRAM_THREADS`]: a filter without `SECCOMP_FILTER_FLAG_TSYNC` covers the thread that
@@ -149,6 +150,9 @@ const MAY_FAIL: &[libc::c_long] = &[
     libc::SYS_recvfrom,
     libc::SYS_shutdown,
     libc::SYS_ppoll,
+    libc::SYS_ioctl,
+    // The shim's own reading of the next filter (a failure makes that filter harmful).
+    libc::SYS_process_vm_readv,
     libc::SYS_sched_getaffinity,
     libc::SYS_prlimit64,
     libc::SYS_faccessat,
