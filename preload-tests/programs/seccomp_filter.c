@@ -6,6 +6,7 @@
  *   ACTION: kill (SECCOMP_RET_KILL_PROCESS) | trap (SECCOMP_RET_TRAP: SIGSYS) | errno (EPERM)
  *   CALL:   a system call name below; `write` punishes writes to any descriptor but 1
  *   SLEEP_BEFORE: 1 sleeps (a safe point: the report thread starts) before the filter
+ * HOW `calls` instead prints what `syscall` and `prctl` return and leave in errno.
  * Strict mode (only read, write, exit, rt_sigreturn) ignores ACTION and CALL, allocates
  * nothing after it and ends with SYS_exit, as such programs must. */
 #define _GNU_SOURCE
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -69,11 +72,46 @@ static long call_number(const char *name) {
     exit(2);
 }
 
+/* One call's result and errno (set to 1234 before, so an untouched errno shows). */
+#define SHOW(expr)                                                             \
+    do {                                                                       \
+        errno = 1234;                                                          \
+        long r_ = (long)(expr);                                                \
+        int e_ = errno;                                                        \
+        printf("%-60s = %ld, errno %d\n", #expr, r_, e_);                       \
+    } while (0)
+
+static int calls(void) {
+    char name[32] = {0};
+    unsigned int action = SECCOMP_RET_KILL_PROCESS;
+    SHOW(syscall(SYS_getpid) == getpid());
+    SHOW(syscall(SYS_close, -1));
+    SHOW(syscall(SYS_read, -1, NULL, 0));
+    SHOW(syscall(SYS_write, 1, "", 0));
+    SHOW(syscall(99999));
+    /* The sixth argument (on the stack on x86_64): a page-misaligned offset fails. */
+    SHOW(syscall(SYS_mmap, 0, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 4095));
+    SHOW(syscall(SYS_mmap, 0, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) > 0);
+    SHOW(syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action));
+    SHOW(syscall(SYS_seccomp, 77, 0, NULL));
+    SHOW(prctl(PR_SET_NAME, "seccomp-calls"));
+    SHOW(prctl(PR_GET_NAME, name));
+    printf("name %s\n", name);
+    SHOW(prctl(PR_GET_DUMPABLE));
+    SHOW(prctl(PR_GET_SECCOMP));
+    SHOW(prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+    SHOW(prctl(99999));
+    SHOW(prctl(PR_SET_SECCOMP, 77));
+    SHOW(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL)); /* fails: no filter there */
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: %s HOW ACTION CALL SLEEP_BEFORE\n", argv[0]);
         return 2;
     }
+    if (strcmp(argv[1], "calls") == 0) return calls();
     const char *how = argv[1], *action = argv[2];
     long nr = call_number(argv[3]);
     int is_write = strcmp(argv[3], "write") == 0;

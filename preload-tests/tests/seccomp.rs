@@ -169,6 +169,23 @@ fn a_filter_that_leaves_ying_alone_changes_nothing() {
 }
 
 #[test]
+fn syscall_and_prctl_return_what_glibc_returns() {
+    let dir = TestDir::new("seccomp-calls");
+    let exe = dir.compile_c("seccomp_filter.c", &[]);
+    let run = Run::new(&exe).args(&["calls", "kill", "openat", "0"]);
+    let c = compare(&run, ALL_ON, &dir.reports("calls"));
+    c.check(c.with.success(), "the program failed");
+    c.check(c.with.stdout_str().contains("name seccomp-calls"), "prctl(PR_SET_NAME) not passed on");
+    // `prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL)` fails in the kernel: Ying cannot
+    // read a filter there, stopped all the same (it cannot know beforehand) and said so.
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.len() == 1 && lines[0].starts_with(WARNING),
+        format!("expected one `{WARNING}...` line, got {lines:#?}"),
+    );
+}
+
+#[test]
 fn strict_mode_ends_with_sys_exit() {
     let dir = TestDir::new("seccomp-strict");
     let exe = dir.compile_c("seccomp_filter.c", &[]);
