@@ -339,6 +339,9 @@ struct Control {
     thread_pid: u32,
     /// The highest dump number asked for.
     requested: u64,
+    /// Whether the dump asked for is the exit report, written by the report thread because a
+    /// seccomp filter covers the exiting thread (its `reason:` says so).
+    for_exit: bool,
     /// The number of the dump being written, or of the last one written.
     started: u64,
     /// The number of the last dump written, and its outcome (the report thread's memory:
@@ -618,8 +621,13 @@ static EXIT_REPORTED: AtomicBool = AtomicBool::new(false);
 extern "C" fn at_exit() {
     if crate::sys::seccomp::level() != crate::sys::seccomp::NONE {
         // A seccomp filter may cover the exiting thread (any thread of the program's is taken
-        // as covered): no wait (`nanosleep`), no report (`openat`, `write`, `renameat`...).
-        // A periodic dump of a report thread the filter does not cover is cut off by the exit.
+        // as covered): no report here (`openat`, `write`, `renameat`...). A report thread the
+        // filter does not cover writes it, if every filter lets this thread wait for it.
+        if crate::sys::seccomp::exit_by_report_thread() {
+            exit_report_by_report_thread();
+        }
+        // Otherwise a periodic dump of a report thread the filter does not cover is cut off
+        // by the exit.
         EXITING.store(true, Ordering::SeqCst);
         return;
     }
@@ -642,6 +650,50 @@ extern "C" fn at_exit() {
             }
         };
         source.run_guarded(&mut f);
+    }
+}
+
+/// The exit report under a seccomp filter that covers the exiting thread but not the report
+/// thread (one without `TSYNC`): the report thread writes it while this thread waits (at most
+/// [`EXIT_WAIT`]), making no system call but `futex`, `getpid` and the clock's, which the
+/// shim checked every filter allows (`sys::seccomp::exit_by_report_thread`).
+fn exit_report_by_report_thread() {
+    if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let Some((runner, source)) = EXIT_RUNNER.get() else { return };
+    if !source.reports_in_fork_children() && EXIT_PID.load(Ordering::Relaxed) != std::process::id()
+    {
+        return;
+    }
+    if !runner.worth_a_report() {
+        return;
+    }
+    let me = std::process::id();
+    let deadline = Instant::now() + EXIT_WAIT;
+    // Nothing here allocates: the list is only read, under its lock (taken before a report
+    // thread's state lock, as in `stop_profiler_threads`).
+    let running = lock(&RUNNING);
+    for shared in running.iter() {
+        let mut c = lock(&shared.state);
+        if c.thread_pid != me || c.stop {
+            continue;
+        }
+        let target = c.started + 1;
+        c.requested = c.requested.max(target);
+        c.for_exit = true;
+        shared.wake.notify_all();
+        while c.done < target && c.thread_pid == me {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            c = match shared.wake.wait_timeout(c, deadline - now) {
+                Ok((c, _)) => c,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        return;
     }
 }
 
@@ -1052,9 +1104,17 @@ impl ProfilerRunner {
                 }
                 (c.requested > c.started).then(|| {
                     c.started = c.requested;
-                    c.started
+                    (c.started, std::mem::take(&mut c.for_exit))
                 })
             };
+            let (forced, for_exit) = match forced {
+                Some((n, for_exit)) => (Some(n), for_exit),
+                None => (None, false),
+            };
+            // The exit report asked by a thread a seccomp filter covers (see `at_exit`).
+            const FOR_EXIT: &str =
+                "exit (written by the report thread: a seccomp filter covers the exiting thread)";
+            let exit_reason = for_exit.then_some(FOR_EXIT);
             // A trigger that fired (signal, control file, memory limit, new high), and whether
             // the periodic check is due: a tick with neither and no request writes nothing.
             let fired = triggers.poll();
@@ -1078,9 +1138,9 @@ impl ProfilerRunner {
             let mut written = None;
             if worth && (asked || self.should_report(last, now)) {
                 let out = Turn::take(Instant::now() + EXIT_WAIT).and_then(|turn| {
-                    let out = crate::triggers::reason::with_reason(fired.as_deref(), || {
-                        self.write_now(source)
-                    });
+                    let reason = exit_reason.or(fired.as_deref());
+                    let out =
+                        crate::triggers::reason::with_reason(reason, || self.write_now(source));
                     drop(turn);
                     out
                 });

@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     long nr = call_number(argv[3]);
     int is_write = strcmp(argv[3], "write") == 0;
     for (int i = 0; i < KEEP; i++) marker_seccomp_before(i);
-    if (atoi(argv[4])) pause_a_moment(1500);
+    if (atoi(argv[4])) pause_a_moment(2500);
     printf("before: %ld\n", checksum(KEEP));
     fflush(stdout);
 

@@ -24,10 +24,12 @@
 //!    no message, no yield of the spin lock, no stack-bounds query at thread start.
 //!
 //! Without `TSYNC`, Ying's threads already running are not covered and go on: periodic
-//! reports (of the samples taken before the filter), the endpoint and pushes continue; only
-//! the exit report is lost. An attempt that fails (a bad filter, no `PR_SET_NO_NEW_PRIVS`)
+//! reports (of the samples taken before the filter), the endpoint and pushes continue, and
+//! the exit report is written by the report thread, while the exiting thread waits for it,
+//! if every filter installed lets that thread wait (`futex`, `getpid`, the clock), and is
+//! lost otherwise. An attempt that fails (a bad filter, no `PR_SET_NO_NEW_PRIVS`)
 //! has the same effect: Ying cannot know beforehand. Filters stack, so once Ying has stopped
-//! for one it stays stopped; a harmless filter leaves nothing to remember.
+//! for one it stays stopped (every filter is kept, for the exit wait's check only).
 //!
 //! Both exports make the system call themselves (glibc's `prctl` and `syscall` are plain
 //! system call wrappers): no lookup with `dlsym`, which a `syscall` made in a signal handler or
@@ -35,6 +37,8 @@
 //! glibc gives them.
 
 use std::ffi::c_long;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ying_profiler::__private::seccomp::{self, ALL_THREADS, PROGRAM_THREADS};
@@ -83,29 +87,58 @@ pub(crate) fn before_seccomp(op: c_long, flags: c_long, args: c_long) {
 const MAX_INSNS: usize = 4096;
 
 /// Whether the filter whose `struct sock_fprog` is at `fprog` lets every call of Ying's
-/// through (`sys::seccomp::harmless`). The program's memory is read with
-/// `process_vm_readv`, which fails (as the kernel's own read would, with `EFAULT`) instead of
-/// faulting on a bad pointer; a filter that cannot be read is taken as harmful.
+/// through (`sys::seccomp::harmless`). The filter is kept (`note_filter`) either way.
 fn harmless_at(fprog: c_long) -> bool {
     hooks::run_guarded(thread_state(), || {
-        #[repr(C)]
-        struct SockFprog {
-            len: u16,
-            filter: *const seccomp::Insn,
-        }
-        let mut head = SockFprog { len: 0, filter: std::ptr::null() };
-        let head_len = std::mem::size_of::<SockFprog>();
-        if !read_own(fprog as usize, (&raw mut head).cast(), head_len) {
-            return false;
-        }
-        let n = usize::from(head.len);
-        if n == 0 || n > MAX_INSNS {
-            return false;
-        }
-        let mut prog = vec![seccomp::Insn { code: 0, jt: 0, jf: 0, k: 0 }; n];
-        let bytes = n * std::mem::size_of::<seccomp::Insn>();
-        read_own(head.filter as usize, prog.as_mut_ptr().cast(), bytes) && seccomp::harmless(&prog)
+        let prog = read_filter(fprog);
+        note_filter(prog.as_deref());
+        prog.is_some_and(|p| seccomp::harmless(&p))
     })
+}
+
+/// The filter whose `struct sock_fprog` is at `fprog`, read with `process_vm_readv`, which
+/// fails (as the kernel's own read would, with `EFAULT`) instead of faulting on a bad
+/// pointer; `None` if it cannot be read. Profiler code (it allocates).
+fn read_filter(fprog: c_long) -> Option<Vec<seccomp::Insn>> {
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const seccomp::Insn,
+    }
+    let mut head = SockFprog { len: 0, filter: std::ptr::null() };
+    let head_len = std::mem::size_of::<SockFprog>();
+    if !read_own(fprog as usize, (&raw mut head).cast(), head_len) {
+        return None;
+    }
+    let n = usize::from(head.len);
+    if n == 0 || n > MAX_INSNS {
+        return None;
+    }
+    let mut prog = vec![seccomp::Insn { code: 0, jt: 0, jf: 0, k: 0 }; n];
+    let bytes = n * std::mem::size_of::<seccomp::Insn>();
+    read_own(head.filter as usize, prog.as_mut_ptr().cast(), bytes).then_some(prog)
+}
+
+/// Every filter the program installed (attempted) so far: they stack, and the exit report
+/// can be left to the report thread only if all of them let the exiting thread wait for it.
+static FILTERS: Mutex<Vec<Vec<seccomp::Insn>>> = Mutex::new(Vec::new());
+/// Set when a filter could not be read: nothing is known of the stack any more.
+static UNREADABLE: AtomicBool = AtomicBool::new(false);
+
+/// Keeps `prog` (`None`: unreadable) and says whether the whole stack still allows the calls
+/// of the exiting thread's wait for the report thread (`seccomp::EXIT_WAIT_CALLS`). Profiler
+/// code.
+fn note_filter(prog: Option<&[seccomp::Insn]>) {
+    let mut filters = FILTERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match prog {
+        Some(p) => filters.push(p.to_vec()),
+        None => UNREADABLE.store(true, Ordering::SeqCst),
+    }
+    let ok = !UNREADABLE.load(Ordering::SeqCst)
+        && filters
+            .iter()
+            .all(|f| seccomp::EXIT_WAIT_CALLS.iter().all(|&nr| seccomp::allows(f, nr)));
+    seccomp::set_exit_by_report_thread(ok);
 }
 
 /// Copies `len` bytes at `from` in this process into `to`; false if they cannot be read.
@@ -148,7 +181,7 @@ fn before_filter(all: bool, what: &str) {
             let then = if all {
                 "Ying's threads stop, and it takes no more samples and writes no more reports"
             } else {
-                "Ying takes no more samples and writes no exit report (periodic reports and the endpoint, if running, go on with the samples taken so far)"
+                "Ying takes no more samples; its report thread and endpoint, if running, go on with the samples taken so far (the exit report too, if the filter lets the exiting thread wait for them)"
             };
             ying_profiler::__private::warn(&format!(
                 "this program installs {what}, which may kill it for a system call of Ying's: from here on {then}"

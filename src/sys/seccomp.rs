@@ -26,7 +26,7 @@
 //! it with the filter.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// No filter installed.
 pub const NONE: u8 = 0;
@@ -36,6 +36,28 @@ pub const PROGRAM_THREADS: u8 = 1;
 pub const ALL_THREADS: u8 = 2;
 
 static LEVEL: AtomicU8 = AtomicU8::new(NONE);
+/// Whether every filter installed lets a program thread wait for the report thread (see
+/// [`exit_by_report_thread`]).
+static EXIT_BY_REPORT_THREAD: AtomicBool = AtomicBool::new(false);
+
+/// The calls a program thread makes to have the report thread write the exit report and wait
+/// for it: the condition variable's `futex`, `getpid`, the clock's (`clock_gettime` is the
+/// vDSO's unless the clock source has none).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub const EXIT_WAIT_CALLS: &[libc::c_long] =
+    &[libc::SYS_futex, libc::SYS_getpid, libc::SYS_clock_gettime, libc::SYS_sched_yield];
+
+/// Says whether every filter installed allows [`EXIT_WAIT_CALLS`] (the shim, at each filter).
+pub fn set_exit_by_report_thread(ok: bool) {
+    EXIT_BY_REPORT_THREAD.store(ok, Ordering::SeqCst);
+}
+
+/// Whether the exit report is to be written by the report thread while the exiting thread
+/// waits: only at [`PROGRAM_THREADS`] (the report thread is not covered; at [`ALL_THREADS`]
+/// it was stopped) and when every filter lets the exiting thread wait.
+pub fn exit_by_report_thread() -> bool {
+    level() == PROGRAM_THREADS && EXIT_BY_REPORT_THREAD.load(Ordering::SeqCst)
+}
 
 thread_local! {
     /// Whether the calling thread is one of Ying's own (started by `spawn_profiler_thread`).
@@ -205,6 +227,15 @@ pub fn harmless(prog: &[Insn]) -> bool {
     };
     MUST_ALLOW.iter().chain(OLD_CALLS).all(|&nr| ok(nr, false))
         && MAY_FAIL.iter().all(|&nr| ok(nr, true))
+}
+
+/// Whether the filter `prog` allows (`SECCOMP_RET_ALLOW` or `SECCOMP_RET_LOG`) system call
+/// `nr` whatever its arguments.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub fn allows(prog: &[Insn], nr: libc::c_long) -> bool {
+    outcomes(prog, nr as u32).is_some_and(|actions| {
+        actions.iter().all(|&a| matches!(a & 0xffff_0000, 0x7fff_0000 | 0x7ffc_0000))
+    })
 }
 
 /// Without a list of this target's calls, no filter is harmless.
@@ -429,5 +460,12 @@ mod tests {
         assert!(!harmless(&[LD_NR])); // runs off the end
         assert!(!harmless(&[stmt(0x20, 2), stmt(RET, ALLOW)])); // unaligned load
         assert!(!harmless(&[stmt(0x28, 0), stmt(RET, ALLOW)])); // half-word load
+    }
+
+    #[test]
+    fn allows_one_call() {
+        assert!(allows(&deny(libc::SYS_openat, KILL), libc::SYS_futex));
+        assert!(!allows(&deny(libc::SYS_futex, KILL), libc::SYS_futex));
+        assert!(!allows(&deny(libc::SYS_futex, ERRNO_EPERM), libc::SYS_futex));
     }
 }
