@@ -580,11 +580,74 @@ pub unsafe extern "C" fn prctl(
 /// `syscall`: the system call `n`, as glibc makes it (a result from -4095 to -1 is -1 with
 /// `errno`); `SYS_seccomp` first makes Ying stop its own system calls where the filter may
 /// reach (`seccomp`). Variadic in C: the six arguments are read where a variadic call puts
-/// them (the sixth, on x86_64, from the caller's stack slot, as glibc's own `syscall` reads it
-/// whether or not it was passed), and passed on, used or not.
+/// them and passed on, used or not. On x86_64 it is glibc's own sequence of instructions
+/// (the sixth argument read from the caller's stack slot whether or not it was passed, no
+/// frame of its own, so that a `clone` onto a new stack returns as it does from glibc's),
+/// with one comparison in front.
 ///
 /// # Safety
 /// As for glibc's `syscall`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    // SAFETY: a System V function body: the number in rdi, the arguments in rsi, rdx, rcx,
+    // r8, r9 and the caller's stack slot at rsp+8, moved to the kernel's registers (rax, rdi,
+    // rsi, rdx, r10, r8, r9); the `syscall` instruction clobbers rcx and r11, caller-saved.
+    // The stack is not touched; both jumps reach extern "C" functions with the stack as at
+    // entry, so they read the same arguments and return to our caller.
+    std::arch::naked_asm!(
+        "cmp rdi, {seccomp}",
+        "je {slow}",
+        "mov rax, rdi",
+        "mov rdi, rsi",
+        "mov rsi, rdx",
+        "mov rdx, rcx",
+        "mov r10, r8",
+        "mov r8, r9",
+        "mov r9, qword ptr [rsp + 8]",
+        "syscall",
+        "cmp rax, -4095",
+        "jae 2f",
+        "ret",
+        "2:",
+        "mov rdi, rax",
+        "jmp {failed}",
+        seccomp = const libc::SYS_seccomp,
+        slow = sym syscall_seccomp,
+        failed = sym seccomp::syscall_failed,
+    )
+}
+
+/// `syscall(SYS_seccomp, ...)` (x86_64's `syscall` jumps here).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn syscall_seccomp(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    seccomp::before_seccomp(a1, a2, a3);
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { seccomp::raw_syscall(n, [a1, a2, a3, a4, a5, a6]) }
+}
+
+/// `syscall` (targets without the assembly fast path).
+///
+/// # Safety
+/// As for glibc's `syscall`.
+#[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn syscall(
     n: libc::c_long,

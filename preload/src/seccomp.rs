@@ -253,6 +253,12 @@ pub(crate) unsafe fn raw_syscall(n: c_long, a: [c_long; 6]) -> c_long {
     errno_result(ret)
 }
 
+/// The failure path of x86_64's `syscall`: `ret` (-4095 to -1) into `errno`, -1 returned.
+#[cfg(target_arch = "x86_64")]
+pub(crate) extern "C" fn syscall_failed(ret: c_long) -> c_long {
+    errno_result(ret)
+}
+
 /// A raw result as glibc returns it: -4095 to -1 set `errno` and give -1.
 #[inline(always)]
 fn errno_result(ret: c_long) -> c_long {
