@@ -91,7 +91,9 @@ static LISTENER_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn close_listener_in_child() {
     let fd = LISTENER_FD.swap(-1, Ordering::SeqCst);
-    if fd >= 0 {
+    // Under a seccomp filter (inherited by the child) even `close` may be punished: the child
+    // keeps the descriptor.
+    if fd >= 0 && !crate::sys::seccomp::restricted_here() {
         // SAFETY: `fd` is the listener this process opened (the child's copy of it), owned by
         // a server thread that does not exist in the child; `close` is async-signal-safe.
         unsafe {
