@@ -5,7 +5,8 @@
  *   HOW:    prctl | seccomp | tsync (seccomp(2) with SECCOMP_FILTER_FLAG_TSYNC) | strict
  *   ACTION: kill (SECCOMP_RET_KILL_PROCESS) | trap (SECCOMP_RET_TRAP: SIGSYS) | errno (EPERM)
  *   CALL:   a system call name below; `write` punishes writes to any descriptor but 1
- *   SLEEP_BEFORE: 1 sleeps (a safe point: the report thread starts) before the filter
+ *   SLEEP_BEFORE: 1 sleeps (a safe point: the report thread starts) before the filter; 2
+ *   does too, and forks under the filter (the child allocates, sleeps and exits)
  * HOW `calls` instead prints what `syscall` and `prctl` return and leave in errno.
  * Strict mode (only read, write, exit, rt_sigreturn) ignores ACTION and CALL, allocates
  * nothing after it and ends with SYS_exit, as such programs must. */
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +65,7 @@ static long call_number(const char *name) {
         {"sched_getaffinity", SYS_sched_getaffinity}, {"sched_yield", SYS_sched_yield},
         {"nanosleep", SYS_nanosleep}, {"tgkill", SYS_tgkill}, {"newfstatat", SYS_newfstatat},
         {"fstat", SYS_fstat}, {"getdents64", SYS_getdents64}, {"gettid", SYS_gettid},
+        {"close", SYS_close},
         /* Calls Ying never makes. */
         {"ptrace", SYS_ptrace}, {"execve", SYS_execve}, {"mount", SYS_mount},
     };
@@ -169,6 +172,19 @@ int main(int argc, char **argv) {
     for (int i = 1; i < KEEP; i += 8) {
         free(kept[i]);
         kept[i] = calloc(1, 1);
+    }
+    if (atoi(argv[4]) == 2) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            for (int i = 0; i < KEEP; i++) kept[i] = realloc(kept[i], 9001 + i);
+            pause_a_moment(300);
+            printf("child: %ld\n", checksum(KEEP));
+            exit(0);
+        }
+        int status = -1;
+        waitpid(child, &status, 0);
+        printf("child status %d\n", status);
     }
     pause_a_moment(1200); /* a safe point under the filter */
     for (int i = 0; i < KEEP; i += 2) free(kept[KEEP + i]), kept[KEEP + i] = malloc(77);
