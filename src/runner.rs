@@ -672,8 +672,13 @@ fn exit_report_by_report_thread() {
     let me = std::process::id();
     let deadline = Instant::now() + EXIT_WAIT;
     // Nothing here allocates: the list is only read, under its lock (taken before a report
-    // thread's state lock, as in `stop_profiler_threads`).
-    let running = lock(&RUNNING);
+    // thread's state lock, as in `stop_profiler_threads`). Not waited for: a `fork` child may
+    // have inherited it held by a thread it does not have.
+    let running = match RUNNING.try_lock() {
+        Ok(r) => r,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
     for shared in running.iter() {
         let mut c = lock(&shared.state);
         if c.thread_pid != me || c.stop {
@@ -1041,7 +1046,12 @@ impl ProfilerRunner {
             });
             let spawned = crate::sys::spawn_profiler_thread(c"ying-report", body);
             match spawned {
-                Ok(()) => lock(&RUNNING).push(Arc::clone(&shared)),
+                Ok(()) => {
+                    let mut running = lock(&RUNNING);
+                    // Runners whose thread has ended are forgotten.
+                    running.retain(|s| lock(&s.state).thread_pid != 0);
+                    running.push(Arc::clone(&shared));
+                }
                 Err(e) => {
                     lock(&shared.state).thread_pid = 0;
                     crate::sys::warn(&format!("could not start the report thread: {e}"));
