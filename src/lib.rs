@@ -185,9 +185,9 @@ pub mod __private {
     //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
     pub use crate::engine::{filter, hooks, mapped, sampler, thread_state};
     pub use crate::report::set_foreign_malloc;
-    pub use crate::runner::{before_exit, exiting, program_threads_ended};
+    pub use crate::runner::{before_exit, exiting, program_threads_ended, stop_profiler_threads};
     pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};
-    pub use crate::sys::{save_stderr, stack_bounds, warn, write_stderr};
+    pub use crate::sys::{save_stderr, seccomp, stack_bounds, warn, write_stderr};
 
     /// Taking snapshots of the engine's tables (the shim's report source).
     pub mod snapshot {

@@ -361,6 +361,9 @@ struct Control {
     thread_pid: u32,
     /// The highest dump number asked for.
     requested: u64,
+    /// Whether the dump asked for is the exit report, written by the report thread because a
+    /// seccomp filter covers the exiting thread (its `reason:` says so).
+    for_exit: bool,
     /// The number of the dump being written, or of the last one written.
     started: u64,
     /// The number of the last dump written, and its outcome (the report thread's memory:
@@ -557,6 +560,25 @@ fn trim_after_dump() {
     }
 }
 
+/// The report threads started in this process (their control), for
+/// [`stop_profiler_threads`].
+static RUNNING: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
+
+/// Stops every thread of Ying's in this process (report threads after the dump they are
+/// writing, the endpoint, the pusher) and waits until they have ended, at most `timeout`;
+/// false if one is still running then. The preload shim calls it before a seccomp filter that
+/// would cover them is installed (see `sys::seccomp`). Later dumps asked of a stopped runner
+/// are written by the asking thread.
+#[doc(hidden)]
+pub fn stop_profiler_threads(timeout: Duration) -> bool {
+    for shared in lock(&RUNNING).iter() {
+        lock(&shared.state).stop = true;
+        shared.wake.notify_all();
+    }
+    crate::serve::stop();
+    crate::sys::wait_profiler_threads_gone(timeout)
+}
+
 /// The runner registered for the exit report (one per process).
 static EXIT_RUNNER: OnceLock<(ProfilerRunner, &'static dyn ProfileSource)> = OnceLock::new();
 
@@ -711,6 +733,19 @@ extern "C" fn at_exit() {
     let me = gettid();
     let _ = EXIT_OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
     let _ = AT_EXIT_THREAD.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
+    if crate::sys::seccomp::level() != crate::sys::seccomp::NONE {
+        // A seccomp filter may cover the exiting thread (any thread of the program's is taken
+        // as covered): no report here (`openat`, `write`, `renameat`...). A report thread the
+        // filter does not cover writes it, if every filter lets this thread wait for it.
+        if crate::sys::seccomp::exit_by_report_thread() {
+            exit_report_by_report_thread();
+        }
+        // Otherwise a periodic dump of a report thread the filter does not cover is cut off
+        // by the exit.
+        EXITING.store(true, Ordering::SeqCst);
+        EXIT_DONE.store(true, Ordering::SeqCst);
+        return;
+    }
     finish_dumps_in_flight();
     if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
         return;
@@ -843,6 +878,55 @@ fn end_process_if_alone(fast: Duration) {
             return;
         }
         sleep_raw(1_000_000);
+    }
+}
+
+/// The exit report under a seccomp filter that covers the exiting thread but not the report
+/// thread (one without `TSYNC`): the report thread writes it while this thread waits (at most
+/// [`EXIT_WAIT`]), making no system call but `futex`, `getpid` and the clock's, which the
+/// shim checked every filter allows (`sys::seccomp::exit_by_report_thread`).
+fn exit_report_by_report_thread() {
+    if EXIT_REPORTED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let Some((runner, source)) = EXIT_RUNNER.get() else { return };
+    if !source.reports_in_fork_children() && EXIT_PID.load(Ordering::Relaxed) != std::process::id()
+    {
+        return;
+    }
+    if !runner.worth_a_report() {
+        return;
+    }
+    let me = std::process::id();
+    let deadline = Instant::now() + EXIT_WAIT;
+    // Nothing here allocates: the list is only read, under its lock (taken before a report
+    // thread's state lock, as in `stop_profiler_threads`). Not waited for: a `fork` child may
+    // have inherited it held by a thread it does not have.
+    let running = match RUNNING.try_lock() {
+        Ok(r) => r,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    for shared in running.iter() {
+        let mut c = lock(&shared.state);
+        if c.thread_pid != me || c.stop {
+            continue;
+        }
+        let target = c.started + 1;
+        c.requested = c.requested.max(target);
+        c.for_exit = true;
+        shared.wake.notify_all();
+        while c.done < target && c.thread_pid == me {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            c = match shared.wake.wait_timeout(c, deadline - now) {
+                Ok((c, _)) => c,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        return;
     }
 }
 
@@ -1314,9 +1398,17 @@ impl ProfilerRunner {
                 r.run(source, &sh)
             });
             let spawned = crate::sys::spawn_profiler_thread(c"ying-report", body);
-            if let Err(e) = spawned {
-                lock(&shared.state).thread_pid = 0;
-                crate::sys::warn(&format!("could not start the report thread: {e}"));
+            match spawned {
+                Ok(()) => {
+                    let mut running = lock(&RUNNING);
+                    // Runners whose thread has ended are forgotten.
+                    running.retain(|s| lock(&s.state).thread_pid != 0);
+                    running.push(Arc::clone(&shared));
+                }
+                Err(e) => {
+                    lock(&shared.state).thread_pid = 0;
+                    crate::sys::warn(&format!("could not start the report thread: {e}"));
+                }
             }
         };
         source.run_guarded(&mut start);
@@ -1390,9 +1482,17 @@ impl ProfilerRunner {
                 slow_end = false;
                 (c.requested > c.started).then(|| {
                     c.started = c.requested;
-                    c.started
+                    (c.started, std::mem::take(&mut c.for_exit))
                 })
             };
+            let (forced, for_exit) = match forced {
+                Some((n, for_exit)) => (Some(n), for_exit),
+                None => (None, false),
+            };
+            // The exit report asked by a thread a seccomp filter covers (see `at_exit`).
+            const FOR_EXIT: &str =
+                "exit (written by the report thread: a seccomp filter covers the exiting thread)";
+            let exit_reason = for_exit.then_some(FOR_EXIT);
             // A trigger that fired (signal, control file, memory limit, new high), and whether
             // the periodic check is due: a tick with neither and no request writes nothing.
             let fired = triggers.poll();
@@ -1420,9 +1520,9 @@ impl ProfilerRunner {
             let mut written = None;
             if worth && (asked || self.should_report(last, now)) {
                 let out = Turn::take(Instant::now() + EXIT_WAIT).and_then(|turn| {
-                    let out = crate::triggers::reason::with_reason(fired.as_deref(), || {
-                        self.write_now(source)
-                    });
+                    let reason = exit_reason.or(fired.as_deref());
+                    let out =
+                        crate::triggers::reason::with_reason(reason, || self.write_now(source));
                     drop(turn);
                     out
                 });

@@ -12,7 +12,7 @@ const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
 /// The 49 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 54] = [
+const EXPECTED: [&str; 56] = [
     "accept",
     "accept4",
     "aligned_alloc",
@@ -38,6 +38,7 @@ const EXPECTED: [&str; 54] = [
     "poll",
     "posix_memalign",
     "ppoll",
+    "prctl",
     "pselect",
     "pthread_cond_timedwait",
     "pthread_cond_wait",
@@ -59,6 +60,7 @@ const EXPECTED: [&str; 54] = [
     "sigwait",
     "sigwaitinfo",
     "sleep",
+    "syscall",
     "sysv_signal",
     "thrd_sleep",
     "usleep",

@@ -12,11 +12,13 @@
 //! write in (`start::change_user`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
+//! `prctl` and `syscall` are exported to see a seccomp filter being installed (`seccomp`).
 
 mod host;
 mod libc_alloc;
 mod maps;
 mod safe_points;
+mod seccomp;
 mod signals;
 mod start;
 mod thread_start;
@@ -48,7 +50,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 54] = [
+pub const EXPORTED_SYMBOLS: [&str; 56] = [
     "accept",
     "accept4",
     "aligned_alloc",
@@ -74,6 +76,7 @@ pub const EXPORTED_SYMBOLS: [&str; 54] = [
     "poll",
     "posix_memalign",
     "ppoll",
+    "prctl",
     "pselect",
     "pthread_cond_timedwait",
     "pthread_cond_wait",
@@ -95,6 +98,7 @@ pub const EXPORTED_SYMBOLS: [&str; 54] = [
     "sigwait",
     "sigwaitinfo",
     "sleep",
+    "syscall",
     "sysv_signal",
     "thrd_sleep",
     "usleep",
@@ -947,4 +951,116 @@ pub unsafe extern "C" fn setresuid(
         // SAFETY: glibc's `setresuid` with the caller's arguments.
         forward_user_change(&REAL, c"setresuid", |f: F| unsafe { f(ruid, euid, suid) })
     })
+}
+
+// Seccomp (see `seccomp`): the two ways a program installs a filter.
+
+/// `prctl`: the system call, as glibc makes it; `PR_SET_SECCOMP` first makes Ying stop its
+/// own system calls where the filter may reach (`seccomp`). C declares it variadic, reading
+/// four `unsigned long` arguments after `option`: on x86_64 and aarch64 Linux a variadic call
+/// passes them in the same registers as a fixed-argument call, and the ones the caller did not
+/// pass are passed on unread by the kernel, as glibc does.
+///
+/// # Safety
+/// As for glibc's `prctl`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn prctl(
+    option: libc::c_int,
+    arg2: libc::c_ulong,
+    arg3: libc::c_ulong,
+    arg4: libc::c_ulong,
+    arg5: libc::c_ulong,
+) -> libc::c_int {
+    seccomp::before_prctl(option as libc::c_long, arg2 as libc::c_long, arg3 as libc::c_long);
+    let args = [option as libc::c_long, arg2 as _, arg3 as _, arg4 as _, arg5 as _, 0];
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { seccomp::raw_syscall(libc::SYS_prctl, args) as libc::c_int }
+}
+
+/// `syscall`: the system call `n`, as glibc makes it (a result from -4095 to -1 is -1 with
+/// `errno`); `SYS_seccomp` first makes Ying stop its own system calls where the filter may
+/// reach (`seccomp`). Variadic in C: the six arguments are read where a variadic call puts
+/// them and passed on, used or not. On x86_64 it is glibc's own sequence of instructions
+/// (the sixth argument read from the caller's stack slot whether or not it was passed, no
+/// frame of its own, so that a `clone` onto a new stack returns as it does from glibc's),
+/// with one comparison in front.
+///
+/// # Safety
+/// As for glibc's `syscall`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    // SAFETY: a System V function body: the number in rdi, the arguments in rsi, rdx, rcx,
+    // r8, r9 and the caller's stack slot at rsp+8, moved to the kernel's registers (rax, rdi,
+    // rsi, rdx, r10, r8, r9); the `syscall` instruction clobbers rcx and r11, caller-saved.
+    // The stack is not touched; both jumps reach extern "C" functions with the stack as at
+    // entry, so they read the same arguments and return to our caller.
+    std::arch::naked_asm!(
+        "cmp rdi, {seccomp}",
+        "je {slow}",
+        "mov rax, rdi",
+        "mov rdi, rsi",
+        "mov rsi, rdx",
+        "mov rdx, rcx",
+        "mov r10, r8",
+        "mov r8, r9",
+        "mov r9, qword ptr [rsp + 8]",
+        "syscall",
+        "cmp rax, -4095",
+        "jae 2f",
+        "ret",
+        "2:",
+        "mov rdi, rax",
+        "jmp {failed}",
+        seccomp = const libc::SYS_seccomp,
+        slow = sym syscall_seccomp,
+        failed = sym seccomp::syscall_failed,
+    )
+}
+
+/// `syscall(SYS_seccomp, ...)` (x86_64's `syscall` jumps here).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn syscall_seccomp(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    seccomp::before_seccomp(a1, a2, a3);
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { seccomp::raw_syscall(n, [a1, a2, a3, a4, a5, a6]) }
+}
+
+/// `syscall` (targets without the assembly fast path).
+///
+/// # Safety
+/// As for glibc's `syscall`.
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    if n == libc::SYS_seccomp {
+        seccomp::before_seccomp(a1, a2, a3);
+    }
+    // SAFETY: the caller's arguments, under the caller's contract.
+    unsafe { seccomp::raw_syscall(n, [a1, a2, a3, a4, a5, a6]) }
 }

@@ -273,6 +273,12 @@ pub(crate) enum Wait {
     OutsideHandlers,
 }
 
+/// A seccomp filter is about to be installed (`seccomp`): no report thread starts from now on
+/// (one being started by another thread right now is not stopped).
+pub(crate) fn no_more_threads() {
+    REPORT_THREAD.store(THREAD_NONE, Ordering::SeqCst);
+}
+
 /// A safe point: the program called one of the functions after which starting the report
 /// thread is safe and costs it nothing it would notice (see `safe_points`), outside every
 /// allocation function and signal handler. Starts the report thread the first time.
@@ -303,6 +309,9 @@ pub(crate) fn thread_due() -> bool {
 fn start_thread(wait: Wait) {
     if wait == Wait::OutsideHandlers && crate::signals::in_handler() {
         return;
+    }
+    if ying_profiler::__private::seccomp::level() != ying_profiler::__private::seccomp::NONE {
+        return; // A seccomp filter may punish `clone3`, `mmap`, `mprotect`...
     }
     if ying_profiler::__private::exiting() {
         return;
@@ -408,7 +417,10 @@ extern "C" fn fork_child() {
     // pid is in every name), starts its own at its first safe point, like a new process (not
     // here: a child may have to stay single-threaded, e.g. to enter a user namespace). The
     // exit report is inherited with atexit.
-    if RUNNER.get().is_some_and(|r| r.check_interval_secs() > 0) {
+    // (Never under a seccomp filter, which the child inherits.)
+    if RUNNER.get().is_some_and(|r| r.check_interval_secs() > 0)
+        && ying_profiler::__private::seccomp::level() == ying_profiler::__private::seccomp::NONE
+    {
         REPORT_THREAD.store(THREAD_DUE, Ordering::SeqCst);
     }
     hooks::leave_guard(ts);

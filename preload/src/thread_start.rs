@@ -190,7 +190,12 @@ extern "C" fn begin(p: *mut c_void) {
 /// thread's set-up, from the constructor.
 pub(crate) fn started() {
     let ts = thread_state();
-    // Profiler code: `pthread_getattr_np`'s allocations are ours.
-    let stack = hooks::run_guarded(ts, ying_profiler::__private::stack_bounds);
+    // Profiler code: `pthread_getattr_np`'s allocations are ours. Not under a seccomp filter:
+    // it asks the kernel (`sched_getaffinity`); the unwinder then falls back to libgcc's.
+    let stack = if ying_profiler::__private::seccomp::restricted_here() {
+        None
+    } else {
+        hooks::run_guarded(ts, ying_profiler::__private::stack_bounds)
+    };
     hooks::thread_started::<ShimHost>(ts, &SETTINGS, stack);
 }

@@ -665,6 +665,11 @@ fn realloc_slow<H: Host>(
         match rec {
             // C realloc(p, 0) freed the block.
             Some(rec) if new_size == 0 => retire(rec),
+            // Under a seccomp filter the record is dropped instead: putting it back may grow
+            // the live table (a rehash), and the profiler's heap with `mmap`.
+            Some(rec) if crate::sys::seccomp::restricted_here() => {
+                tables::resize_sample(rec.stack, rec.weight, None, 0.0)
+            }
             // Failure: the old block is still valid and still sampled.
             Some(rec) => tables::insert_live(old as usize, rec),
             None => {}
@@ -706,6 +711,12 @@ fn resize_record(ts: &ThreadState, set: &Settings, p: *mut u8, mut rec: Record, 
     // The bytes a shrink gave back, seen because the block was sampled (probability
     // `1 / rec.weight.count`).
     let freed = rec.size.saturating_sub(new_counted) as f64 * rec.weight.count;
+    if crate::sys::seccomp::restricted_here() {
+        // Under a seccomp filter the record leaves the tables: inserting it at its new
+        // address may grow the live table, and the profiler's heap with `mmap`.
+        tables::resize_sample(rec.stack, rec.weight, None, freed);
+        return;
+    }
     if new_counted < rec.size {
         let mut rng = ts.rng.get();
         let keep = sampler::keep_after_shrink(&mut rng, rec.weight, new_counted, interval);

@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
@@ -91,7 +91,9 @@ static LISTENER_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn close_listener_in_child() {
     let fd = LISTENER_FD.swap(-1, Ordering::SeqCst);
-    if fd >= 0 {
+    // Under a seccomp filter (inherited by the child) even `close` may be punished: the child
+    // keeps the descriptor.
+    if fd >= 0 && !crate::sys::seccomp::restricted_here() {
         // SAFETY: `fd` is the listener this process opened (the child's copy of it), owned by
         // a server thread that does not exist in the child; `close` is async-signal-safe.
         unsafe {
@@ -150,8 +152,26 @@ pub(crate) fn start(
     }
 }
 
-/// Accepts and answers connections, one at a time, for the rest of the process (or until the
-/// program closes the listening socket).
+/// Set by [`stop`]: the server thread ends at its next wake.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Ends the server thread (before a seccomp filter that would cover it is installed): its
+/// wait in `poll` is woken by shutting the listener down.
+pub(crate) fn stop() {
+    STOPPING.store(true, Ordering::SeqCst);
+    let fd = LISTENER_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: `fd` is the listener this process opened, still open (only the server
+        // thread, which returns after this, or a fork child closes it); shutting it down
+        // only makes `accept` fail.
+        unsafe {
+            libc::shutdown(fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
+/// Accepts and answers connections, one at a time, until [`stop`] (or for the rest of the
+/// process, or until the program closes the listening socket).
 fn serve(listener: &TcpListener, ctx: &Ctx) {
     let id = crate::sys::fd_id(listener.as_raw_fd());
     // Never wait inside `accept`: Linux reserves the connection's descriptor number (the
@@ -174,6 +194,9 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
         let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: `pfd` is one valid pollfd; a closed descriptor only sets POLLNVAL.
         let ready = unsafe { libc::poll(&mut pfd, 1, -1) };
+        if STOPPING.load(Ordering::SeqCst) {
+            return;
+        }
         if pfd.revents & (libc::POLLNVAL | libc::POLLERR) != 0 && ready > 0 {
             // Closed under us: the check above ends the loop; never spin on it.
             std::thread::sleep(Duration::from_millis(100));

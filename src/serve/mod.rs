@@ -157,6 +157,12 @@ pub(crate) fn start(
     source.run_guarded(&mut go);
 }
 
+/// Ends the endpoint's and the pusher's threads (each at its next wake, which this causes).
+pub(crate) fn stop() {
+    http::stop();
+    push::stop();
+}
+
 /// `s` as a JSON string literal.
 pub(crate) fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

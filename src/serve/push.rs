@@ -210,14 +210,32 @@ pub(crate) fn start(url: &str, services: &super::Services, source: &'static dyn 
     }
 }
 
-/// Pushes every `interval`, for the rest of the process.
+/// Set by [`stop`] (the pusher ends at once), with its wake-up.
+static STOPPING: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+static WAKE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Ends the pushing thread (before a seccomp filter that would cover it is installed).
+pub(crate) fn stop() {
+    *STOPPING.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+    WAKE.notify_all();
+}
+
+/// Waits `interval`; false if [`stop`] was called.
+fn pause(interval: Duration) -> bool {
+    let g = STOPPING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (g, _) = WAKE
+        .wait_timeout_while(g, interval, |stopping| !*stopping)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    !*g
+}
+
+/// Pushes every `interval`, for the rest of the process (or until [`stop`]).
 fn run(target: &Target, url: &str, name: &str, interval: Duration, source: &dyn ProfileSource) {
     let mut since = AllocBaseline::empty(SystemTime::now());
     let mut failures: u64 = 0;
     let mut last_warning: Option<Instant> = None;
     loop {
-        std::thread::sleep(interval);
-        if crate::runner::exiting() {
+        if !pause(interval) || crate::runner::exiting() {
             return;
         }
         // Rendering (symbols) and sending open descriptors: not while the program is near its

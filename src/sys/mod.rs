@@ -7,6 +7,7 @@
 //! [`write_stderr`] is one raw `write`. It imports nothing from the rest of the crate.
 
 pub(crate) mod clock;
+pub mod seccomp;
 pub(crate) mod spin;
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -191,6 +192,9 @@ fn stderr_is_ours() -> bool {
 /// allocation, `errno` preserved; usable inside allocation hooks and at exit. Errors are
 /// ignored (there is nowhere to report them).
 pub fn write_stderr(mut bytes: &[u8]) {
+    if seccomp::restricted_here() {
+        return; // A seccomp filter may punish the `write` (or the `fstat` before it).
+    }
     let _errno = ErrnoGuard::save();
     if !stderr_is_ours() {
         return;
@@ -238,6 +242,66 @@ impl Drop for ErrnoGuard {
     }
 }
 
+/// The thread ids of Ying's own threads (0: a free slot), kept until the thread is gone (not
+/// only until its body returned), so that the shim can wait until they have ended before a
+/// seccomp filter covering them is installed ([`wait_profiler_threads_gone`]).
+struct ProfilerTids([AtomicI32; 16]);
+
+static STARTED_TIDS: ProfilerTids = ProfilerTids([const { AtomicI32::new(0) }; 16]);
+
+impl ProfilerTids {
+    /// Records the calling thread (a slot of a thread that has ended is reused).
+    fn record(&self) {
+        // SAFETY: gettid takes no arguments and cannot fail.
+        let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        for slot in &self.0 {
+            let tid = slot.load(Ordering::SeqCst);
+            if (tid == 0 || !thread_alive(tid))
+                && slot.compare_exchange(tid, me, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Whether thread `tid` of this process still exists (signal 0 checks without sending).
+fn thread_alive(tid: i32) -> bool {
+    let _errno = ErrnoGuard::save();
+    // SAFETY: tgkill with signal 0 sends nothing; a thread id of another process or of an
+    // ended thread makes it fail with ESRCH.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, 0) };
+    // SAFETY: `__errno_location` returns the calling thread's errno slot.
+    rc == 0 || unsafe { *libc::__errno_location() } != libc::ESRCH
+}
+
+/// Waits (polling every millisecond, at most `timeout`) until every thread started by
+/// [`spawn_profiler_thread`] in this process has ended; false if one is still running. For a
+/// program thread that is about to install a seccomp filter: until the filter is in, any
+/// system call is allowed.
+pub fn wait_profiler_threads_gone(timeout: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        let mut running = false;
+        for slot in &STARTED_TIDS.0 {
+            let tid = slot.load(Ordering::SeqCst);
+            if tid != 0 && thread_alive(tid) {
+                running = true;
+            }
+        }
+        if !running {
+            return true;
+        }
+        if start.elapsed() >= timeout {
+            return false;
+        }
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+        // SAFETY: `ts` is a valid timespec; a null remainder pointer is allowed. The raw call:
+        // the shim's `nanosleep` is a safe point.
+        unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
+    }
+}
+
 /// What a profiler thread runs.
 type ThreadBody = Box<dyn FnOnce() + Send>;
 
@@ -256,6 +320,8 @@ extern "C" fn profiler_thread_main(arg: *mut libc::c_void) -> *mut libc::c_void 
     // SAFETY: `arg` is the `Box<ThreadBody>` leaked by `spawn_profiler_thread`, handed to
     // exactly this thread.
     let body = unsafe { Box::from_raw(arg.cast::<ThreadBody>()) };
+    seccomp::mark_profiler_thread();
+    STARTED_TIDS.record();
     let me = gettid();
     let slot = PROFILER_TIDS
         .iter()

@@ -41,7 +41,8 @@ impl<T> SpinMutex<T> {
                 return SpinGuard { lock: self };
             }
             spins = spins.saturating_add(1);
-            if spins < 64 {
+            // Under a seccomp filter `sched_yield` may be punished: spin on.
+            if spins < 64 || crate::sys::seccomp::restricted_here() {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
