@@ -34,7 +34,7 @@
 //! report opens that same directory again, checks it is still the one identified, writes and
 //! closes it, whatever the program does with its working directory. No descriptor of Ying's
 //! stays open between reports, and a report opens nothing while fewer than
-//! [`FD_HEADROOM`](crate::sys::FD_HEADROOM) descriptors are free under `RLIMIT_NOFILE` (it is
+//! eight descriptors (`sys::FD_HEADROOM`) are free under `RLIMIT_NOFILE` (it is
 //! skipped, with one warning per process). Report files are created with mode 0600 unless
 //! [`ProfilerRunnerBuilder::report_file_mode`] widens it.
 //!

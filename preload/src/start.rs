@@ -310,6 +310,11 @@ fn start_thread(wait: Wait) {
     if wait == Wait::OutsideHandlers && crate::signals::in_handler() {
         return;
     }
+    // Ying's own code reads files and waits too (`read`, `poll` bind to these exports): never
+    // from inside the profiler, e.g. the constructor after the thread became due.
+    if hooks::is_guarded(thread_state()) {
+        return;
+    }
     if ying_profiler::__private::seccomp::level() != ying_profiler::__private::seccomp::NONE {
         return; // A seccomp filter may punish `clone3`, `mmap`, `mprotect`...
     }
