@@ -55,7 +55,7 @@ cargo test --release --test html_report ten_thousand
 echo "== profile_spans feature"
 cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
 echo "== LD_PRELOAD tests"
-YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests -- --skip _under_the_shim
+YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests -- --skip cpython_suite_
 echo "== CPython's own suites under the shim (one at a time: they start hundreds of interpreters)"
 YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests --test cpython_suites -- --test-threads=1
 echo "== benchmarks compile"

@@ -192,26 +192,26 @@ fn compare_suite(suite: &str) {
 }
 
 #[test]
-fn test_subprocess_under_the_shim() {
+fn cpython_suite_test_subprocess() {
     compare_suite("test_subprocess");
 }
 
 #[test]
-fn test_threading_under_the_shim() {
+fn cpython_suite_test_threading() {
     compare_suite("test_threading");
 }
 
 #[test]
-fn test_os_under_the_shim() {
+fn cpython_suite_test_os() {
     compare_suite("test_os");
 }
 
 #[test]
-fn test_signal_under_the_shim() {
+fn cpython_suite_test_signal() {
     compare_suite("test_signal");
 }
 
 #[test]
-fn test_mmap_under_the_shim() {
+fn cpython_suite_test_mmap() {
     compare_suite("test_mmap");
 }
