@@ -72,6 +72,8 @@
 //! | `cpython_suites.rs` | CPython's `test_subprocess`, `test_threading`, `test_os`, `test_signal`, `test_mmap`: every case that passes plain passes under the shim |
 //! | `wait_points.rs` | the report thread starts at each kind of wait (sleep, poll, select, read, condition, signal and child waits, accept), never in a signal handler or a `vfork` child; dispositions read back as installed; one line at exit when it never started |
 //! | `descriptors.rs` | no descriptor of Ying's in `/proc/self/fd` between reports, a program at its `RLIMIT_NOFILE` keeps every slot, low descriptors closed under the endpoint, a worker that changed user is told once |
+//! | `lifecycle.rs` | a `main` that ends with `pthread_exit` ends with its last thread, `exit` from three threads at once, from an `atexit` handler and during a dump: one complete set, no temporary file; CPython's `test_3_join_in_forked_from_thread` |
+//! | `seccomp.rs` | filters installed with `prctl` and `syscall(SYS_seccomp)`, with and without `TSYNC`, that kill, trap or fail each call Ying makes: the program lives as in the plain run; harmless filters change nothing; strict mode |
 //!
 //! Tests of known shim/engine bugs are `#[ignore = "bug: ..."]`; run them with
 //! `cargo test -p preload-tests -- --ignored`.
