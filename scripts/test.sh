@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Each stage with the time it started, so that a slow stage shows in the log.
+stage() { echo "== [$(date +%T)] $*"; }
+
 if ! command -v go >/dev/null 2>&1; then
-    echo "== installing golang-go (tests read pprof files with go tool pprof)"
+    stage "installing golang-go (tests read pprof files with go tool pprof)"
     if [ "$(id -u)" -eq 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
     else
@@ -14,7 +17,7 @@ if ! command -v go >/dev/null 2>&1; then
     fi
 fi
 if ! command -v sqlite3 >/dev/null 2>&1; then
-    echo "== installing sqlite3 (the peak test runs an in-memory table under the shim)"
+    stage "installing sqlite3 (the peak test runs an in-memory table under the shim)"
     if [ "$(id -u)" -eq 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null
     else
@@ -22,7 +25,7 @@ if ! command -v sqlite3 >/dev/null 2>&1; then
     fi
 fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v lynx >/dev/null 2>&1; then
-    echo "== installing chromium and lynx (tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx)"
+    stage "installing chromium and lynx (tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx)"
     if [ "$(id -u)" -eq 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium lynx >/dev/null
     else
@@ -31,7 +34,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v lynx >/dev/null 2>&1; t
 fi
 
 if ! command -v curl >/dev/null 2>&1; then
-    echo "== installing curl (the endpoint tests ask the profiled programs with curl)"
+    stage "installing curl (the endpoint tests ask the profiled programs with curl)"
     if [ "$(id -u)" -eq 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
     else
@@ -39,25 +42,25 @@ if ! command -v curl >/dev/null 2>&1; then
     fi
 fi
 
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy (default features, then all features)"
+stage "cargo clippy (default features, then all features)"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-echo "== cargo doc (the manual: ying_profiler's crate docs, every feature, no warnings)"
+stage "cargo doc (the manual: ying_profiler's crate docs, every feature, no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
-echo "== build libying.so"
+stage "build libying.so"
 cargo build --release -p ying-preload
-echo "== library, integration and doc tests"
+stage "library, integration and doc tests"
 cargo test --workspace --exclude preload-tests
-echo "== the 10k-stack, 100-dump HTML page (optimized: minutes unoptimized)"
+stage "the 10k-stack, 100-dump HTML page (optimized: minutes unoptimized)"
 cargo test --release --test html_report ten_thousand
-echo "== profile_spans feature"
+stage "profile_spans feature"
 cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
-echo "== LD_PRELOAD tests"
+stage "LD_PRELOAD tests"
 YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests -- --skip cpython_suite_
-echo "== CPython's own suites under the shim (one at a time: they start hundreds of interpreters)"
+stage "CPython's own suites under the shim (one at a time: they start hundreds of interpreters)"
 YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests --test cpython_suites -- --test-threads=1
-echo "== benchmarks compile"
+stage "benchmarks compile"
 cargo bench --no-run --quiet
-echo "== all tests passed"
+stage "all tests passed"

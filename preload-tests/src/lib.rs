@@ -703,13 +703,39 @@ impl Comparison {
 /// lines are not checked here: call [`Comparison::assert_no_ying_lines`] or inspect them.
 pub fn compare(run: &Run, ying: &[(&str, &str)], reports: &Path) -> Comparison {
     let without = run.clone().without_preload().run();
+    let with = shim_run(run, ying, reports).run();
+    checked(Comparison { without, with, reports: reports.to_path_buf() })
+}
+
+/// As [`compare`], with both runs at the same time and the plain one given its own arguments
+/// (`plain`, e.g. another notes file): for programs that mostly wait, whose output does not
+/// depend on the arguments that differ.
+pub fn compare_concurrently(
+    plain: &Run,
+    run: &Run,
+    ying: &[(&str, &str)],
+    reports: &Path,
+) -> Comparison {
+    let with_run = shim_run(run, ying, reports);
+    let (without, with) = std::thread::scope(|s| {
+        let without = s.spawn(|| plain.clone().without_preload().run());
+        let with = with_run.run();
+        (without.join().expect("the plain run's thread"), with)
+    });
+    checked(Comparison { without, with, reports: reports.to_path_buf() })
+}
+
+/// `run` with the shim, the `YING_*` settings and the reporting directory.
+fn shim_run(run: &Run, ying: &[(&str, &str)], reports: &Path) -> Run {
     let mut with_run = run.clone().with_preload().envs(ying);
-    let reports_s = reports.display().to_string();
     if !ying.iter().any(|(k, _)| *k == "YING_REPORTING_PATH") {
-        with_run = with_run.env("YING_REPORTING_PATH", &reports_s);
+        with_run = with_run.env("YING_REPORTING_PATH", reports.display().to_string());
     }
-    let with = with_run.run();
-    let c = Comparison { without, with, reports: reports.to_path_buf() };
+    with_run
+}
+
+/// The checks every comparison makes (see [`compare`]).
+fn checked(c: Comparison) -> Comparison {
     c.check(
         c.without.spawn_error.is_none() && !c.without.timed_out,
         "the run WITHOUT the shim failed to run or timed out",

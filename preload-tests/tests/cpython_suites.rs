@@ -4,7 +4,7 @@
 //! `test_os` (descriptors, `fork`, environment), `test_signal` (handlers, waits interrupted by
 //! signals, `sigwait`) and `test_mmap`.
 //!
-//! Each suite runs twice with the interpreter on `PATH`, plain and with the shim, periodic
+//! Each suite runs twice at once with the interpreter on `PATH`, plain and with the shim, periodic
 //! reports every second (`YING_CHECK_INTERVAL_SECS=1`, so the report thread is running in every
 //! interpreter that lives that long, the suite's many child interpreters included). Every test
 //! case that passed in the plain run must pass under the shim; a case that fails only under
@@ -130,13 +130,18 @@ fn compare_suite(suite: &str) {
         return;
     }
     let dir = TestDir::new(&format!("cpython-{suite}"));
-    let plain = run_suite(&dir, suite, "plain", false, None);
+    // Both runs at once: the suites mostly wait (on children, timers, signals), and each run
+    // has its own working directory, results file and reporting directory.
+    let (plain, shim) = std::thread::scope(|s| {
+        let plain = s.spawn(|| run_suite(&dir, suite, "plain", false, None));
+        let shim = run_suite(&dir, suite, "shim", true, None);
+        (plain.join().expect("the plain run's thread"), shim)
+    });
     assert!(
         !plain.cases.is_empty(),
         "the plain run of {suite} reported no test case:\n{}",
         plain.describe()
     );
-    let shim = run_suite(&dir, suite, "shim", true, None);
     assert!(
         shim.outcome.code().is_some(),
         "{suite} under the shim did not end by itself (killed or timed out):\n{}",

@@ -15,7 +15,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use preload_tests::{Comparison, Run, TestDir, compare, preload_lib, report_sets};
+use preload_tests::{
+    Comparison, Run, TestDir, compare, compare_concurrently, preload_lib, report_sets,
+};
 
 /// Each run's limit (the program itself waits about 3 s).
 const TIMEOUT: Duration = Duration::from_secs(40);
@@ -33,7 +35,9 @@ fn run_mode(mode: &str) -> (TestDir, Comparison, String) {
     let exe = dir.compile_c("wait_points.c", &["-lpthread"]);
     let notes = dir.join("notes");
     let run = Run::new(&exe).arg(mode).arg(&notes).timeout(TIMEOUT);
-    let c = compare(&run, PERIODIC, &dir.reports(mode));
+    // The plain run at the same time, noting into a file of its own (the program only waits).
+    let plain = Run::new(&exe).arg(mode).arg(dir.join("notes-plain")).timeout(TIMEOUT);
+    let c = compare_concurrently(&plain, &run, PERIODIC, &dir.reports(mode));
     let text = std::fs::read_to_string(&notes).unwrap_or_default();
     (dir, c, text)
 }
