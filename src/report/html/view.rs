@@ -32,6 +32,9 @@ struct SetName {
     stamp: String,
     /// `ying.<exe>.<pid>.<seq>.<stamp>`.
     stem: String,
+    /// The subdirectory it is in: empty, or `uid-<N>/` (a worker that changed user, see
+    /// `ProfilerRunner::dir_for_new_user`).
+    sub: String,
 }
 
 /// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.pb.gz` (not `.peak.pb.gz`) as a set's name.
@@ -55,6 +58,7 @@ fn parse_set(name: &str) -> Option<SetName> {
         seq,
         stamp: stamp.to_string(),
         stem: stem.to_string(),
+        sub: String::new(),
     })
 }
 
@@ -150,7 +154,7 @@ fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, Vec<
 
 /// Reads the set `set` of `dir` into `t` as one dump.
 fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
-    let read = |ext: &str| std::fs::read(dir.join(format!("{}.{ext}", set.stem)));
+    let read = |ext: &str| std::fs::read(dir.join(format!("{}{}.{ext}", set.sub, set.stem)));
     let bytes = read("pb.gz")?;
     let p = read_profile(&bytes).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("{}.pb.gz: {e}", set.stem))
@@ -241,11 +245,25 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
 /// returns its path: one section per process (executable and pid), sets of older runs
 /// included, each with the chart of its dumps, the dump picker and the diff. A set whose
 /// profile cannot be read is left out with a `ying: warning:` line; a directory without any
-/// set is an error.
+/// set is an error. The sets of workers that changed user, in `uid-<N>` subdirectories, are
+/// read too.
 pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
-    let mut sets: Vec<SetName> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok()?.file_name().to_str().and_then(parse_set))
-        .collect();
+    let names = |d: &Path| -> io::Result<Vec<String>> {
+        Ok(std::fs::read_dir(d)?.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+    };
+    let top = names(dir)?;
+    let mut sets: Vec<SetName> = top.iter().filter_map(|n| parse_set(n)).collect();
+    for sub in top.iter().filter(|n| {
+        n.strip_prefix("uid-")
+            .is_some_and(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        for n in names(&dir.join(sub)).unwrap_or_default() {
+            if let Some(mut set) = parse_set(&n) {
+                set.sub = format!("{sub}/");
+                sets.push(set);
+            }
+        }
+    }
     if sets.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
