@@ -21,23 +21,33 @@
 //! and examples and are ignored. Warnings are returned, not printed: the caller decides where
 //! they go (the preload shim writes them to stderr without allocating through itself).
 //!
-//! # Why one table
+//! # Why one row per setting
 //!
-//! Every variable is one entry of a private table holding its name, its default as text, its
-//! meaning, and the code that parses it into its [`Config`] field. [`VARIABLES`] (and thus the
-//! README table made by [`Config::markdown_table`]) is copied from that table at compile time,
-//! so a variable cannot be parsed without being documented or documented without being parsed;
-//! the tests check that each documented default parses to [`Config::default`]'s value.
+//! Each setting is written once, as one row of the `settings!` table below: its [`Config`]
+//! field and type, its default (a named constant where other modules use the default too, such
+//! as [`DEFAULT_TOP_K`]), its variable's name, its parser and its README sentence. The macro
+//! makes from the rows the struct, its `Default`, the parsing of the environment, and
+//! [`VARIABLES`], the documentation table (and thus the README table made by
+//! [`Config::markdown_table`]). So a variable cannot be parsed without being documented, nor
+//! documented with a default other than the one used: the default's text in the README and in
+//! warnings is the default value itself, written back as the variable would spell it (the
+//! tests check that this text parses, with the row's own parser, to the default).
 //!
-//! The environment step uses `envy`: the known `YING_*` variables are deserialized into a
-//! private struct whose fields are all `Option<String>`, so `envy` itself never rejects a value;
-//! each field is then converted by [`parse_bool`], [`parse_bytes`] or an integer parser, and
-//! checked against its range.
+//! # Why not `envy`
+//!
+//! The design card names `envy`, which deserialized the variables into a struct of strings.
+//! With one row per setting, that struct was a fifth copy of every name, and all `envy` still
+//! did was move each string into its field: finding the row by the variable's exact name does
+//! the same. It also had to be kept from acting on its own (it lower-cases names and strips the
+//! prefix repeatedly, so other spellings had to be filtered out before it), and it could not
+//! read a non-UTF-8 environment. So the rows are looked up directly, and `envy` is not used.
 
 use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use crate::engine::hooks::DEFAULT_MAX_ALLOC_BYTES;
+use crate::engine::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 
 /// The prefix every Ying variable starts with.
 const PREFIX: &str = "YING_";
@@ -45,579 +55,292 @@ const PREFIX: &str = "YING_";
 /// The largest sampling interval accepted: 1 TiB.
 const MAX_SAMPLE_INTERVAL: u64 = 1 << 40;
 
-/// Every setting, typed.
+/// Default reporting directory.
+pub const DEFAULT_REPORTING_PATH: &str = "ying-profiles";
+/// Default seconds between checks.
+pub const DEFAULT_CHECK_INTERVAL_SECS: usize = 300;
+/// Default percentage change of retained memory that triggers a report.
+pub const DEFAULT_PCT_CHANGE_TRIGGER: usize = 10;
+/// Default number of stacks in a text report.
+pub const DEFAULT_TOP_K: usize = 20;
+/// Default number of report sets of one process kept in the reporting directory (0 keeps all).
 ///
-/// Fields are in the order of [`VARIABLES`], which documents each one; [`Config::default`] gives
-/// the value used when a variable is unset or invalid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// `YING_ENABLED`: whether to profile at all.
-    pub enabled: bool,
-    /// `YING_ONLY_EXE`: profile only executables with this file name (the basename of
-    /// `/proc/self/exe`); `None` profiles every program.
-    pub only_exe: Option<String>,
-    /// `YING_SAMPLE_INTERVAL_BYTES`: mean bytes allocated between samples, `1..=2^40`.
-    pub sample_interval_bytes: u64,
-    /// `YING_SEED`: seed of the sampling generators; `None` seeds from the clock.
-    pub seed: Option<u64>,
-    /// `YING_TRACK_MMAP`: count the program's anonymous `mmap`s as allocations (the shim).
-    pub track_mmap: bool,
-    /// `YING_MEASURE_ALLOCATED_NOT_RETAINED`: rank by bytes allocated instead of retained.
-    pub measure_allocated_not_retained: bool,
-    /// `YING_REPORTING_PATH`: directory reports are written to; never empty.
-    pub reporting_path: PathBuf,
-    /// `YING_REPORT_FILE_MODE`: permission bits of report files, `0o600..=0o666` with owner
-    /// read and write always included.
-    pub report_file_mode: u32,
-    /// `YING_REPORT_AT_EXIT`: write a final report when the program exits.
-    pub report_at_exit: bool,
-    /// `YING_CHECK_INTERVAL_SECS`: seconds between periodic checks, `0..=31_536_000`; 0 means
-    /// no periodic reports and no background thread.
-    pub check_interval_secs: u64,
-    /// `YING_REPORT_PCT_CHANGE_TRIGGER`: percent change since the last report that makes a
-    /// periodic check write a report, `0..=1_000_000`.
-    pub report_pct_change_trigger: u64,
-    /// `YING_GEN_FLAMEGRAPHS`: write an SVG flamegraph with each report.
-    pub gen_flamegraphs: bool,
-    /// `YING_EXPAND_FRAMES`: list every frame, each inlined frame with its own `file:line`.
-    pub expand_frames: bool,
-    /// `YING_FOLD_FRAMEWORK_FRAMES`: fold runs of framework frames into one line.
-    pub fold_framework_frames: bool,
-    /// `YING_TOP_K`: stacks listed in each text report, `1..=100_000`.
-    pub top_k: usize,
-    /// `YING_MAX_REPORT_SETS`: report sets of this process kept in the reporting directory, the
-    /// oldest removed beyond it, `0..=1_000_000`; 0 keeps every set.
-    pub max_report_sets: usize,
-    /// `YING_MAX_ALLOC_BYTES`: single requests of at least this many bytes are refused,
-    /// `1..=u64::MAX`.
-    pub max_alloc_bytes: u64,
-    /// `YING_MAX_STACKS`: stack entries kept before new stacks are folded into one
-    /// `[stack table full]` entry, `16..=10_000_000`.
-    pub max_stacks: usize,
-    /// `YING_HTTP_ADDR`: address of the built-in `/debug/pprof` endpoint; `None`: no endpoint.
-    pub http_addr: Option<std::net::SocketAddr>,
-    /// `YING_PUSH_URL`: `http://host:port[/prefix]` of a Pyroscope-compatible server that
-    /// receives the heap profile every `push_interval_secs`; `None`: no pushes.
-    pub push_url: Option<String>,
-    /// `YING_PUSH_INTERVAL_SECS`: seconds between pushes, `1..=86_400`.
-    pub push_interval_secs: u64,
-    /// `YING_PUSH_LABELS`: `key=value` labels of pushed profiles (`service_name` names the
-    /// application).
-    pub push_labels: Vec<(String, String)>,
-    /// `YING_DUMP_SIGNAL`: the signal that makes the report thread write a report set.
-    pub dump_signal: Option<i32>,
-    /// `YING_DUMP_CONTROL_FILE`: watch `<reporting path>/dump` and `dump.<pid>`.
-    pub dump_control_file: bool,
-    /// `YING_MEMORY_LIMIT_PCT`: percent of the memory limit the resident set reaches for a
-    /// near-limit report set, `0..=100`; 0 is off.
-    pub memory_limit_pct: u64,
-    /// `YING_MEMORY_LIMIT_BYTES`: a limit replacing the cgroup's (tests); `None` uses the
-    /// cgroup's.
-    pub memory_limit_bytes: Option<u64>,
-    /// `YING_PEAK_DUMP_PCT`: percent beyond the last dumped high of the retained total that
-    /// writes a report set, `0..=1_000_000`; 0 is off.
-    pub peak_dump_pct: u64,
-}
-
-impl Default for Config {
-    /// The defaults documented in [`VARIABLES`].
-    fn default() -> Self {
-        Config {
-            enabled: true,
-            only_exe: None,
-            sample_interval_bytes: 512 * 1024,
-            seed: None,
-            track_mmap: true,
-            measure_allocated_not_retained: false,
-            reporting_path: PathBuf::from("ying-profiles"),
-            report_file_mode: 0o600,
-            report_at_exit: true,
-            check_interval_secs: 300,
-            report_pct_change_trigger: 10,
-            gen_flamegraphs: true,
-            expand_frames: false,
-            fold_framework_frames: true,
-            top_k: 20,
-            max_report_sets: 50,
-            max_alloc_bytes: 64 << 30,
-            max_stacks: 100_000,
-            http_addr: None,
-            push_url: None,
-            push_interval_secs: 15,
-            push_labels: Vec::new(),
-            dump_signal: None,
-            dump_control_file: true,
-            memory_limit_pct: 90,
-            memory_limit_bytes: None,
-            peak_dump_pct: 0,
-        }
-    }
-}
-
-/// One row of the variables table: what the README documents for one `YING_*` variable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VarDoc {
-    /// The variable's full name, e.g. `YING_TOP_K`.
-    pub name: &'static str,
-    /// The default as text, itself a valid value of the variable, or `unset` for a variable
-    /// whose default is to be absent. Warnings quote it after "using".
-    pub default: &'static str,
-    /// One sentence of README prose: what the variable does, its unit and its special values.
-    pub meaning: &'static str,
-}
-
-/// Every `YING_*` variable, one row per [`Config`] field, in README order: whether and what to
-/// profile, then how to sample, then where, when and what to report, then safety limits.
-pub const VARIABLES: &[VarDoc] = &docs(&FIELDS);
+/// A set is a few kilobytes to a few megabytes (the flamegraphs and folded stacks hold at most
+/// 2,000 stacks each, twice with the peak's), so 50 sets stay within a few hundred megabytes
+/// even for a large program; and as periodic reports are written only when retained memory
+/// moved by the trigger (10 %) at a check (every 5 minutes), 50 sets span at least four hours
+/// of a program whose memory changes at every check, and usually days. Older sets are what a
+/// long-running service no longer needs; the newest ones, and the exit report, are kept.
+pub const DEFAULT_MAX_REPORT_SETS: usize = 50;
+/// Default permission bits of report files: owner read and write only.
+pub const DEFAULT_FILE_MODE: u32 = 0o600;
+/// Default seconds between pushes.
+pub const DEFAULT_PUSH_INTERVAL_SECS: u64 = 15;
 
 /// Parses a value (already trimmed) into its field of a [`Config`].
 type Setter = fn(&mut Config, &str) -> Result<(), String>;
 
-/// One variable: its documentation, where `envy` put its value, and how to parse that value.
-struct Field {
-    doc: VarDoc,
-    raw: fn(&Raw) -> Option<&String>,
+/// One row of the variables table: what the README documents for one `YING_*` variable, and
+/// (privately) how its value is parsed.
+#[derive(Clone, Copy)]
+pub struct VarDoc {
+    /// The variable's full name, e.g. `YING_TOP_K`.
+    pub name: &'static str,
+    /// One sentence of README prose: what the variable does, its unit and its special values.
+    pub meaning: &'static str,
+    default: fn() -> String,
     set: Setter,
 }
 
-/// The single source of truth: every variable, in README order.
-const FIELDS: [Field; 27] = [
-    Field {
-        doc: VarDoc {
-            name: "YING_ENABLED",
-            default: "true",
-            meaning: "Whether to profile at all; `false` makes Ying a pass-through that samples \
-                      nothing and writes no reports.",
-        },
-        raw: |r| r.enabled.as_ref(),
-        set: |c, v| {
-            c.enabled = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_ONLY_EXE",
-            default: "unset",
-            meaning: "Profile only executables with this file name (the last component of \
-                      `/proc/self/exe`, e.g. `my-server`, without any `/`) and pass through in \
-                      all others; unset or empty profiles every program.",
-        },
-        raw: |r| r.only_exe.as_ref(),
-        set: |c, v| {
-            c.only_exe = parse_exe_name(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_SAMPLE_INTERVAL_BYTES",
-            default: "524288",
-            meaning: "Mean bytes allocated between samples, from 1 to 1TiB; 1 records every \
-                      allocation (exact, slow), larger values cost less and see less, and \
-                      KiB/MiB/GiB/TiB suffixes are accepted.",
-        },
-        raw: |r| r.sample_interval_bytes.as_ref(),
-        set: |c, v| {
-            c.sample_interval_bytes = byte_size_in(v, 1, MAX_SAMPLE_INTERVAL)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_SEED",
-            default: "unset",
-            meaning: "Seed of the random sampling points, any integer from 0 to \
-                      18446744073709551615, to make runs repeatable; unset or empty seeds from \
-                      the clock.",
-        },
-        raw: |r| r.seed.as_ref(),
-        set: |c, v| {
-            c.seed = if v.is_empty() { None } else { Some(uint_in(v, 0, u64::MAX)?) };
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_TRACK_MMAP",
-            default: "true",
-            meaning: "Count the program's anonymous `mmap` regions (not file mappings, not \
-                      `PROT_NONE` reservations, not glibc malloc's own) as allocations at the \
-                      stack that mapped them, sampled like `malloc` and part of every total, so \
-                      that arena allocators such as Python's pymalloc are seen; `false` counts \
-                      only the malloc family (LD_PRELOAD shim only).",
-        },
-        raw: |r| r.track_mmap.as_ref(),
-        set: |c, v| {
-            c.track_mmap = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_MEASURE_ALLOCATED_NOT_RETAINED",
-            default: "false",
-            meaning: "Rank stacks by bytes allocated since the start, freed or not, instead of \
-                      by bytes still retained, to find churn rather than leaks.",
-        },
-        raw: |r| r.measure_allocated_not_retained.as_ref(),
-        set: |c, v| {
-            c.measure_allocated_not_retained = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_REPORTING_PATH",
-            default: "ying-profiles",
-            meaning: "Directory the reports are written to, created if missing; a relative \
-                      path is resolved against the working directory once, at start (a later \
-                      `chdir` does not move the reports), and a path with a symbolic link in \
-                      any component is refused; no descriptor of it stays open between reports \
-                      (a directory later replaced by another or by a link gets no reports); it \
-                      must not be empty.",
-        },
-        raw: |r| r.reporting_path.as_ref(),
-        set: |c, v| {
-            if v.is_empty() {
-                return Err(NumError::Empty.to_string());
-            }
-            c.reporting_path = PathBuf::from(v);
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_REPORT_FILE_MODE",
-            default: "0600",
-            meaning: "Permission bits of the report files, in octal, set exactly whatever the \
-                      umask; from 0600 (owner only) to 0666, owner read and write always \
-                      included, e.g. 0640 to let the file's group read them.",
-        },
-        raw: |r| r.report_file_mode.as_ref(),
-        set: |c, v| {
-            c.report_file_mode = parse_file_mode(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_REPORT_AT_EXIT",
-            default: "true",
-            meaning: "Write a final report when the program exits.",
-        },
-        raw: |r| r.report_at_exit.as_ref(),
-        set: |c, v| {
-            c.report_at_exit = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_CHECK_INTERVAL_SECS",
-            default: "300",
-            meaning: "Seconds between periodic checks of the exact retained total, from 0 to 31536000 \
-                      (one year); 0 turns periodic reports off and starts no background thread \
-                      (`ProfilerRunnerBuilder::check_interval_secs(0)` means the same).",
-        },
-        raw: |r| r.check_interval_secs.as_ref(),
-        set: |c, v| {
-            c.check_interval_secs = uint_in(v, 0, 31_536_000)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_REPORT_PCT_CHANGE_TRIGGER",
-            default: "10",
-            meaning: "A periodic check writes a report only if the exact retained total changed by at \
-                      least this many percent (0 to 1000000) since the last report; 0 reports at \
-                      every check.",
-        },
-        raw: |r| r.report_pct_change_trigger.as_ref(),
-        set: |c, v| {
-            c.report_pct_change_trigger = uint_in(v, 0, 1_000_000)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_GEN_FLAMEGRAPHS",
-            default: "true",
-            meaning: "Write an SVG flamegraph next to each text report.",
-        },
-        raw: |r| r.gen_flamegraphs.as_ref(),
-        set: |c, v| {
-            c.gen_flamegraphs = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_EXPAND_FRAMES",
-            default: "false",
-            meaning: "List every frame in reports, each inlined frame with its own file and \
-                      line, nothing collapsed or folded; by default inlined functions are named \
-                      too, but one line per function.",
-        },
-        raw: |r| r.expand_frames.as_ref(),
-        set: |c, v| {
-            c.expand_frames = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_FOLD_FRAMEWORK_FRAMES",
-            default: "true",
-            meaning: "Fold each run of 3 or more consecutive frames in crates from the cargo \
-                      registry or in Rust's standard library into one line such as `... 27 \
-                      frames in tokio, hyper, axum ...` in text reports, folded stacks and \
-                      flamegraphs (not in pprof profiles); `false` shows them all.",
-        },
-        raw: |r| r.fold_framework_frames.as_ref(),
-        set: |c, v| {
-            c.fold_framework_frames = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_TOP_K",
-            default: "20",
-            meaning: "Number of stacks listed in each text report, from 1 to 100000, largest \
-                      first.",
-        },
-        raw: |r| r.top_k.as_ref(),
-        set: |c, v| {
-            c.top_k = to_usize(uint_in(v, 1, 100_000)?)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_MAX_REPORT_SETS",
-            default: "50",
-            meaning: "Report sets of this process (same executable and pid) kept in the \
-                      reporting directory, from 0 to 1000000: after each report the oldest sets \
-                      beyond this number are removed, every file of a set, and nothing else \
-                      (other processes' sets and other files stay); 0 keeps every set.",
-        },
-        raw: |r| r.max_report_sets.as_ref(),
-        set: |c, v| {
-            c.max_report_sets = to_usize(uint_in(v, 0, 1_000_000)?)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_MAX_ALLOC_BYTES",
-            default: "64GiB",
-            meaning: "A single allocation request of at least this many bytes (1 or more, \
-                      KiB/MiB/GiB/TiB suffixes accepted) is refused with a null pointer and its \
-                      stack printed to stderr, to catch runaway sizes.",
-        },
-        raw: |r| r.max_alloc_bytes.as_ref(),
-        set: |c, v| {
-            c.max_alloc_bytes = byte_size_in(v, 1, u64::MAX)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_MAX_STACKS",
-            default: "100000",
-            meaning: "Stack entries kept, from 16 to 10000000, before samples at new stacks \
-                      are folded into one `[stack table full]` entry, bounding Ying's own memory \
-                      (each thread counts its samples in one of 8 stripes, so a stack sampled on \
-                      several threads can take up to 8 entries).",
-        },
-        raw: |r| r.max_stacks.as_ref(),
-        set: |c, v| {
-            c.max_stacks = to_usize(uint_in(v, 16, 10_000_000)?)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_HTTP_ADDR",
-            default: "unset",
-            meaning: "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes \
-                      over HTTP at this address, e.g. `127.0.0.1:6060` (a bare port or \
-                      `localhost:PORT` means loopback; an address other than loopback is \
-                      served only when given explicitly, and said on stderr); unset or empty \
-                      serves nothing. Its listening socket is the one descriptor of Ying's the \
-                      program can see while it runs, numbered 1000 or above.",
-        },
-        raw: |r| r.http_addr.as_ref(),
-        set: |c, v| {
-            c.http_addr = parse_http_addr(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_PUSH_URL",
-            default: "unset",
-            meaning: "Push the heap profile (allocations as a delta since the last push) every \
-                      `YING_PUSH_INTERVAL_SECS` to this Pyroscope-compatible server's `/ingest` \
-                      API, e.g. `http://127.0.0.1:4040` (Grafana Pyroscope, or Grafana Alloy's \
-                      `pyroscope.receive_http`); `http://` only; unset or empty pushes nothing.",
-        },
-        raw: |r| r.push_url.as_ref(),
-        set: |c, v| {
-            c.push_url = parse_push_url(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_PUSH_INTERVAL_SECS",
-            default: "15",
-            meaning: "Seconds between pushes to `YING_PUSH_URL`, from 1 to 86400.",
-        },
-        raw: |r| r.push_interval_secs.as_ref(),
-        set: |c, v| {
-            c.push_interval_secs = uint_in(v, 1, 86_400)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_PUSH_LABELS",
-            default: "unset",
-            meaning: "Labels of pushed profiles, `key=value` pairs separated by commas, e.g. \
-                      `service_name=checkout,env=prod`; `service_name` names the application \
-                      (the executable's name by default); keys are letters, digits and `_`, \
-                      values have no `,{}=\"` characters.",
-        },
-        raw: |r| r.push_labels.as_ref(),
-        set: |c, v| {
-            c.push_labels = parse_labels(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_DUMP_SIGNAL",
-            default: "unset",
-            meaning: "A signal (`SIGUSR2`, `USR2`, `12`, `SIGRTMIN+3`) on which the report thread \
-                      writes a report set within 100 ms; the handler is installed at start only \
-                      if the program has none for that signal, and a handler the program \
-                      installs later wins (Ying says so on stderr); `SIGKILL`, `SIGSTOP`, fault \
-                      signals and `SIGCHLD` are refused; unset or empty: none.",
-        },
-        raw: |r| r.dump_signal.as_ref(),
-        set: |c, v| {
-            c.dump_signal = crate::triggers::signal::parse(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_DUMP_CONTROL_FILE",
-            default: "true",
-            meaning: "Watch the reporting directory every 100 ms: touching `dump.<pid>` makes \
-                      that process write one report set and remove the file; touching `dump` \
-                      makes every process writing there write one set each (the file is left \
-                      in place; a `dump` older than the process is ignored).",
-        },
-        raw: |r| r.dump_control_file.as_ref(),
-        set: |c, v| {
-            c.dump_control_file = parse_bool(v)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_MEMORY_LIMIT_PCT",
-            default: "90",
-            meaning: "Write one report set (reason `near memory limit`) when the process's \
-                      resident set first reaches this percentage (0 to 100) of its cgroup's \
-                      memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`, the smallest \
-                      up the hierarchy), again only after it fell below 95 % of that level; \
-                      0 turns it off, and no limit means no such set.",
-        },
-        raw: |r| r.memory_limit_pct.as_ref(),
-        set: |c, v| {
-            c.memory_limit_pct = uint_in(v, 0, 100)?;
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_MEMORY_LIMIT_BYTES",
-            default: "unset",
-            meaning: "For tests: a memory limit (KiB/MiB/GiB/TiB suffixes accepted) that \
-                      replaces the cgroup's for `YING_MEMORY_LIMIT_PCT`; unset or empty uses \
-                      the cgroup's.",
-        },
-        raw: |r| r.memory_limit_bytes.as_ref(),
-        set: |c, v| {
-            c.memory_limit_bytes =
-                if v.is_empty() { None } else { Some(byte_size_in(v, 1, u64::MAX)?) };
-            Ok(())
-        },
-    },
-    Field {
-        doc: VarDoc {
-            name: "YING_PEAK_DUMP_PCT",
-            default: "0",
-            meaning: "Write a report set (reason `new peak`) each time the exact retained \
-                      total exceeds the last high dumped (at first, the total when the report \
-                      thread started) by more than this many percent, from 0 to 1000000, \
-                      looked at every 100 ms; 0 turns it off.",
-        },
-        raw: |r| r.peak_dump_pct.as_ref(),
-        set: |c, v| {
-            c.peak_dump_pct = uint_in(v, 0, 1_000_000)?;
-            Ok(())
-        },
-    },
-];
-
-/// Copies the documentation out of the field table, at compile time.
-const fn docs<const N: usize>(fields: &[Field; N]) -> [VarDoc; N] {
-    let mut out = [VarDoc { name: "", default: "", meaning: "" }; N];
-    let mut i = 0;
-    while i < N {
-        out[i] = fields[i].doc;
-        i += 1;
+impl VarDoc {
+    /// The default as text, itself a valid value of the variable, or `unset` for a variable
+    /// whose default is to be absent. Warnings quote it after "using". Made from the default
+    /// value, so it cannot disagree with [`Config::default`].
+    #[must_use]
+    pub fn default_text(&self) -> String {
+        (self.default)()
     }
-    out
 }
 
-/// The known variables as `envy` sees them: prefix stripped, lower-cased. Every field is a
-/// string, so that deserialization cannot fail on a bad value; the field parsers judge values.
-#[derive(Debug, Deserialize)]
-struct Raw {
-    enabled: Option<String>,
-    only_exe: Option<String>,
-    sample_interval_bytes: Option<String>,
-    seed: Option<String>,
-    track_mmap: Option<String>,
-    measure_allocated_not_retained: Option<String>,
-    reporting_path: Option<String>,
-    report_file_mode: Option<String>,
-    report_at_exit: Option<String>,
-    check_interval_secs: Option<String>,
-    report_pct_change_trigger: Option<String>,
-    gen_flamegraphs: Option<String>,
-    expand_frames: Option<String>,
-    fold_framework_frames: Option<String>,
-    top_k: Option<String>,
-    max_report_sets: Option<String>,
-    max_alloc_bytes: Option<String>,
-    max_stacks: Option<String>,
-    http_addr: Option<String>,
-    push_url: Option<String>,
-    push_interval_secs: Option<String>,
-    push_labels: Option<String>,
-    dump_signal: Option<String>,
-    dump_control_file: Option<String>,
-    memory_limit_pct: Option<String>,
-    memory_limit_bytes: Option<String>,
-    peak_dump_pct: Option<String>,
+impl fmt::Debug for VarDoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VarDoc")
+            .field("name", &self.name)
+            .field("default", &self.default_text())
+            .field("meaning", &self.meaning)
+            .finish()
+    }
+}
+
+/// How a default is written in the README and in warnings: as the variable would spell it.
+trait Shown {
+    fn shown(&self) -> String;
+}
+
+macro_rules! shown_by_display {
+    ($($t:ty),*) => {$(
+        impl Shown for $t {
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+shown_by_display!(bool, u64, usize, i32, String, SocketAddr);
+
+impl Shown for PathBuf {
+    fn shown(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+impl<T: Shown> Shown for Option<T> {
+    fn shown(&self) -> String {
+        self.as_ref().map_or_else(|| "unset".to_string(), Shown::shown)
+    }
+}
+
+impl Shown for Vec<(String, String)> {
+    fn shown(&self) -> String {
+        if self.is_empty() {
+            return "unset".to_string();
+        }
+        self.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// A permission mode as `YING_REPORT_FILE_MODE` spells it, e.g. `0600`.
+fn octal_mode(mode: &u32) -> String {
+    format!("{mode:04o}")
+}
+
+/// A byte size in the largest binary unit that divides it, e.g. `64GiB`.
+fn in_binary_units(n: &u64) -> String {
+    const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    for (shift, unit) in UNITS {
+        if *n != 0 && n.trailing_zeros() >= shift {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
+/// Makes, from one row per setting, the [`Config`] struct, its `Default`, and [`VARIABLES`].
+///
+/// A row: `field: Type = default, "YING_NAME", parser, [shown as fn,] "README sentence.";`
+/// where `parser` is a `fn(&str) -> Result<Type, String>` (the reason of a bad value) and the
+/// optional `shown as` names how the default is written when `Type`'s own way does not match
+/// how the variable is spelled (an octal mode, a size in binary units).
+macro_rules! settings {
+    ($(
+        $field:ident: $ty:ty = $default:expr, $name:literal, $parse:expr,
+        $(shown as $show:expr,)? $meaning:literal;
+    )*) => {
+        /// Every setting, typed.
+        ///
+        /// Fields are in the order of [`VARIABLES`], which documents each one; [`Config::default`]
+        /// gives the value used when a variable is unset or invalid.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Config {
+            $(
+                #[doc = concat!("`", $name, "`: ", $meaning)]
+                pub $field: $ty,
+            )*
+        }
+
+        impl Default for Config {
+            /// The defaults documented in [`VARIABLES`].
+            fn default() -> Self {
+                Config { $($field: $default,)* }
+            }
+        }
+
+        /// Every `YING_*` variable, one row per [`Config`] field, in README order: whether and
+        /// what to profile, then how to sample, then where, when and what to report, then
+        /// safety limits.
+        pub const VARIABLES: &[VarDoc] = &[$(
+            VarDoc {
+                name: $name,
+                meaning: $meaning,
+                default: || {
+                    let default: $ty = $default;
+                    settings!(@show default $(, $show)?)
+                },
+                set: |c, v| {
+                    let parse: fn(&str) -> Result<$ty, String> = $parse;
+                    c.$field = parse(v)?;
+                    Ok(())
+                },
+            },
+        )*];
+    };
+    (@show $v:ident) => { Shown::shown(&$v) };
+    (@show $v:ident, $show:expr) => { ($show)(&$v) };
+}
+
+settings! {
+    enabled: bool = true, "YING_ENABLED", parse_bool,
+        "Whether to profile at all; `false` makes Ying a pass-through that samples nothing and \
+         writes no reports.";
+    only_exe: Option<String> = None, "YING_ONLY_EXE", parse_exe_name,
+        "Profile only executables with this file name (the last component of \
+         `/proc/self/exe`, e.g. `my-server`, without any `/`) and pass through in all others; \
+         unset or empty profiles every program.";
+    sample_interval_bytes: u64 = DEFAULT_SAMPLE_INTERVAL_BYTES, "YING_SAMPLE_INTERVAL_BYTES",
+        |v| byte_size_in(v, 1, MAX_SAMPLE_INTERVAL),
+        "Mean bytes allocated between samples, from 1 to 1TiB; 1 records every allocation \
+         (exact, slow), larger values cost less and see less, and KiB/MiB/GiB/TiB suffixes are \
+         accepted.";
+    seed: Option<u64> = None, "YING_SEED",
+        |v| if v.is_empty() { Ok(None) } else { uint_in(v, 0, u64::MAX).map(Some) },
+        "Seed of the random sampling points, any integer from 0 to 18446744073709551615, to \
+         make runs repeatable; unset or empty seeds from the clock.";
+    track_mmap: bool = true, "YING_TRACK_MMAP", parse_bool,
+        "Count the program's anonymous `mmap` regions (not file mappings, not `PROT_NONE` \
+         reservations, not glibc malloc's own) as allocations at the stack that mapped them, \
+         sampled like `malloc` and part of every total, so that arena allocators such as \
+         Python's pymalloc are seen; `false` counts only the malloc family (LD_PRELOAD shim \
+         only).";
+    measure_allocated_not_retained: bool = false, "YING_MEASURE_ALLOCATED_NOT_RETAINED",
+        parse_bool,
+        "Rank stacks by bytes allocated since the start, freed or not, instead of by bytes \
+         still retained, to find churn rather than leaks.";
+    reporting_path: PathBuf = PathBuf::from(DEFAULT_REPORTING_PATH), "YING_REPORTING_PATH",
+        parse_reporting_path,
+        "Directory the reports are written to, created if missing; a relative path is resolved \
+         against the working directory once, at start (a later `chdir` does not move the \
+         reports), and a path with a symbolic link in any component is refused; no descriptor \
+         of it stays open between reports (a directory later replaced by another or by a link \
+         gets no reports); it must not be empty.";
+    report_file_mode: u32 = DEFAULT_FILE_MODE, "YING_REPORT_FILE_MODE", parse_file_mode,
+        shown as octal_mode,
+        "Permission bits of the report files, in octal, set exactly whatever the umask; from \
+         0600 (owner only) to 0666, owner read and write always included, e.g. 0640 to let the \
+         file's group read them.";
+    report_at_exit: bool = true, "YING_REPORT_AT_EXIT", parse_bool,
+        "Write a final report when the program exits.";
+    check_interval_secs: u64 = DEFAULT_CHECK_INTERVAL_SECS as u64, "YING_CHECK_INTERVAL_SECS",
+        |v| uint_in(v, 0, 31_536_000),
+        "Seconds between periodic checks of the exact retained total, from 0 to 31536000 (one \
+         year); 0 turns periodic reports off and starts no background thread \
+         (`ProfilerRunnerBuilder::check_interval_secs(0)` means the same).";
+    report_pct_change_trigger: u64 = DEFAULT_PCT_CHANGE_TRIGGER as u64,
+        "YING_REPORT_PCT_CHANGE_TRIGGER", |v| uint_in(v, 0, 1_000_000),
+        "A periodic check writes a report only if the exact retained total changed by at least \
+         this many percent (0 to 1000000) since the last report; 0 reports at every check.";
+    gen_flamegraphs: bool = true, "YING_GEN_FLAMEGRAPHS", parse_bool,
+        "Write an SVG flamegraph next to each text report.";
+    expand_frames: bool = false, "YING_EXPAND_FRAMES", parse_bool,
+        "List every frame in reports, each inlined frame with its own file and line, nothing \
+         collapsed or folded; by default inlined functions are named too, but one line per \
+         function.";
+    fold_framework_frames: bool = true, "YING_FOLD_FRAMEWORK_FRAMES", parse_bool,
+        "Fold each run of 3 or more consecutive frames in crates from the cargo registry or in \
+         Rust's standard library into one line such as `... 27 frames in tokio, hyper, axum \
+         ...` in text reports, folded stacks and flamegraphs (not in pprof profiles); `false` \
+         shows them all.";
+    top_k: usize = DEFAULT_TOP_K, "YING_TOP_K", |v| to_usize(uint_in(v, 1, 100_000)?),
+        "Number of stacks listed in each text report, from 1 to 100000, largest first.";
+    max_report_sets: usize = DEFAULT_MAX_REPORT_SETS, "YING_MAX_REPORT_SETS",
+        |v| to_usize(uint_in(v, 0, 1_000_000)?),
+        "Report sets of this process (same executable and pid) kept in the reporting \
+         directory, from 0 to 1000000: after each report the oldest sets beyond this number \
+         are removed, every file of a set, and nothing else (other processes' sets and other \
+         files stay); 0 keeps every set.";
+    max_alloc_bytes: u64 = DEFAULT_MAX_ALLOC_BYTES, "YING_MAX_ALLOC_BYTES",
+        |v| byte_size_in(v, 1, u64::MAX), shown as in_binary_units,
+        "A single allocation request of at least this many bytes (1 or more, KiB/MiB/GiB/TiB \
+         suffixes accepted) is refused with a null pointer and its stack printed to stderr, to \
+         catch runaway sizes.";
+    max_stacks: usize = 100_000, "YING_MAX_STACKS", |v| to_usize(uint_in(v, 16, 10_000_000)?),
+        "Stack entries kept, from 16 to 10000000, before samples at new stacks are folded into \
+         one `[stack table full]` entry, bounding Ying's own memory (each thread counts its \
+         samples in one of 8 stripes, so a stack sampled on several threads can take up to 8 \
+         entries).";
+    http_addr: Option<SocketAddr> = None, "YING_HTTP_ADDR", parse_http_addr,
+        "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes over HTTP at \
+         this address, e.g. `127.0.0.1:6060` (a bare port or `localhost:PORT` means loopback; \
+         an address other than loopback is served only when given explicitly, and said on \
+         stderr); unset or empty serves nothing. Its listening socket is the one descriptor of \
+         Ying's the program can see while it runs, numbered 1000 or above.";
+    push_url: Option<String> = None, "YING_PUSH_URL", parse_push_url,
+        "Push the heap profile (allocations as a delta since the last push) every \
+         `YING_PUSH_INTERVAL_SECS` to this Pyroscope-compatible server's `/ingest` API, e.g. \
+         `http://127.0.0.1:4040` (Grafana Pyroscope, or Grafana Alloy's \
+         `pyroscope.receive_http`); `http://` only; unset or empty pushes nothing.";
+    push_interval_secs: u64 = DEFAULT_PUSH_INTERVAL_SECS, "YING_PUSH_INTERVAL_SECS",
+        |v| uint_in(v, 1, 86_400),
+        "Seconds between pushes to `YING_PUSH_URL`, from 1 to 86400.";
+    push_labels: Vec<(String, String)> = Vec::new(), "YING_PUSH_LABELS", parse_labels,
+        "Labels of pushed profiles, `key=value` pairs separated by commas, e.g. \
+         `service_name=checkout,env=prod`; `service_name` names the application (the \
+         executable's name by default); keys are letters, digits and `_`, values have no \
+         `,{}=\"` characters.";
+    dump_signal: Option<i32> = None, "YING_DUMP_SIGNAL", crate::triggers::signal::parse,
+        "A signal (`SIGUSR2`, `USR2`, `12`, `SIGRTMIN+3`) on which the report thread writes a \
+         report set within 100 ms; the handler is installed at start only if the program has \
+         none for that signal, and a handler the program installs later wins (Ying says so on \
+         stderr); `SIGKILL`, `SIGSTOP`, fault signals and `SIGCHLD` are refused; unset or \
+         empty: none.";
+    dump_control_file: bool = true, "YING_DUMP_CONTROL_FILE", parse_bool,
+        "Watch the reporting directory every 100 ms: touching `dump.<pid>` makes that process \
+         write one report set and remove the file; touching `dump` makes every process writing \
+         there write one set each (the file is left in place; a `dump` older than the process \
+         is ignored).";
+    memory_limit_pct: u64 = 90, "YING_MEMORY_LIMIT_PCT", |v| uint_in(v, 0, 100),
+        "Write one report set (reason `near memory limit`) when the process's resident set \
+         first reaches this percentage (0 to 100) of its cgroup's memory limit (v2 \
+         `memory.max`, v1 `memory.limit_in_bytes`, the smallest up the hierarchy), again only \
+         after it fell below 95 % of that level; 0 turns it off, and no limit means no such \
+         set.";
+    memory_limit_bytes: Option<u64> = None, "YING_MEMORY_LIMIT_BYTES",
+        |v| if v.is_empty() { Ok(None) } else { byte_size_in(v, 1, u64::MAX).map(Some) },
+        "For tests: a memory limit (KiB/MiB/GiB/TiB suffixes accepted) that replaces the \
+         cgroup's for `YING_MEMORY_LIMIT_PCT`; unset or empty uses the cgroup's.";
+    peak_dump_pct: u64 = 0, "YING_PEAK_DUMP_PCT", |v| uint_in(v, 0, 1_000_000),
+        "Write a report set (reason `new peak`) each time the exact retained total exceeds the \
+         last high dumped (at first, the total when the report thread started) by more than \
+         this many percent, from 0 to 1000000, looked at every 100 ms; 0 turns it off.";
 }
 
 impl Config {
@@ -630,8 +353,8 @@ impl Config {
     /// variable is reported as invalid and its default used.
     #[must_use = "the warnings should be shown to the user"]
     pub fn from_env() -> (Config, Vec<String>) {
-        // Not `envy::prefixed(..).from_env()`: that reads `std::env::vars()`, which panics if
-        // any variable at all (Ying's or not) is not valid UTF-8.
+        // Not `std::env::vars()`, which panics if any variable at all (Ying's or not) is not
+        // valid UTF-8.
         let mut warnings = Vec::new();
         let mut vars = Vec::new();
         for (name, value) in std::env::vars_os() {
@@ -641,9 +364,9 @@ impl Config {
             let name = name.to_string_lossy().into_owned();
             match value.into_string() {
                 Ok(value) => vars.push((name, value)),
-                Err(value) => match FIELDS.iter().find(|f| f.doc.name == name) {
-                    Some(field) => warnings.push(invalid_warning(
-                        field,
+                Err(value) => match VARIABLES.iter().find(|v| v.name == name) {
+                    Some(var) => warnings.push(invalid_warning(
+                        var,
                         &value.to_string_lossy(),
                         "not valid UTF-8",
                     )),
@@ -665,22 +388,24 @@ impl Config {
     #[must_use = "the warnings should be shown to the user"]
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> (Config, Vec<String>) {
         let mut warnings = Vec::new();
-        let mut known: Vec<(String, String)> = Vec::new();
+        // Only exact names are known: not another case, not the prefix twice.
+        let mut values: Vec<Option<String>> = vec![None; VARIABLES.len()];
         for (name, value) in vars {
             if !name.starts_with(PREFIX) || is_ignored(&name) {
                 continue;
             }
-            if FIELDS.iter().any(|f| f.doc.name == name) {
-                known.retain(|(n, _)| *n != name);
-                known.push((name, value));
-            } else {
-                warnings.push(unknown_warning(&name));
+            match VARIABLES.iter().position(|v| v.name == name) {
+                Some(i) => values[i] = Some(value),
+                None => warnings.push(unknown_warning(&name)),
             }
         }
-        // Only exact known names reach envy, which would otherwise also accept other spellings
-        // (it lower-cases names, and strips the prefix repeatedly).
-        let (config, more) = from_raw(envy::prefixed(PREFIX).from_iter::<_, Raw>(known));
-        warnings.extend(more);
+        let mut config = Config::default();
+        for (var, value) in VARIABLES.iter().zip(values) {
+            let Some(value) = value else { continue };
+            if let Err(why) = (var.set)(&mut config, value.trim()) {
+                warnings.push(invalid_warning(var, &value, &why));
+            }
+        }
         (config, warnings)
     }
 
@@ -696,7 +421,7 @@ impl Config {
                 out,
                 "| `{}` | {} | {} |",
                 v.name,
-                table_cell(v.default),
+                table_cell(&v.default_text()),
                 table_cell(v.meaning)
             );
         }
@@ -704,43 +429,18 @@ impl Config {
     }
 }
 
-/// Converts what `envy` produced into a configuration, collecting one warning per bad value.
-fn from_raw(raw: Result<Raw, envy::Error>) -> (Config, Vec<String>) {
-    let mut config = Config::default();
-    let raw = match raw {
-        Ok(raw) => raw,
-        Err(e) => {
-            let why = one_line(&e.to_string());
-            return (
-                config,
-                vec![format!(
-                    "ying: warning: could not read {PREFIX}* variables ({why}); using defaults"
-                )],
-            );
-        }
-    };
-    let mut warnings = Vec::new();
-    for field in &FIELDS {
-        let Some(value) = (field.raw)(&raw) else { continue };
-        if let Err(why) = (field.set)(&mut config, value.trim()) {
-            warnings.push(invalid_warning(field, value, &why));
-        }
-    }
-    (config, warnings)
-}
-
 /// Variables that start with `YING_` but belong to Ying's tests and examples.
 fn is_ignored(name: &str) -> bool {
     name.starts_with("YING_TEST_") || name.starts_with("YING_EXAMPLE_") || name == "YING_BLESS"
 }
 
-fn invalid_warning(field: &Field, value: &str, why: &str) -> String {
+fn invalid_warning(var: &VarDoc, value: &str, why: &str) -> String {
     format!(
         "ying: warning: {}={} is invalid ({}); using {}",
-        field.doc.name,
+        var.name,
         one_line(value),
         why,
-        field.doc.default
+        var.default_text()
     )
 }
 
@@ -877,8 +577,8 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
 
 /// `YING_HTTP_ADDR`: an IP address and port, `localhost:PORT` or a bare port (both loopback);
 /// empty means unset.
-fn parse_http_addr(s: &str) -> Result<Option<std::net::SocketAddr>, String> {
-    use std::net::{Ipv4Addr, SocketAddr};
+fn parse_http_addr(s: &str) -> Result<Option<SocketAddr>, String> {
+    use std::net::Ipv4Addr;
     if s.is_empty() {
         return Ok(None);
     }
@@ -932,6 +632,14 @@ fn parse_labels(s: &str) -> Result<Vec<(String, String)>, String> {
         out.push((k.to_string(), v.to_string()));
     }
     Ok(out)
+}
+
+/// `YING_REPORTING_PATH`: any non-empty path.
+fn parse_reporting_path(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err(NumError::Empty.to_string());
+    }
+    Ok(PathBuf::from(s))
 }
 
 /// An executable's file name; empty means unset.
@@ -1141,7 +849,7 @@ mod tests {
 
     #[test]
     fn each_variable_reaches_its_own_field() {
-        // Catches a `Raw` field whose name does not match its variable.
+        // Catches a row whose parser sets another row's field.
         let (pairs, _) = all_set();
         let names: Vec<&str> = pairs.iter().map(|(n, _)| *n).collect();
         let documented: Vec<&str> = VARIABLES.iter().map(|v| v.name).collect();
@@ -1373,7 +1081,7 @@ mod tests {
 
     #[test]
     fn only_exact_names_are_applied() {
-        // envy alone would lower-case these and strip the prefix twice.
+        // Not another case, not the prefix twice.
         let (config, warnings) =
             parse(&[("YING_top_k", "5"), ("YING_YING_TOP_K", "6"), ("ying_top_k", "7")]);
         assert_eq!(config, Config::default());
@@ -1390,18 +1098,6 @@ mod tests {
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(warnings[0].starts_with("ying: warning: YING_NOPE is not a Ying variable"));
         assert_eq!(warnings[1], "ying: warning: YING_TOP_K=x is invalid (not a number); using 20");
-    }
-
-    #[test]
-    fn envy_failure_falls_back_to_defaults() {
-        let (config, warnings) = from_raw(Err(envy::Error::Custom("boom".to_string())));
-        assert_eq!(config, Config::default());
-        assert_eq!(
-            warnings,
-            vec![
-                "ying: warning: could not read YING_* variables (boom); using defaults".to_string()
-            ]
-        );
     }
 
     #[test]
@@ -1462,7 +1158,7 @@ mod tests {
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
-            assert!(!v.default.is_empty(), "{}", v.name);
+            assert!(!v.default_text().is_empty(), "{}", v.name);
             assert!(v.meaning.ends_with('.'), "{}", v.name);
             assert!(!v.meaning.contains("  "), "{}: {}", v.name, v.meaning);
         }
@@ -1477,7 +1173,7 @@ mod tests {
         assert_eq!(lines[0], "| Variable | Default | Meaning |");
         assert_eq!(lines[1], "|---|---|---|");
         for (line, v) in lines[2..].iter().zip(VARIABLES) {
-            assert_eq!(*line, format!("| `{}` | {} | {} |", v.name, v.default, v.meaning));
+            assert_eq!(*line, format!("| `{}` | {} | {} |", v.name, v.default_text(), v.meaning));
         }
         assert!(lines[2].starts_with("| `YING_ENABLED` | true | "));
     }
@@ -1487,17 +1183,64 @@ mod tests {
         // Start from a config where every field differs from its default, then apply each
         // row's default text with that row's own parser.
         let (_, mut config) = all_set();
-        for field in &FIELDS {
-            let text = if field.doc.default == "unset" { "" } else { field.doc.default };
-            assert_eq!((field.set)(&mut config, text), Ok(()), "{}", field.doc.name);
+        for v in VARIABLES {
+            let default = v.default_text();
+            let text = if default == "unset" { "" } else { &default };
+            assert_eq!((v.set)(&mut config, text), Ok(()), "{}", v.name);
         }
         assert_eq!(config, Config::default());
         // And each default text is accepted as a value, silently.
-        let defaults: Vec<(&str, &str)> = VARIABLES
+        let defaults: Vec<(String, String)> = VARIABLES
             .iter()
-            .filter(|v| v.default != "unset")
-            .map(|v| (v.name, v.default))
+            .filter(|v| v.default_text() != "unset")
+            .map(|v| (v.name.to_string(), v.default_text()))
             .collect();
-        assert_eq!(parse(&defaults), (Config::default(), Vec::new()));
+        assert_eq!(Config::from_vars(defaults), (Config::default(), Vec::new()));
+    }
+
+    #[test]
+    fn defaults_are_written_as_the_variables_spell_them() {
+        // The README's Default column, made from the default values.
+        let shown: Vec<String> = VARIABLES.iter().map(VarDoc::default_text).collect();
+        assert_eq!(
+            shown,
+            [
+                "true",
+                "unset",
+                "524288",
+                "unset",
+                "true",
+                "false",
+                "ying-profiles",
+                "0600",
+                "true",
+                "300",
+                "10",
+                "true",
+                "false",
+                "true",
+                "20",
+                "50",
+                "64GiB",
+                "100000",
+                "unset",
+                "unset",
+                "15",
+                "unset",
+                "unset",
+                "true",
+                "90",
+                "unset",
+                "0",
+            ]
+        );
+        assert_eq!(in_binary_units(&0), "0");
+        assert_eq!(in_binary_units(&1536), "1536");
+        assert_eq!(in_binary_units(&(3 << 20)), "3MiB");
+        assert_eq!(octal_mode(&0o640), "0640");
+        let labels = vec![("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())];
+        assert_eq!(labels.shown(), "a=1,b=2");
+        assert_eq!(parse_labels(&labels.shown()), Ok(labels));
+        assert_eq!(Some(12).shown(), "12");
     }
 }
