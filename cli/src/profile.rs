@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
+use ying_profiler::report::SetName;
 use ying_profiler::report::proto::{Function, Location, Profile, read_profile};
 
 /// A profile read from a file.
@@ -18,18 +19,20 @@ pub struct Loaded {
 }
 
 /// The file a command-line argument names: a pprof file, a file of a report set (its `.txt`,
-/// `.svg` or `.folded`, whose `.pb.gz` is read), or a report set's name (`<dir>/ying.<exe>.
+/// `.svg` or `.folded`, whose `.pb.gz` is read; its `.peak.svg` or `.peak.folded`, whose
+/// `.peak.pb.gz` is read), or a report set's name (`<dir>/ying.<exe>.
 /// <pid>.<seq>.<time>`, or with `.peak` for the peak's profile).
 pub fn resolve(arg: &Path) -> Result<PathBuf, String> {
     let name = arg.to_string_lossy();
     if arg.is_file() {
-        for ext in [".txt", ".svg", ".folded"] {
-            if let Some(stem) = name.strip_suffix(ext) {
-                let pb = PathBuf::from(format!("{stem}.pb.gz"));
-                if pb.is_file() {
-                    return Ok(pb);
-                }
-            }
+        let file = arg.file_name().unwrap_or_default().to_string_lossy();
+        let profile = match SetName::parse_file(&file) {
+            Some((set, "txt" | "svg" | "folded")) => Some(set.file("pb.gz")),
+            Some((set, "peak.svg" | "peak.folded")) => Some(set.file("peak.pb.gz")),
+            _ => None,
+        };
+        if let Some(pb) = profile.map(|p| arg.with_file_name(p)).filter(|p| p.is_file()) {
+            return Ok(pb);
         }
         return Ok(arg.to_path_buf());
     }

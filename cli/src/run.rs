@@ -1,5 +1,5 @@
 //! `ying run -- CMD ARGS...`: the program under the LD_PRELOAD shim, then a summary of the
-//! report sets this run wrote (what `scripts/run-with-ying.sh` does).
+//! report sets this run wrote (`scripts/run-with-ying.sh` is a wrapper over it).
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -137,7 +137,7 @@ pub fn run(req: &Request) -> Result<u8, String> {
     let reports = match (&req.output, std::env::var_os("YING_REPORTING_PATH")) {
         (Some(p), _) => p.clone(),
         (None, Some(p)) if !p.is_empty() => PathBuf::from(p),
-        _ => PathBuf::from("ying-profiles"),
+        _ => PathBuf::from(ying_profiler::config::DEFAULT_REPORTING_PATH),
     };
     let reports = absolute(&reports);
     let before: HashSet<OsString> =
@@ -163,7 +163,15 @@ pub fn run(req: &Request) -> Result<u8, String> {
         cmd.env("YING_ONLY_EXE", exe);
     }
     install_forwarding();
-    let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", Path::new(program).display()))?;
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            // The status a shell gives a program it cannot start: 127 not found, 126 otherwise
+            // (`scripts/run-with-ying.sh` kept it when it ran the program itself).
+            eprintln!("ying: error: {}: {e}", Path::new(program).display());
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+        }
+    };
     let pid = child.id() as i32;
     CHILD.store(pid, Ordering::SeqCst);
     let early = PENDING.swap(0, Ordering::SeqCst);

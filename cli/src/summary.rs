@@ -1,4 +1,4 @@
-//! The summary `ying run` prints on stderr at the end (the same as `scripts/run-with-ying.sh`):
+//! The summary `ying run` prints on stderr at the end (`scripts/run-with-ying.sh` runs `ying run`):
 //! the report sets this run wrote, one line per process, and the largest one's text report;
 //! when nothing was written, why it seems so.
 
@@ -8,6 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
+use ying_profiler::config::{Config, parse_bool};
+use ying_profiler::report::SetName;
+use ying_profiler::report::set_name::uid_of_dir;
 
 fn say(line: &str) {
     if line.is_empty() {
@@ -94,12 +97,7 @@ pub fn entries(reports: &Path) -> Vec<(OsString, PathBuf)> {
     let mut all = list(reports, "");
     let subs: Vec<(OsString, PathBuf)> = all
         .iter()
-        .filter(|(n, p)| {
-            let n = n.to_string_lossy();
-            n.strip_prefix("uid-")
-                .is_some_and(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
-                && p.is_dir()
-        })
+        .filter(|(n, p)| uid_of_dir(&n.to_string_lossy()).is_some() && p.is_dir())
         .cloned()
         .collect();
     for (name, path) in subs {
@@ -109,9 +107,6 @@ pub fn entries(reports: &Path) -> Vec<(OsString, PathBuf)> {
 }
 
 fn new_sets(reports: &Path, before: &HashSet<OsString>) -> Vec<Set> {
-    let Ok(name_re) = Regex::new(r"^ying\.(.+)\.(\d+)\.(\d+)\.(\d{8}T\d{6}Z)\.txt$") else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
     for (name, path) in entries(reports) {
         if before.contains(&name) {
@@ -119,13 +114,12 @@ fn new_sets(reports: &Path, before: &HashSet<OsString>) -> Vec<Set> {
         }
         let name = name.to_string_lossy();
         let file = name.rsplit('/').next().unwrap_or(&name);
-        let Some(c) = name_re.captures(file) else { continue };
+        let Some((set, "txt")) = SetName::parse_file(file) else { continue };
         if !path.is_file() {
             continue;
         }
-        let (Ok(pid), Ok(seq)) = (c[2].parse(), c[3].parse()) else { continue };
         if let Some((exe, retained, peak)) = read_set(&path) {
-            found.push(Set { pid, seq, path, exe, retained, peak });
+            found.push(Set { pid: set.pid, seq: set.seq, path, exe, retained, peak });
         }
     }
     found
@@ -186,9 +180,9 @@ fn summarize(reports: &Path, sets: Vec<Set>) {
     say(&format!("largest: {}", rows[0].6.display()));
 }
 
+/// Whether a variable is set to a false value, as Ying reads it.
 fn false_value(v: Option<&OsStr>) -> bool {
-    v.map(|v| v.to_string_lossy().trim().to_lowercase())
-        .is_some_and(|v| matches!(v.as_str(), "false" | "0" | "no" | "off"))
+    v.is_some_and(|v| parse_bool(&v.to_string_lossy()) == Ok(false))
 }
 
 fn resolve(program: &OsStr) -> Option<PathBuf> {
@@ -293,8 +287,8 @@ fn directory_problem(path: &Path) -> Option<String> {
 fn explain(reports: &Path, program: &OsStr) {
     let env = |k: &str| std::env::var_os(k);
     say(&format!("no report set was written to {} by this run:", reports.display()));
-    if false_value(env("YING_ENABLED").as_deref()) {
-        say("  YING_ENABLED switched profiling off.");
+    if let Some(v) = env("YING_ENABLED").filter(|v| false_value(Some(v))) {
+        say(&format!("  YING_ENABLED={} switched profiling off.", v.to_string_lossy()));
         return;
     }
     if false_value(env("YING_REPORT_AT_EXIT").as_deref())
@@ -348,7 +342,7 @@ fn explain(reports: &Path, program: &OsStr) {
     let interval = env("YING_SAMPLE_INTERVAL_BYTES")
         .map(|v| v.to_string_lossy().trim().to_string())
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "512KiB".into());
+        .unwrap_or_else(|| format!("{}KiB", Config::default().sample_interval_bytes >> 10));
     say(&format!(
         "  no process took a sample, it seems: Ying samples about once per {interval} allocated"
     ));

@@ -24,8 +24,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// The mode report files get unless configured otherwise: readable by their owner only.
-pub const DEFAULT_FILE_MODE: u32 = 0o600;
+pub use crate::config::DEFAULT_FILE_MODE;
 
 /// A reporting directory, identified once by (absolute path, device, inode) and opened again
 /// for each operation; see the module documentation.
@@ -410,23 +409,8 @@ pub const SET_EXTENSIONS: [&str; 7] =
 /// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.<ext>` with `<ext>` one of [`SET_EXTENSIONS`].
 /// Anything else, a temporary file included, is `None`.
 pub fn set_seq_of(name: &str, exe: &str, pid: u32) -> Option<u64> {
-    let rest = name.strip_prefix("ying.")?.strip_prefix(exe)?.strip_prefix('.')?;
-    let rest = rest.strip_prefix(pid.to_string().as_str())?.strip_prefix('.')?;
-    let (seq, rest) = rest.split_once('.')?;
-    let canonical = seq == "0" || (!seq.starts_with('0') && !seq.is_empty());
-    if !canonical || !seq.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let (stamp, ext) = rest.split_once('.')?;
-    let b = stamp.as_bytes();
-    let is_stamp = b.len() == 16
-        && b[8] == b'T'
-        && b[15] == b'Z'
-        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit);
-    if !is_stamp || !SET_EXTENSIONS.contains(&ext) {
-        return None;
-    }
-    seq.parse().ok()
+    let (set, ext) = super::SetName::parse_file(name)?;
+    (set.exe == exe && set.pid == pid && SET_EXTENSIONS.contains(&ext)).then_some(set.seq)
 }
 
 /// Where [`write_atomic`] writes: an identified [`ReportDir`], or a directory path opened for the one

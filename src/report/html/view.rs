@@ -39,25 +39,13 @@ struct SetName {
 
 /// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.pb.gz` (not `.peak.pb.gz`) as a set's name.
 fn parse_set(name: &str) -> Option<SetName> {
-    let stem = name.strip_suffix(".pb.gz")?;
-    if stem.ends_with(".peak") {
-        return None;
-    }
-    let mut parts = stem.rsplitn(4, '.');
-    let stamp = parts.next()?;
-    let seq = parts.next()?.parse().ok()?;
-    let pid = parts.next()?.parse().ok()?;
-    let exe = parts.next()?.strip_prefix("ying.")?;
-    let b = stamp.as_bytes();
-    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
-        return None;
-    }
-    Some(SetName {
-        exe: exe.to_string(),
-        pid,
-        seq,
-        stamp: stamp.to_string(),
-        stem: stem.to_string(),
+    let (set, ext) = crate::report::SetName::parse_file(name)?;
+    (ext == "pb.gz").then(|| SetName {
+        stem: set.to_string(),
+        exe: set.exe,
+        pid: set.pid,
+        seq: set.seq,
+        stamp: set.stamp,
         sub: String::new(),
     })
 }
@@ -253,10 +241,7 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
     };
     let top = names(dir)?;
     let mut sets: Vec<SetName> = top.iter().filter_map(|n| parse_set(n)).collect();
-    for sub in top.iter().filter(|n| {
-        n.strip_prefix("uid-")
-            .is_some_and(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
-    }) {
+    for sub in top.iter().filter(|n| crate::report::set_name::uid_of_dir(n).is_some()) {
         for n in names(&dir.join(sub)).unwrap_or_default() {
             if let Some(mut set) = parse_set(&n) {
                 set.sub = format!("{sub}/");
