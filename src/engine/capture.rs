@@ -12,7 +12,7 @@
 //! profiler frames stay at the top of the stack; they are `ying_profiler::` functions, which
 //! reports hide (`Frame::is_noise`).
 
-use crate::engine::hooks::Host;
+use crate::engine::host::Host;
 use crate::engine::thread_state::ThreadState;
 
 /// Deepest stack kept (frames beyond it are cut off).

@@ -34,188 +34,18 @@
 //! shim; the sampled path never asks `pthread_getattr_np` there (it allocates while holding the
 //! thread's own lock), and a thread without recorded bounds is unwound by libgcc.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::engine::capture::{MAX_FRAMES, capture};
+pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET, Settings};
+use crate::engine::sample::{self, Sample, redraw};
 use crate::engine::sampler;
 use crate::engine::tables::{self, Record};
 use crate::engine::thread_state::{STATUS_DEAD, STATUS_LIVE, STATUS_NEW, ThreadState};
 use crate::engine::totals;
 
-/// What a front end provides to the hooks.
-pub trait Host: 'static {
-    /// What the front end's `counted` sizes count (the unit of every figure it reports).
-    const UNIT: sampler::ByteUnit = sampler::ByteUnit::Requested;
-    /// The calling thread's state. Both front ends keep it in storage that has no destructor
-    /// and lives as long as the thread, so it is always reachable; the reference is used only on
-    /// the calling thread and never kept past the current call.
-    fn thread_state() -> &'static ThreadState;
-    /// Arranges for [`thread_exit`] to run with this state when the calling thread ends;
-    /// false when it cannot (the thread then never registers its counters, see `totals`).
-    fn register_thread_exit(ts: &ThreadState) -> bool;
-    /// Whether the frame at instruction pointer `ip`, in the function starting at `function()`,
-    /// is the front end's own code (its allocation entry points); captured stacks drop
-    /// everything up to the last such frame near the top.
-    fn is_entry_frame(ip: usize, function: impl FnOnce() -> usize) -> bool;
-    /// Whether a thread may set itself up with counters of its own (join the totals' registry)
-    /// at its first allocation. The registry keeps a pointer to the thread's state until its
-    /// exit handler runs, so a front end answers true only when that handler is certain to run
-    /// for a thread first seen allocating. The shim answers false: it sets threads up when they
-    /// start (its `pthread_create`) and the main thread from its constructor, because a thread
-    /// it did not see start may be one that is already past its key destructors (a detached
-    /// thread's first hooked call is glibc freeing its TLS, after every destructor ran).
-    const SET_UP_AT_FIRST_ALLOCATION: bool = true;
-    /// Whether the sampled path may look the thread's stack bounds up itself (see
-    /// `sys::stack_bounds`). The shim answers false: glibc's `pthread_getattr_np` allocates
-    /// while holding the thread's own lock, so asking it from a sample taken inside it waits
-    /// forever; the shim records the bounds when a thread starts instead. The Rust front end
-    /// never sees glibc's internal allocations, so it may ask.
-    const LOOKS_UP_STACK_BOUNDS: bool = true;
-    /// Whether `ip` lies in the front end's own code (the shim: anything in `libying.so`, which
-    /// includes the frame that starts every thread it saw created). Such frames below the
-    /// program's are not the program's and are left out of captured stacks.
-    #[inline(always)]
-    fn is_own_code(_ip: usize) -> bool {
-        false
-    }
-
-    /// The calling thread's `budget`, read by the unsampled paths. A front end may reach it
-    /// without forming the state's address: the shim reads it %fs-relative, one instruction
-    /// instead of two.
-    #[inline(always)]
-    fn budget() -> u64 {
-        Self::thread_state().budget.load(Ordering::Relaxed)
-    }
-    /// The address filter the calling thread's frees consult.
-    #[inline(always)]
-    fn filter() -> *const u8 {
-        Self::thread_state().filter.get()
-    }
-    /// The front end's filter map once a thread is set up: the bitmap (the default), or the
-    /// byte map (see `filter`). A thread's `reject` map must be of the same kind.
-    fn real_filter() -> *const u8 {
-        crate::engine::filter::bitmap()
-    }
-    /// Whether `ptr` may be sampled according to `map`, a filter of this front end's kind.
-    #[inline(always)]
-    fn may_be_sampled(map: *const u8, ptr: usize) -> bool {
-        crate::engine::filter::may_contain_in_bits(map, ptr)
-    }
-}
-
-/// Sampling settings read by the slow paths. Atomics so the shim can set them at start-up and
-/// `const` so the `#[global_allocator]` static can embed them.
-#[derive(Debug)]
-pub struct Settings {
-    /// Mean bytes between samples (`R`); 1 samples every allocation.
-    pub(crate) sample_interval: AtomicU64,
-    /// Requests of at least this many bytes are refused.
-    pub(crate) max_alloc_bytes: AtomicU64,
-    /// Seed for the per-thread generators (used when `seeded`).
-    pub(crate) seed: AtomicU64,
-    /// Whether `seed` was set; otherwise each thread seeds from the clock.
-    pub(crate) seeded: AtomicBool,
-    /// When false, nothing is sampled (totals are still exact).
-    pub(crate) enabled: AtomicBool,
-}
-
-/// Byte offset of the giant limit in [`Settings`] (an 8-byte atomic), for a front end that
-/// compares a request with it in its own code (the shim's `malloc`).
-pub const MAX_ALLOC_BYTES_OFFSET: usize = std::mem::offset_of!(Settings, max_alloc_bytes);
-
-/// Default refusal limit for a single request: 64 GiB.
-pub const DEFAULT_MAX_ALLOC_BYTES: u64 = 64 * 1024 * 1024 * 1024;
-
-impl Settings {
-    /// Settings with the given interval and limit, sampling enabled, clock-seeded.
-    pub const fn new(sample_interval: u64, max_alloc_bytes: u64) -> Self {
-        Self {
-            sample_interval: AtomicU64::new(if sample_interval == 0 { 1 } else { sample_interval }),
-            max_alloc_bytes: AtomicU64::new(max_alloc_bytes),
-            seed: AtomicU64::new(0),
-            seeded: AtomicBool::new(false),
-            enabled: AtomicBool::new(true),
-        }
-    }
-    /// The same settings, with sampling on or off from the start.
-    pub const fn enabled_at_start(self, on: bool) -> Self {
-        Self { enabled: AtomicBool::new(on), ..self }
-    }
-    /// The mean sampling interval, for the `const` builders of `YingProfiler`, which own the
-    /// settings they read (they take the profiler by value). Never call it on shared settings:
-    /// a plain read racing with a store is a data race.
-    pub(crate) const fn sample_interval_const(&self) -> u64 {
-        // SAFETY: the atomic's own storage, read through the pointer it hands out, by the owner
-        // of the settings (see above): no other thread can store to it meanwhile.
-        unsafe { *self.sample_interval.as_ptr() }
-    }
-    /// The giant limit, for the `const` builders (see `sample_interval_const`).
-    pub(crate) const fn max_alloc_bytes_const(&self) -> u64 {
-        // SAFETY: as in `sample_interval_const`.
-        unsafe { *self.max_alloc_bytes.as_ptr() }
-    }
-    /// Mean sampling interval in bytes.
-    #[inline]
-    pub fn sample_interval(&self) -> u64 {
-        self.sample_interval.load(Ordering::Relaxed).max(1)
-    }
-    /// Sets the mean sampling interval (threads pick it up at their next sample).
-    pub fn set_sample_interval(&self, bytes: u64) {
-        self.sample_interval.store(bytes.max(1), Ordering::Relaxed);
-    }
-    /// The giant-allocation limit.
-    #[inline]
-    pub fn max_alloc_bytes(&self) -> u64 {
-        self.max_alloc_bytes.load(Ordering::Relaxed)
-    }
-    /// Sets the giant-allocation limit.
-    pub fn set_max_alloc_bytes(&self, bytes: u64) {
-        self.max_alloc_bytes.store(bytes.max(1), Ordering::Relaxed);
-    }
-    /// Sets the seed of the per-thread generators (threads set up afterwards use it).
-    pub fn set_seed(&self, seed: u64) {
-        self.seed.store(seed, Ordering::Relaxed);
-        self.seeded.store(true, Ordering::Relaxed);
-    }
-    /// Stack entries kept (all stripes together) before new stacks are folded into one overflow
-    /// entry (process-wide).
-    pub fn set_max_stacks(&self, n: usize) {
-        tables::MAX_STACKS.store(n.max(16) as u64, Ordering::Relaxed);
-    }
-    /// Turns sampling on or off.
-    pub fn set_enabled(&self, on: bool) {
-        self.enabled.store(on, Ordering::Relaxed);
-    }
-    /// Whether sampling is on.
-    #[inline]
-    pub fn enabled(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed)
-    }
-}
-
 /// Threads set up so far (gives each a distinct generator stream for a fixed seed).
 static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
-
-/// Draws the next countdown and stores it as the thread's budget. Capped at the giant limit so
-/// that a giant request always reaches the slow path; a thread without counters of its own
-/// keeps a zero budget (every allocation takes the slow path).
-pub(crate) fn redraw(ts: &ThreadState, set: &Settings) {
-    if !ts.sampling() {
-        ts.set_budget(0);
-        return;
-    }
-    let cap = set.max_alloc_bytes().max(1);
-    if !set.enabled() {
-        // Come back now and then: sampling may be switched on later (the shim enables it once
-        // its configuration has been read).
-        ts.set_budget(cap.min(1 << 20));
-        return;
-    }
-    let mut rng = ts.rng.get();
-    let cd = sampler::draw_countdown(&mut rng, set.sample_interval());
-    ts.rng.set(rng);
-    ts.set_budget(cd.min(cap));
-}
 
 fn init_thread<H: Host>(ts: &ThreadState, set: &Settings, register: bool) {
     if ts.status.get() == STATUS_NEW {
@@ -398,12 +228,10 @@ fn uncharge<H: Host>(size: usize) {
 #[inline(never)]
 pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
     let ts = H::thread_state();
-    redraw(ts, set);
-    if set.enabled() {
-        let _e = crate::sys::ErrnoGuard::save();
-        let w = sampler::weight(charged, set.sample_interval());
-        record_sample::<H>(ts, p as usize, charged, w);
-    }
+    sample::take::<H>(ts, set, charged, |s| {
+        let Sample { stack, weight, born_ns } = s;
+        tables::insert_live(p as usize, Record { stack, size: charged, weight, born_ns });
+    });
     p
 }
 
@@ -484,22 +312,9 @@ fn alloc_slow<H: Host>(
     count_new_block::<H>(ts, set, p, counted(p) as u64)
 }
 
-/// Captures the stack and records a sampled block (the caller holds no profiler lock).
-#[inline(always)]
-fn record_sample<H: Host>(ts: &ThreadState, ptr: usize, size: u64, w: sampler::Weight) {
-    let _g = ts.enter();
-    crate::engine::note_sample();
-    let mut ips = [0usize; MAX_FRAMES];
-    let n = capture::<H>(ts, &mut ips);
-    let born_ns = crate::sys::clock::now_ns();
-    let spans = crate::spans::current_path();
-    let stack = tables::add_sample(ts.ordinal.get(), ips.get(..n).unwrap_or(&[]), spans, w);
-    tables::insert_live(ptr, Record { stack, size, weight: w, born_ns });
-}
-
+/// A sampled block left the live table: its stack gives it back (see [`sample::retire`]).
 fn retire(rec: Record) {
-    let lifetime_ms = crate::sys::clock::now_ns().saturating_sub(rec.born_ns) as f64 / 1e6;
-    tables::free_sample(rec.stack, rec.weight, lifetime_ms);
+    sample::retire(Sample { stack: rec.stack, weight: rec.weight, born_ns: rec.born_ns });
 }
 
 /// Free hook: `real(ptr)` releases `ptr` (which may be null) and runs last, after the record of a

@@ -57,8 +57,8 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use crate::engine::capture::{MAX_FRAMES, capture};
-use crate::engine::hooks::{Host, Settings};
+use crate::engine::host::{Host, Settings};
+use crate::engine::sample::{self, Sample};
 use crate::engine::sampler::{self, Weight};
 use crate::engine::tables::{
     self,
@@ -66,15 +66,6 @@ use crate::engine::tables::{
 };
 use crate::engine::thread_state::ThreadState;
 use crate::sys::spin::SpinMutex;
-
-/// One sampled region's record: the stack its figures are counted at, its weight (from its
-/// current size) and its birth time.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Sample {
-    stack: u32,
-    weight: Weight,
-    born_ns: u64,
-}
 
 /// One counted mapping, `start..end` (page-aligned).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -325,24 +316,16 @@ impl<H: Host> Books for Live<'_, H> {
             return None;
         }
         ts.add_allocated(charged);
-        // The countdown, parked while the guard is held, is charged as `malloc` charges it.
+        // The countdown, parked while the guard is held, is charged as `malloc` charges it,
+        // and a mapping that uses it up is sampled by the same step as a `malloc`'d block.
         let b = ts.parked_budget.get();
         if b > charged {
             ts.parked_budget.set(b - charged);
             return None;
         }
-        crate::engine::hooks::redraw(ts, self.set);
-        if !self.set.enabled() {
-            return None;
-        }
-        crate::engine::note_sample();
-        let weight = sampler::weight(size, self.set.sample_interval());
-        let mut ips = [0usize; MAX_FRAMES];
-        let n = capture::<H>(ts, &mut ips);
-        let spans = crate::spans::current_path();
-        let stack =
-            tables::add_sample(ts.ordinal.get(), ips.get(..n).unwrap_or(&[]), spans, weight);
-        Some(Sample { stack, weight, born_ns: crate::sys::clock::now_ns() })
+        let mut taken = None;
+        sample::take::<H>(ts, self.set, size, |s| taken = Some(s));
+        taken
     }
 
     fn grown(&mut self, bytes: u64) {
@@ -381,8 +364,7 @@ impl<H: Host> Books for Live<'_, H> {
     }
 
     fn freed(&mut self, s: Sample) {
-        let lifetime_ms = crate::sys::clock::now_ns().saturating_sub(s.born_ns) as f64 / 1e6;
-        tables::free_sample(s.stack, s.weight, lifetime_ms);
+        sample::retire(s);
     }
 }
 

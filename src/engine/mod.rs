@@ -11,6 +11,26 @@
 //! giant request names its frames `module+offset` with [`crate::stack`]'s lock-free lookup, and
 //! the fork handlers that also take the symbol cache's lock live above both sides (`lib.rs`).
 //!
+//! # Layering
+//!
+//! Imports inside the engine go down this list, never up (a file may use any file below it):
+//!
+//! 1. `hooks` — the front ends' entry points (allocation, free, realloc, thread start and exit,
+//!    `fork`); re-exports [`host`]'s `Host` and `Settings` for them.
+//! 2. `mapped` — the shim's `mmap`, `munmap` and `mremap` (the region table and its lock).
+//! 3. `sample` — the one sampling step both of them call: draw the next countdown, weigh the
+//!    block, capture the stack, record it.
+//! 4. `giant` — refused giant requests (their raw stacks, kept for report time).
+//! 5. `capture` — the calling stack's instruction pointers.
+//! 6. `host` — what a front end provides (`Host`) and the sampling `Settings`.
+//! 7. `tables` (stacks and live records, `tables::arena` the profiler's heap) with `peak`,
+//!    then `histogram`, `sampler` (the statistics), `totals`, `thread_state`, `filter`.
+//!    `tables` and `peak` still name each other (each stripe carries its peak slot and tally,
+//!    and the peak walks the stripes): one unit written as two files.
+//!
+//! `hooks` and `mapped` both sample through `sample`, which is why neither imports the other
+//! for it: `hooks` calls `mapped` only for the `fork` handlers' lock.
+//!
 //! The report side reads what the engine kept: [`tables`] (stacks and live records),
 //! [`totals`] (exact totals), [`mapped`] (anonymous mappings), [`giant`] (refused giant requests).
 
@@ -19,8 +39,10 @@ pub mod filter;
 pub(crate) mod giant;
 pub mod histogram;
 pub mod hooks;
+pub(crate) mod host;
 pub mod mapped;
 pub(crate) mod peak;
+pub(crate) mod sample;
 pub mod sampler;
 pub(crate) mod tables;
 pub mod thread_state;
