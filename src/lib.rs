@@ -167,6 +167,7 @@ pub mod profiles;
 #[doc(hidden)]
 pub mod runner;
 pub mod serve;
+pub(crate) mod source;
 
 pub use callstack::{Frame, Measurement, StackStats};
 pub use engine::histogram;
@@ -176,7 +177,7 @@ pub use profiler::YingProfiler;
 pub use report::snapshot::{GiantRefusal, Snapshot};
 
 /// The report runner ([`utils::ProfilerRunner`]) and one-off reports, under the module name the
-/// 0.3.0 API gave them (the source is `src/runner.rs`).
+/// 0.3.0 API gave them (the source is `src/runner/`).
 #[doc(inline)]
 pub use runner as utils;
 
@@ -185,7 +186,9 @@ pub mod __private {
     //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
     pub use crate::engine::{filter, hooks, mapped, sampler, thread_state};
     pub use crate::report::set_foreign_malloc;
-    pub use crate::runner::{before_exit, exiting, program_threads_ended, stop_profiler_threads};
+    pub use crate::runner::{
+        apply_sampling_config, before_exit, exiting, program_threads_ended, stop_profiler_threads,
+    };
     pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};
     pub use crate::sys::{save_stderr, seccomp, stack_bounds, warn, write_stderr};
 

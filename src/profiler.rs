@@ -9,7 +9,7 @@ use crate::engine::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use crate::engine::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
 use crate::engine::thread_state::ThreadState;
 use crate::report::snapshot::{self, Snapshot};
-use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
+use crate::source::ProfileSource;
 
 /// Ying is a memory profiling allocator wrapper. Ying is the Chinese word for an eagle.
 ///
@@ -213,18 +213,8 @@ impl<A: GlobalAlloc> YingProfiler<A> {
         self.settings.sample_interval()
     }
 
-    /// Starts reporting with the seed's defaults: a check every 5 minutes, a report when
-    /// retained memory moved by 10 %, flamegraphs on, ranked by retained bytes, written to
-    /// `ying-profiles`, and a final report set when the process exits (if it took a sample).
-    /// Returns the handle of the runner it spawned, for on-demand report sets
-    /// ([`RunnerHandle::dump_now`]) and its settings ([`RunnerHandle::runner`]); the report
-    /// thread and the exit report need nothing kept, so the handle may be dropped.
-    pub fn start_profiling(&'static self) -> RunnerHandle
-    where
-        A: Send + Sync + 'static,
-    {
-        ProfilerRunner::seed_defaults().spawn(self)
-    }
+    // `start_profiling` is in `src/runner/mod.rs`: the runner imports this front end, not
+    // the other way round.
 
     /// Addresses in the symbol cache.
     pub fn symbol_map_size(&self) -> usize {

@@ -48,7 +48,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::report::snapshot::CompactSnapshot;
 use crate::report::{ReportContext, ReportOptions, flamegraph, folded, heap_profile, pprof, text};
-use crate::runner::{DEFAULT_DUMP_TIMEOUT, ProfileSource, in_report_turn};
+use crate::source::turn::in_report_turn;
+use crate::source::{DEFAULT_DUMP_TIMEOUT, ProfileSource, guarded_io};
 
 /// Which heap profile: what the samples' values are and the view pprof opens with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,25 +78,15 @@ impl HeapView {
 fn build<T>(
     source: &dyn ProfileSource,
     copy: impl Fn(&T) -> T,
-    mut f: impl FnMut(CompactSnapshot) -> io::Result<T>,
+    f: impl FnOnce(CompactSnapshot) -> io::Result<T>,
 ) -> io::Result<T> {
     let (interval, unit) = {
         let header = crate::report::snapshot::without_stacks(|| source.snapshot());
         (header.sample_interval, header.unit)
     };
     in_report_turn(DEFAULT_DUMP_TIMEOUT, || {
-        let mut built: Option<io::Result<T>> = None;
-        source.run_guarded(&mut || {
-            let snap = crate::report::snapshot::take_compact(interval, unit);
-            built = Some(f(snap));
-        });
-        let out = match &built {
-            Some(Ok(v)) => Ok(copy(v)),
-            Some(Err(e)) => Err(io::Error::new(e.kind(), e.to_string())),
-            None => Err(io::Error::other("profile source ran nothing")),
-        };
-        source.run_guarded(&mut || drop(built.take()));
-        out
+        let built = || f(crate::report::snapshot::take_compact(interval, unit));
+        Ok(guarded_io(source, built, copy)?)
     })?
 }
 

@@ -870,23 +870,8 @@ pub unsafe extern "C" fn sigset(sig: libc::c_int, h: libc::sighandler_t) -> libc
 }
 
 // Changes of user (see `start::change_user`): a daemon's worker that drops privileges keeps
-// writing its reports, into a directory prepared while it still could.
-
-/// glibc's `name` through `slot`, called with `call`; `ENOSYS` when glibc has none.
-fn forward_user_change<F: Copy>(
-    slot: &std::sync::atomic::AtomicUsize,
-    name: &std::ffi::CStr,
-    call: impl FnOnce(F) -> libc::c_int,
-) -> libc::c_int {
-    let f = safe_points::next(slot, name);
-    if f == 0 {
-        set_errno(libc::ENOSYS);
-        return -1;
-    }
-    // SAFETY: `F` is the `unsafe extern "C" fn` type of glibc's `name` (each caller below names
-    // it), a pointer-sized function pointer, and `f` is that function's non-null address.
-    call(unsafe { std::mem::transmute_copy::<usize, F>(&f) })
-}
+// writing its reports, into a directory prepared while it still could. Each passes the call
+// on with `safe_points::forward`, as the safe points do (`ENOSYS` when glibc has none).
 
 /// The effective uid a call asks for: `None` for `(uid_t)-1`, "unchanged".
 fn asked_euid(e: libc::uid_t) -> Option<libc::uid_t> {
@@ -902,8 +887,8 @@ pub unsafe extern "C" fn setuid(uid: libc::uid_t) -> libc::c_int {
     static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     type F = unsafe extern "C" fn(libc::uid_t) -> libc::c_int;
     start::change_user(Some(uid), || {
-        // SAFETY: glibc's `setuid` with the caller's argument.
-        forward_user_change(&REAL, c"setuid", |f: F| unsafe { f(uid) })
+        // SAFETY: `F` is the type of glibc's `setuid`, called with the caller's argument.
+        unsafe { safe_points::forward(&REAL, c"setuid", -1, |f: F| f(uid)) }
     })
 }
 
@@ -916,8 +901,8 @@ pub unsafe extern "C" fn seteuid(euid: libc::uid_t) -> libc::c_int {
     static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     type F = unsafe extern "C" fn(libc::uid_t) -> libc::c_int;
     start::change_user(asked_euid(euid), || {
-        // SAFETY: glibc's `seteuid` with the caller's argument.
-        forward_user_change(&REAL, c"seteuid", |f: F| unsafe { f(euid) })
+        // SAFETY: `F` is the type of glibc's `seteuid`, called with the caller's argument.
+        unsafe { safe_points::forward(&REAL, c"seteuid", -1, |f: F| f(euid)) }
     })
 }
 
@@ -930,8 +915,8 @@ pub unsafe extern "C" fn setreuid(ruid: libc::uid_t, euid: libc::uid_t) -> libc:
     static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     type F = unsafe extern "C" fn(libc::uid_t, libc::uid_t) -> libc::c_int;
     start::change_user(asked_euid(euid), || {
-        // SAFETY: glibc's `setreuid` with the caller's arguments.
-        forward_user_change(&REAL, c"setreuid", |f: F| unsafe { f(ruid, euid) })
+        // SAFETY: `F` is the type of glibc's `setreuid`, called with the caller's arguments.
+        unsafe { safe_points::forward(&REAL, c"setreuid", -1, |f: F| f(ruid, euid)) }
     })
 }
 
@@ -948,8 +933,8 @@ pub unsafe extern "C" fn setresuid(
     static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     type F = unsafe extern "C" fn(libc::uid_t, libc::uid_t, libc::uid_t) -> libc::c_int;
     start::change_user(asked_euid(euid), || {
-        // SAFETY: glibc's `setresuid` with the caller's arguments.
-        forward_user_change(&REAL, c"setresuid", |f: F| unsafe { f(ruid, euid, suid) })
+        // SAFETY: `F` is the type of glibc's `setresuid`, called with the caller's arguments.
+        unsafe { safe_points::forward(&REAL, c"setresuid", -1, |f: F| f(ruid, euid, suid)) }
     })
 }
 

@@ -87,6 +87,42 @@ fn look_up(slot: &AtomicUsize, name: &CStr, mut f: usize) -> usize {
     if f == 1 { 0 } else { f }
 }
 
+/// glibc's `name` as a function of type `F`, looked up through `slot` (see [`next`]); `None`
+/// when glibc has none.
+///
+/// # Safety
+/// `F` is the `unsafe extern "C" fn` type of glibc's `name` (a pointer-sized function pointer).
+#[inline(always)]
+pub(crate) unsafe fn real<F: Copy>(slot: &AtomicUsize, name: &CStr) -> Option<F> {
+    let f = next(slot, name);
+    // SAFETY: `f` is the non-null address of glibc's `name`, whose type is `F` (the caller's
+    // contract); a function pointer has the size of a `usize`.
+    (f != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&f) })
+}
+
+/// Passes a call on to glibc's `name` (found through `slot`, see [`next`]) with `call`; when
+/// glibc has none, `errno` is `ENOSYS` and the result `failed`, as a missing system call's.
+/// The safe points' slow path and the changes of user forward this way.
+///
+/// # Safety
+/// As for [`real`]: `F` is the function type of glibc's `name`.
+pub(crate) unsafe fn forward<F: Copy, R>(
+    slot: &AtomicUsize,
+    name: &CStr,
+    failed: R,
+    call: impl FnOnce(F) -> R,
+) -> R {
+    // SAFETY: the caller's contract.
+    match unsafe { real::<F>(slot, name) } {
+        Some(f) => call(f),
+        None => {
+            // SAFETY: `__errno_location` returns the calling thread's errno slot.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            failed
+        }
+    }
+}
+
 macro_rules! safe_point {
     ($(#[$doc:meta])* $kind:ident $real:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
         /// glibc's function of the same name (see `safe_points::next`).
@@ -121,17 +157,13 @@ macro_rules! safe_point {
                     Ok(n) => n,
                     Err(_) => panic!("a function name has no NUL inside"),
                 };
-                let f = crate::safe_points::next(&$real, NAME);
-                if f == 0 {
-                    // SAFETY: `__errno_location` returns the calling thread's errno slot.
-                    unsafe { *libc::__errno_location() = libc::ENOSYS };
-                    return (-1i64) as $ret;
+                // SAFETY: `Real` is the signature of glibc's function of this name, called
+                // with the caller's arguments under the same contract.
+                unsafe {
+                    crate::safe_points::forward(&$real, NAME, (-1i64) as $ret, |real: Real| {
+                        real($($arg),*)
+                    })
                 }
-                // SAFETY: `f` is the non-null address of glibc's function of this name, whose
-                // signature this is.
-                let real: Real = unsafe { std::mem::transmute(f) };
-                // SAFETY: the caller's arguments, passed on under the same contract.
-                unsafe { real($($arg),*) }
             }
             // SAFETY: the caller's arguments, under the caller's contract.
             unsafe { slow($($arg),*) }

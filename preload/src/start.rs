@@ -52,36 +52,21 @@ fn warn(msg: &str) {
 /// glibc's `exit`, as the shim's `exit` calls it.
 pub(crate) type ExitFn = unsafe extern "C" fn(libc::c_int) -> !;
 
-/// glibc's `exit` (the next one after ours), looked up by the constructor: 0 = not yet.
+/// glibc's `exit` (the next one after ours), looked up by the constructor (see
+/// `safe_points::next`).
 static REAL_EXIT: AtomicUsize = AtomicUsize::new(0);
-
-fn look_up_exit() -> usize {
-    // SAFETY: dlsym with a valid NUL-terminated name, as profiler code (it may allocate).
-    hooks::run_guarded(thread_state(), || unsafe {
-        libc::dlsym(libc::RTLD_NEXT, c"exit".as_ptr()) as usize
-    })
-}
 
 /// glibc's `exit`; `_exit` if it cannot be found (no `exit` runs before the constructor but
 /// another library's constructor's).
 pub(crate) fn real_exit() -> ExitFn {
-    let mut f = REAL_EXIT.load(Ordering::Acquire);
-    if f == 0 {
-        f = look_up_exit();
-        REAL_EXIT.store(f, Ordering::Release);
-    }
-    if f == 0 {
-        return libc::_exit;
-    }
-    // SAFETY: a non-zero value is the address of the next `exit` in lookup order (glibc's),
-    // whose signature is `ExitFn`.
-    unsafe { std::mem::transmute::<usize, ExitFn>(f) }
+    // SAFETY: glibc's `exit` has the signature `ExitFn`.
+    unsafe { crate::safe_points::real::<ExitFn>(&REAL_EXIT, c"exit") }.unwrap_or(libc::_exit)
 }
 
 /// The constructor body.
 pub(crate) fn init() {
     let ts = thread_state();
-    REAL_EXIT.store(look_up_exit(), Ordering::Release);
+    crate::safe_points::next(&REAL_EXIT, c"exit");
     hooks::run_guarded(ts, find_own_code);
     // The main thread lives as long as the process: set it up (until now it counted in the
     // shared counters) and record its stack.
@@ -114,12 +99,7 @@ fn init_guarded() {
             return; // Passive: exact counters only, no samples, no reports.
         }
     }
-    SETTINGS.set_sample_interval(cfg.sample_interval_bytes);
-    SETTINGS.set_max_alloc_bytes(cfg.max_alloc_bytes);
-    SETTINGS.set_max_stacks(cfg.max_stacks);
-    if let Some(seed) = cfg.seed {
-        SETTINGS.set_seed(seed);
-    }
+    ying_profiler::__private::apply_sampling_config(&cfg, &SETTINGS);
     // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
     // any sample needs it.
     ying_profiler::__private::backtrace::trace(|_| true);

@@ -32,6 +32,7 @@ pub mod html;
 pub mod peak;
 pub mod pprof;
 pub mod proto;
+pub mod set_name;
 pub(crate) mod snapshot;
 pub mod text;
 pub mod timeline;
@@ -43,6 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::{FrameView, Measurement};
+pub use set_name::SetName;
 use snapshot::{CompactSnapshot, Snapshot};
 
 /// Facts about the process that go into report headers and file names.
@@ -236,13 +238,13 @@ fn write_compact_as(
 ) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     print_new_refusals(&snap.giant_refusals);
-    let stem = format!(
-        "ying.{}.{}.{}.{}",
-        ctx.exe_name(),
-        ctx.pid,
+    let stem = SetName {
+        exe: ctx.exe_name(),
+        pid: ctx.pid,
         seq,
-        utc_timestamp(snap.taken_at, false)
-    );
+        stamp: utc_timestamp(snap.taken_at, false),
+    }
+    .to_string();
     let mut paths = ReportPaths::default();
     let mut first_err: Option<io::Error> = None;
     let mut keep = |r: io::Result<PathBuf>, slot: &mut Option<PathBuf>| match r {

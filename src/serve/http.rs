@@ -8,7 +8,10 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::runner::{ProfileSource, ProfilerRunner, RunnerHandle};
+use std::sync::Arc;
+
+use super::{Runner, Services};
+use crate::source::ProfileSource;
 
 /// The most bytes of a request's head (request line and headers), and of a body read.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -22,9 +25,9 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// What the routes need.
 pub(crate) struct Ctx {
     pub(crate) addr: SocketAddr,
-    pub(crate) runner: ProfilerRunner,
+    pub(crate) services: Services,
+    pub(crate) runner: Arc<dyn Runner>,
     pub(crate) source: &'static dyn ProfileSource,
-    pub(crate) handle: RunnerHandle,
 }
 
 /// A parsed request.
@@ -106,9 +109,9 @@ extern "C" fn close_listener_in_child() {
 /// as profiler code.
 pub(crate) fn start(
     addr: SocketAddr,
-    runner: ProfilerRunner,
+    services: Services,
+    runner: Arc<dyn Runner>,
     source: &'static dyn ProfileSource,
-    handle: RunnerHandle,
 ) {
     let listener = match TcpListener::bind(addr) {
         Ok(l) => l,
@@ -138,7 +141,7 @@ pub(crate) fn start(
             .as_bytes(),
         );
     }
-    let ctx = Ctx { addr: bound, runner, source, handle };
+    let ctx = Ctx { addr: bound, services, runner, source };
     let body = Box::new(move || {
         source.enter_profiler_thread();
         serve(&listener, &ctx);

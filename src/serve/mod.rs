@@ -1,9 +1,9 @@
 //! Services of a running program: the built-in HTTP endpoint (`YING_HTTP_ADDR`,
-//! [`ProfilerRunnerBuilder::http_addr`]) and pushes to a Pyroscope-compatible server
-//! (`YING_PUSH_URL`, [`ProfilerRunnerBuilder::push_url`]).
+//! [`ProfilerRunnerBuilder::http_addr`](crate::utils::ProfilerRunnerBuilder::http_addr)) and pushes to a Pyroscope-compatible server
+//! (`YING_PUSH_URL`, [`ProfilerRunnerBuilder::push_url`](crate::utils::ProfilerRunnerBuilder::push_url)).
 //!
 //! Both are opt-in, and both start with the runner's report thread
-//! ([`ProfilerRunner::spawn_thread_for`]; under the preload shim at the program's first safe
+//! ([`ProfilerRunner::spawn_thread_for`](crate::utils::ProfilerRunner::spawn_thread_for); under the preload shim at the program's first safe
 //! point, never at load), once per process (a `fork` child serves and pushes nothing: its
 //! parent's port is taken and its parent's pushes go on). Each runs on its own profiler
 //! thread: everything it allocates is the profiler's own memory, never sampled, never seen by
@@ -45,15 +45,19 @@ mod routes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::runner::{ProfileSource, ProfilerRunner, ProfilerRunnerBuilder, RunnerHandle};
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::report::{ReportOptions, ReportPaths};
+use crate::source::{ProfileSource, guarded};
 
 /// The longest `?seconds=N` of a delta profile.
 pub const MAX_DELTA_SECS: u64 = 300;
 
-/// Default seconds between pushes.
-pub const DEFAULT_PUSH_INTERVAL_SECS: u64 = 15;
+pub use crate::config::DEFAULT_PUSH_INTERVAL_SECS;
 
-/// The services a runner starts: part of its settings.
+/// The services a runner starts: part of its settings (set by `ProfilerRunnerBuilder`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Services {
     pub(crate) http_addr: Option<SocketAddr>,
@@ -74,87 +78,48 @@ impl Default for Services {
 }
 
 impl Services {
-    pub(crate) fn from_config(cfg: &crate::config::Config) -> Self {
-        Self {
-            http_addr: cfg.http_addr,
-            push_url: cfg.push_url.clone(),
-            push_interval_secs: cfg.push_interval_secs.max(1),
-            push_labels: cfg.push_labels.clone(),
-        }
-    }
-
     /// Whether any service is asked for.
     pub(crate) fn any(&self) -> bool {
         self.http_addr.is_some() || self.push_url.is_some()
     }
 }
 
-impl ProfilerRunnerBuilder {
-    /// Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes (see
-    /// [`crate::serve`]) at `addr` from the runner's start, e.g. `127.0.0.1:6060`
-    /// (`YING_HTTP_ADDR` for [`ProfilerRunner::from_env`]). An address other than loopback is
-    /// said on stderr.
-    pub fn http_addr(&mut self, addr: SocketAddr) -> &mut Self {
-        self.runner_mut().services.http_addr = Some(addr);
-        self
-    }
-
-    /// Push the heap profile every [`push_interval_secs`](Self::push_interval_secs) to the
-    /// Pyroscope-compatible server at `url` (`http://host:port`, see [`push`];
-    /// `YING_PUSH_URL`).
-    pub fn push_url(&mut self, url: impl Into<String>) -> &mut Self {
-        self.runner_mut().services.push_url = Some(url.into());
-        self
-    }
-
-    /// Seconds between pushes (at least 1; default [`DEFAULT_PUSH_INTERVAL_SECS`]).
-    pub fn push_interval_secs(&mut self, secs: u64) -> &mut Self {
-        self.runner_mut().services.push_interval_secs = secs.max(1);
-        self
-    }
-
-    /// Labels of pushed profiles; `service_name` names the application.
-    pub fn push_labels<K: Into<String>, V: Into<String>>(
-        &mut self,
-        labels: impl IntoIterator<Item = (K, V)>,
-    ) -> &mut Self {
-        self.runner_mut().services.push_labels =
-            labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-        self
-    }
+/// What the services need of the runner that starts them (the runner implements it: `serve/`
+/// does not import the runner, the runner imports `serve/`).
+pub(crate) trait Runner: Send + Sync + 'static {
+    /// The report options of the runner's settings.
+    fn report_options(&self) -> ReportOptions;
+    /// The reporting directory, absolute.
+    fn reporting_path(&self) -> PathBuf;
+    /// Seconds between the runner's checks.
+    fn check_interval_secs(&self) -> usize;
+    /// Percent change that triggers a report.
+    fn report_pct_change_trigger(&self) -> usize;
+    /// Writes a report set now (`RunnerHandle::dump_now`).
+    fn dump_now(&self) -> io::Result<ReportPaths>;
+    /// Whether the process is exiting.
+    fn exiting(&self) -> bool;
 }
 
-impl ProfilerRunner {
-    /// The endpoint's address, if it serves one.
-    pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.services.http_addr
-    }
-
-    /// The push target, if profiles are pushed.
-    pub fn push_url(&self) -> Option<&str> {
-        self.services.push_url.as_deref()
-    }
-}
-
-/// Starts the services `runner` asks for, once per process (the runner's start calls it).
+/// Starts the services `services` asks for, once per process (the runner's start calls it).
 pub(crate) fn start(
-    runner: &ProfilerRunner,
+    services: &Services,
+    runner: Arc<dyn Runner>,
     source: &'static dyn ProfileSource,
-    handle: &RunnerHandle,
 ) {
     static STARTED: AtomicBool = AtomicBool::new(false);
-    if !runner.services.any() || STARTED.swap(true, Ordering::SeqCst) {
+    if !services.any() || STARTED.swap(true, Ordering::SeqCst) {
         return;
     }
-    let mut go = || {
-        if let Some(addr) = runner.services.http_addr {
-            http::start(addr, runner.clone(), source, handle.clone());
+    let go = || {
+        if let Some(addr) = services.http_addr {
+            http::start(addr, services.clone(), Arc::clone(&runner), source);
         }
-        if let Some(url) = &runner.services.push_url {
-            push::start(url, &runner.services, source);
+        if let Some(url) = &services.push_url {
+            push::start(url, services, source, Arc::clone(&runner));
         }
     };
-    source.run_guarded(&mut go);
+    let _ = guarded(source, go, |_| ());
 }
 
 /// Ends the endpoint's and the pusher's threads (each at its next wake, which this causes).

@@ -29,7 +29,10 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::profiles::{self, AllocBaseline, HeapView};
-use crate::runner::ProfileSource;
+use std::sync::Arc;
+
+use super::Runner;
+use crate::source::ProfileSource;
 
 /// How long a connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -192,7 +195,12 @@ fn send(target: &Target, name: &str, from: u64, until: u64, profile: &[u8]) -> i
 }
 
 /// Starts the pushing thread (as profiler code); a bad URL is one warning and no pushes.
-pub(crate) fn start(url: &str, services: &super::Services, source: &'static dyn ProfileSource) {
+pub(crate) fn start(
+    url: &str,
+    services: &super::Services,
+    source: &'static dyn ProfileSource,
+    runner: Arc<dyn Runner>,
+) {
     let target = match parse_url(url) {
         Ok(t) => t,
         Err(e) => return crate::sys::warn(&format!("pushes to {url} not started: {e}")),
@@ -203,7 +211,7 @@ pub(crate) fn start(url: &str, services: &super::Services, source: &'static dyn 
     let shown = url.to_string();
     let body = Box::new(move || {
         source.enter_profiler_thread();
-        run(&target, &shown, &name, interval, source);
+        run(&target, &shown, &name, interval, source, &*runner);
     });
     if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-push", body) {
         crate::sys::warn(&format!("pushes to {url} not started: no thread ({e})"));
@@ -230,12 +238,19 @@ fn pause(interval: Duration) -> bool {
 }
 
 /// Pushes every `interval`, for the rest of the process (or until [`stop`]).
-fn run(target: &Target, url: &str, name: &str, interval: Duration, source: &dyn ProfileSource) {
+fn run(
+    target: &Target,
+    url: &str,
+    name: &str,
+    interval: Duration,
+    source: &dyn ProfileSource,
+    runner: &dyn Runner,
+) {
     let mut since = AllocBaseline::empty(SystemTime::now());
     let mut failures: u64 = 0;
     let mut last_warning: Option<Instant> = None;
     loop {
-        if !pause(interval) || crate::runner::exiting() {
+        if !pause(interval) || runner.exiting() {
             return;
         }
         // Rendering (symbols) and sending open descriptors: not while the program is near its

@@ -131,7 +131,7 @@ fn paths_json(p: &ReportPaths) -> String {
 }
 
 fn dump(ctx: &Ctx) -> Response {
-    match ctx.handle.dump_now() {
+    match ctx.runner.dump_now() {
         Ok(paths) => Response::new(200, JSON, paths_json(&paths).into_bytes()),
         Err(e) => Response::new(
             500,
@@ -162,7 +162,7 @@ fn status(ctx: &Ctx) -> String {
         None => "null".into(),
     };
     let r = &ctx.runner;
-    let s = &r.services;
+    let s = &ctx.services;
     format!(
         concat!(
             "{{\"version\":{},\"pid\":{},\"exe\":{},\"taken_at\":{},",
@@ -195,7 +195,7 @@ fn status(ctx: &Ctx) -> String {
         snap.sample_interval,
         json_str(&format!("{:?}", snap.unit)),
         json_str(&ctx.addr.to_string()),
-        json_str(&r.absolute_reporting_path().display().to_string()),
+        json_str(&r.reporting_path().display().to_string()),
         r.check_interval_secs(),
         r.report_pct_change_trigger(),
         s.push_url.as_deref().map(json_str).unwrap_or_else(|| "null".into()),

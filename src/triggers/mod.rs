@@ -17,12 +17,11 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::runner::{ProfilerRunnerBuilder, ProfilerRunnerBuilderError};
-
 /// How often the report thread looks at the triggers while one is armed.
 pub const TICK: Duration = Duration::from_millis(100);
 
-/// The trigger settings of a runner (see the builder's setters and the `YING_*` table).
+/// The trigger settings of a runner (set by `ProfilerRunnerBuilder`, and from the `YING_*`
+/// table by `ProfilerRunner::from_config`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TriggerSettings {
     /// The dump signal's number, if any.
@@ -50,20 +49,9 @@ impl Default for TriggerSettings {
 }
 
 impl TriggerSettings {
-    /// The settings a parsed configuration implies.
-    pub(crate) fn from_config(cfg: &crate::config::Config) -> Self {
-        Self {
-            dump_signal: cfg.dump_signal,
-            dump_control_file: cfg.dump_control_file,
-            memory_limit_pct: cfg.memory_limit_pct,
-            memory_limit_bytes: cfg.memory_limit_bytes,
-            peak_dump_pct: cfg.peak_dump_pct,
-        }
-    }
-
-    /// Checks the settings given to the builder.
-    pub(crate) fn validate(&self) -> Result<(), ProfilerRunnerBuilderError> {
-        let err = |field, reason: String| Err(ProfilerRunnerBuilderError { field, reason });
+    /// Checks the settings given to the builder: the field at fault and what is wrong with it.
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+        let err = |field, reason: String| Err((field, reason));
         if let Some(n) = self.dump_signal
             && let Err(why) = signal::parse(&n.to_string())
         {
@@ -73,49 +61,6 @@ impl TriggerSettings {
             return err("memory_limit_pct", "must be from 0 (off) to 100".to_string());
         }
         Ok(())
-    }
-}
-
-impl ProfilerRunnerBuilder {
-    /// Writes a report set when the process receives signal `sig` (e.g. `libc::SIGUSR2`),
-    /// within 100 ms; 0 means none (the default). The handler is installed when the runner
-    /// starts, only if the program has not set its own disposition for the signal; a handler
-    /// the program installs later wins (Ying says so on stderr). Refused at `build`:
-    /// `SIGKILL`, `SIGSTOP`, fault signals, `SIGCHLD`, 32 and 33.
-    pub fn dump_signal(&mut self, sig: i32) -> &mut Self {
-        self.triggers_mut().dump_signal = (sig != 0).then_some(sig);
-        self
-    }
-
-    /// Watches the control files `<reporting path>/dump` (every process writing there) and
-    /// `<reporting path>/dump.<pid>` (one process, which removes it) and writes a report set
-    /// within 100 ms of a touch (true by default).
-    pub fn dump_control_file(&mut self, on: bool) -> &mut Self {
-        self.triggers_mut().dump_control_file = on;
-        self
-    }
-
-    /// Writes one report set when the process's resident set first reaches `pct` percent of
-    /// its cgroup's memory limit, again only after it fell below (95 % of that level); 0
-    /// turns it off, default 90. No limit, no dump.
-    pub fn memory_limit_pct(&mut self, pct: u64) -> &mut Self {
-        self.triggers_mut().memory_limit_pct = pct;
-        self
-    }
-
-    /// A memory limit in bytes that replaces the cgroup's for the near-limit dump (meant for
-    /// tests); 0 uses the cgroup's (the default).
-    pub fn memory_limit_bytes(&mut self, bytes: u64) -> &mut Self {
-        self.triggers_mut().memory_limit_bytes = (bytes != 0).then_some(bytes);
-        self
-    }
-
-    /// Writes a report set each time the exact retained total exceeds the last high dumped
-    /// (at first, the total when the report thread started) by more than `pct` percent; 0
-    /// (the default) turns it off.
-    pub fn peak_dump_pct(&mut self, pct: u64) -> &mut Self {
-        self.triggers_mut().peak_dump_pct = pct;
-        self
     }
 }
 
