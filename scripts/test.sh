@@ -8,39 +8,31 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Each stage with the time it started, so that a slow stage shows in the log.
 stage() { echo "== [$(date +%T)] $*"; }
 
-if ! command -v go >/dev/null 2>&1; then
-    stage "installing golang-go (tests read pprof files with go tool pprof)"
-    if [ "$(id -u)" -eq 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
-    fi
-fi
-if ! command -v sqlite3 >/dev/null 2>&1; then
-    stage "installing sqlite3 (the peak test runs an in-memory table under the shim)"
-    if [ "$(id -u)" -eq 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 >/dev/null
-    fi
-fi
-if ! command -v chromium >/dev/null 2>&1 || ! command -v lynx >/dev/null 2>&1; then
-    stage "installing chromium and lynx (tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx)"
-    if [ "$(id -u)" -eq 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium lynx >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium lynx >/dev/null
-    fi
-fi
+# install_missing WHY "COMMAND..." PACKAGE...: when one of the commands is missing, installs the
+# Debian packages (as root, or through sudo), saying which and WHY.
+install_missing() {
+    local why=$1 commands=$2 cmd
+    shift 2
+    local packages="$*"
+    local -a sudo=()
+    for cmd in $commands; do
+        if ! command -v "$cmd" >/dev/null 2>&1; then
+            stage "installing ${packages// / and } ($why)"
+            if [ "$(id -u)" -ne 0 ]; then
+                sudo=(sudo)
+            fi
+            "${sudo[@]}" apt-get update -qq
+            "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+            return
+        fi
+    done
+}
 
-if ! command -v curl >/dev/null 2>&1; then
-    stage "installing curl (the endpoint tests ask the profiled programs with curl)"
-    if [ "$(id -u)" -eq 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
-    fi
-fi
+install_missing "tests read pprof files with go tool pprof" go golang-go
+install_missing "the peak test runs an in-memory table under the shim" sqlite3 sqlite3
+install_missing "tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx" \
+    "chromium lynx" chromium lynx
+install_missing "the endpoint tests ask the profiled programs with curl" curl curl
 
 stage "cargo fmt --check"
 cargo fmt --all -- --check

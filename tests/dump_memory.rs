@@ -8,9 +8,11 @@
 //! `YING_TEST_DUMP_CASE`) with nothing else running in it, with a timeout that turns a hang into
 //! a failure; the child prints its measurements and the parent judges them.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -174,9 +176,8 @@ struct Measured {
 }
 
 fn run_case(case: &str) -> Measured {
-    let dir = std::env::temp_dir().join(format!("ying-dump-memory-{}-{case}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let dir = common::fresh_dir(&format!("dump-memory-{case}"));
+    let mut cmd = common::this_test_binary();
     cmd.env(CASE_VAR, case)
         .env(DIR_VAR, &dir)
         .env("YING_REPORTING_PATH", &dir)
@@ -187,20 +188,9 @@ fn run_case(case: &str) -> Measured {
         .env("YING_GEN_FLAMEGRAPHS", "false")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("case {case}: no result within {TIMEOUT:?} (a dump hung)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
+    let child = cmd.spawn().unwrap();
+    let out = common::wait_or_kill(child, TIMEOUT, &format!("case {case} (a dump hung)"));
+    let status = out.status;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(status.success(), "case {case} failed: {status}\n{stdout}\n{stderr}");

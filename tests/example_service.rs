@@ -6,6 +6,8 @@
 //! entry (stacks printed alike are merged), its inlined `record_audit` is named, and Tokio's and
 //! std's frames are folded, with short paths.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,37 +20,6 @@ const CACHE_FNS: [&str; 2] = ["cache_worker", "handle_request"];
 const INTERVAL_SECS: u64 = 3;
 const RUNTIME_SECS: u64 = 10;
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Builds the example with `cargo build --profile bench` and returns its executable.
-fn build_example() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let out = Command::new(cargo)
-        .args(["build", "--profile", "bench", "--example", "ying_example"])
-        // Built with the same features as this test, so the span assertions below apply.
-        .args(if cfg!(feature = "profile_spans") {
-            &["--features", "profile_spans"][..]
-        } else {
-            &[]
-        })
-        .args(["--message-format=json", "--manifest-path"])
-        .arg(&manifest)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo build runs");
-    assert!(out.status.success(), "cargo build --example ying_example failed: {:?}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .lines()
-        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"example\""))
-        .filter(|l| l.contains("\"name\":\"ying_example\""))
-        .find_map(|l| {
-            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
-            let len = l[start..].find('"')?;
-            Some(PathBuf::from(&l[start..start + len]))
-        })
-        .expect("cargo reports the example's executable")
-}
 
 /// One report set, by file stem `ying.<exe>.<pid>.<seq>.<time>`.
 #[derive(Debug, Default)]
@@ -234,12 +205,12 @@ fn read(p: &Option<PathBuf>, what: &str) -> String {
 
 #[test]
 fn example_service_writes_reports_naming_the_leak_and_the_churn() {
-    let exe = build_example();
+    let exe = common::build_example();
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let dir = std::env::temp_dir().join(format!("ying-example-{}-{nanos}", std::process::id()));
 
     let started = Instant::now();
-    let mut child = Command::new(&exe)
+    let child = Command::new(&exe)
         .env("YING_EXAMPLE_INTERVAL_SECS", INTERVAL_SECS.to_string())
         .env("YING_EXAMPLE_RUNTIME_SECS", RUNTIME_SECS.to_string())
         .env("YING_EXAMPLE_REPORTING_PATH", &dir)
@@ -247,18 +218,9 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the example starts");
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for the example") {
-            break s;
-        }
-        if started.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the example ran longer than {TIMEOUT:?}; reports in {}", dir.display());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let output = child.wait_with_output().expect("the example's output");
+    let what = format!("the example (reports in {})", dir.display());
+    let output = common::wait_or_kill(child, TIMEOUT, &what);
+    let status = output.status;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("example ran {:?}; stdout:\n{stdout}", started.elapsed());

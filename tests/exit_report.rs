@@ -12,10 +12,12 @@
 //! (selected by `YING_TEST_EXIT_CASE`), in a fresh working directory, with a timeout, and the
 //! parent looks at the files the child left.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
 use ying_profiler::YingProfiler;
 use ying_profiler::utils::{ProfilerRunner, ProfilerRunnerBuilder};
@@ -194,25 +196,12 @@ fn run(n: usize, case: &str, vars: &[(&str, &str)]) -> Child {
         .join(format!("{n}-{case}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("YING_") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = common::this_test_binary();
+    common::without_ying_vars(&mut cmd);
     cmd.env(CASE_VAR, case).envs(vars.iter().copied()).current_dir(&dir);
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("case {case} ran longer than {TIMEOUT:?}: {out:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = common::wait_or_kill(child, TIMEOUT, &format!("case {case}"));
     Child { case: case.to_string(), pid, out, dir }
 }
 

@@ -7,8 +7,10 @@
 //! Runs without libtest's harness (`harness = false`): the exit report is written by the
 //! process's `atexit` handler, so the case runs this executable again as a child process.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
 
 use ying_profiler::YingProfiler;
 
@@ -24,31 +26,17 @@ fn main() {
         println!("stacks sampled: {} ({} strings)", YING_ALLOC.num_stack_traces(), small.len());
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ying-exit-no-sample-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("YING_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd
+    let dir = common::scratch("exit-no-sample");
+    let mut cmd = common::this_test_binary();
+    common::without_ying_vars(&mut cmd);
+    let child = cmd
         .env(CASE_VAR, "1")
         .current_dir(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("the child ran longer than 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = common::wait_or_kill(child, Duration::from_secs(60), "the child");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");

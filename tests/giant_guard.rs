@@ -1,6 +1,8 @@
 //! A single request at or above the limit is refused before anything is allocated (nothing
 //! leaks), it is counted, and the stack that asked is printed to stderr as `ying:` lines.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout};
 use ying_profiler::YingProfiler;
 
@@ -44,7 +46,7 @@ fn giant_request_is_refused_counted_and_reported() {
     assert_eq!(A.snapshot().giant_refused, 2);
 
     // The stderr message, from a child process running this same test.
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = common::this_test_binary()
         .args(["--exact", "giant_request_is_refused_counted_and_reported", "--nocapture"])
         .env("YING_TEST_GIANT_CHILD", "1")
         .output()

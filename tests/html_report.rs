@@ -7,6 +7,8 @@
 //!
 //! Needs Debian's `chromium` and `lynx` (`scripts/test.sh` installs them when missing).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,30 +20,6 @@ use ying_profiler::report::timeline::Timeline;
 use ying_profiler::{Snapshot, StackStats, Totals};
 
 const LEAK_FN: &str = "leak_loop";
-
-/// Builds the example with `cargo build --profile bench` and returns its executable.
-fn build_example() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let out = Command::new(cargo)
-        .args(["build", "--profile", "bench", "--example", "ying_example"])
-        .args(["--message-format=json", "--manifest-path"])
-        .arg(&manifest)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo build runs");
-    assert!(out.status.success(), "cargo build --example ying_example failed");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .lines()
-        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("ying_example"))
-        .find_map(|l| {
-            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
-            let len = l[start..].find('"')?;
-            Some(PathBuf::from(&l[start..start + len]))
-        })
-        .expect("cargo reports the example's executable")
-}
 
 fn scratch(name: &str) -> PathBuf {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
@@ -174,7 +152,7 @@ fn assert_no_page_requests(loaded: &Loaded, work: &Path) {
 
 #[test]
 fn example_leak_grows_in_the_chart_and_leads_the_diff_in_chromium() {
-    let exe = build_example();
+    let exe = common::build_example();
     let work = scratch("example");
     let reports = work.join("reports");
     let status = Command::new(&exe)

@@ -3,6 +3,8 @@
 //! (`top_k_stacks_at_peak`, `Snapshot::peak`) and in a report set written by
 //! `utils::write_report_now` (the PEAK section, `.peak.folded`, `.peak.svg`, `.peak.pb.gz`).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::process::Command;
@@ -48,7 +50,7 @@ fn a_dropped_index_shows_at_the_peak_through_the_api_and_in_report_sets() {
     assert!(peak.since_start.is_some() && peak.exact_bytes.is_some(), "{peak:?}");
 
     // A report set: every peak file, and the PEAK section names build_index.
-    let dir = std::env::temp_dir().join(format!("ying-peak-rust-{}", std::process::id()));
+    let dir = common::fresh_dir("peak-rust");
     let paths = ying_profiler::utils::write_report_now(&A, &ReportOptions::default(), &dir)
         .expect("report set written");
     for p in [&paths.peak_folded, &paths.peak_svg, &paths.peak_pprof, &paths.text] {

@@ -2,6 +2,8 @@
 //! `inuse_space` and `alloc_space` tops name the marker functions with the exact byte totals.
 //! Needs Go (`scripts/test.sh` installs Debian's golang-go when missing).
 
+mod common;
+
 use std::hint::black_box;
 use std::process::Command;
 use ying_profiler::YingProfiler;
@@ -25,21 +27,12 @@ fn marker_pprof_churn() {
     }
 }
 
-/// The cumulative bytes `go tool pprof -top -unit=B` shows for the function containing `name`
-/// (flat bytes belong to the innermost, inlined allocation frames of std).
-fn cum_bytes(top: &str, name: &str) -> Option<u64> {
-    top.lines()
-        .find(|l| l.contains(name))
-        .and_then(|l| l.split_whitespace().nth(3)?.strip_suffix('B')?.parse().ok())
-}
-
 #[test]
 fn go_tool_pprof_reads_our_profile() {
     let mut keep = Vec::with_capacity(40);
     marker_pprof_keep(&mut keep);
     marker_pprof_churn();
-    let dir = std::env::temp_dir().join(format!("ying-pprof-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::fresh_dir("pprof");
     let paths = write_report_now(&A, &ReportOptions::default(), &dir).unwrap();
     let pb = paths.pprof.expect("a .pb.gz was written");
     assert!(pb.to_string_lossy().ends_with(".pb.gz"));
@@ -70,11 +63,11 @@ fn go_tool_pprof_reads_our_profile() {
     };
     let inuse = run("inuse_space");
     assert!(inuse.contains("Type: inuse_space"), "{inuse}");
-    assert_eq!(cum_bytes(&inuse, "marker_pprof_keep"), Some(40 * 25_000), "{inuse}");
-    assert_eq!(cum_bytes(&inuse, "marker_pprof_churn"), None, "nothing retained: {inuse}");
+    assert_eq!(common::cum_bytes(&inuse, "marker_pprof_keep"), Some(40 * 25_000), "{inuse}");
+    assert_eq!(common::cum_bytes(&inuse, "marker_pprof_churn"), None, "nothing retained: {inuse}");
     let alloc = run("alloc_space");
-    assert_eq!(cum_bytes(&alloc, "marker_pprof_keep"), Some(40 * 25_000), "{alloc}");
-    assert_eq!(cum_bytes(&alloc, "marker_pprof_churn"), Some(30 * 100_000), "{alloc}");
+    assert_eq!(common::cum_bytes(&alloc, "marker_pprof_keep"), Some(40 * 25_000), "{alloc}");
+    assert_eq!(common::cum_bytes(&alloc, "marker_pprof_churn"), Some(30 * 100_000), "{alloc}");
     let objects = run("alloc_objects");
     assert!(objects.contains("marker_pprof_churn"), "{objects}");
     // The default sample type is inuse_space.

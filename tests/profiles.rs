@@ -3,6 +3,8 @@
 //! answers, and `go tool pprof` reads the profiles (exact mode: the marker functions' bytes are
 //! known). Needs Go (`scripts/test.sh` installs golang-go when missing).
 
+mod common;
+
 use std::hint::black_box;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -100,13 +102,6 @@ fn pprof_top(dir: &std::path::Path, name: &str, body: &[u8], index: &str) -> Str
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The cumulative bytes `go tool pprof -top -unit=B` shows for the function containing `name`.
-fn cum_bytes(top: &str, name: &str) -> Option<u64> {
-    top.lines()
-        .find(|l| l.contains(name))
-        .and_then(|l| l.split_whitespace().nth(3)?.strip_suffix('B')?.parse().ok())
-}
-
 #[test]
 fn axum_router_serves_the_bytes_api() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
@@ -120,8 +115,7 @@ fn axum_router_serves_the_bytes_api() {
         .route("/report.txt", get(report))
         .route("/flamegraph.svg", get(svg));
     rt.spawn(async move { axum::serve(listener, app).await });
-    let dir = std::env::temp_dir().join(format!("ying-profiles-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("profiles");
 
     let mut keep = Vec::with_capacity(40);
     marker_bytes_keep(&mut keep);
@@ -132,8 +126,8 @@ fn axum_router_serves_the_bytes_api() {
     assert!(status.contains("200"), "{status}");
     let inuse = pprof_top(&dir, "heap.pb.gz", &body, "inuse_space");
     assert!(inuse.contains("Type: inuse_space"), "{inuse}");
-    assert_eq!(cum_bytes(&inuse, "marker_bytes_keep"), Some(40 * 25_000), "{inuse}");
-    assert_eq!(cum_bytes(&inuse, "marker_bytes_churn"), None, "{inuse}");
+    assert_eq!(common::cum_bytes(&inuse, "marker_bytes_keep"), Some(40 * 25_000), "{inuse}");
+    assert_eq!(common::cum_bytes(&inuse, "marker_bytes_churn"), None, "{inuse}");
 
     // The allocs view opens on alloc_space (no -sample_index needed).
     let (status, body) = get_from(port, "/debug/pprof/allocs");
@@ -143,21 +137,21 @@ fn axum_router_serves_the_bytes_api() {
     let out = Command::new("go").args(["tool", "pprof", "-top", "-unit=B"]).arg(&path).output();
     let top = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
     assert!(top.contains("Type: alloc_space"), "{top}");
-    assert_eq!(cum_bytes(&top, "marker_bytes_churn"), Some(30 * 100_000), "{top}");
+    assert_eq!(common::cum_bytes(&top, "marker_bytes_churn"), Some(30 * 100_000), "{top}");
 
     // The delta since the baseline holds the churn, not what was kept before it; its inuse
     // figures are those of now.
     let (status, body) = get_from(port, "/delta");
     assert!(status.contains("200"), "{status}");
     let d = pprof_top(&dir, "delta.pb.gz", &body, "alloc_space");
-    assert_eq!(cum_bytes(&d, "marker_bytes_churn"), Some(30 * 100_000), "{d}");
-    assert_eq!(cum_bytes(&d, "marker_bytes_keep"), None, "{d}");
+    assert_eq!(common::cum_bytes(&d, "marker_bytes_churn"), Some(30 * 100_000), "{d}");
+    assert_eq!(common::cum_bytes(&d, "marker_bytes_keep"), None, "{d}");
     let d_inuse = pprof_top(&dir, "delta.pb.gz", &body, "inuse_space");
-    assert_eq!(cum_bytes(&d_inuse, "marker_bytes_keep"), Some(40 * 25_000), "{d_inuse}");
+    assert_eq!(common::cum_bytes(&d_inuse, "marker_bytes_keep"), Some(40 * 25_000), "{d_inuse}");
     // A second delta right after: the churn is not counted again.
     let (_, body) = get_from(port, "/delta");
     let d2 = pprof_top(&dir, "delta2.pb.gz", &body, "alloc_space");
-    assert_eq!(cum_bytes(&d2, "marker_bytes_churn"), None, "{d2}");
+    assert_eq!(common::cum_bytes(&d2, "marker_bytes_churn"), None, "{d2}");
 
     let (status, body) = get_from(port, "/report.txt");
     assert!(status.contains("200"), "{status}");

@@ -3,6 +3,8 @@
 //! build`) decode, and encode back to profiles that `go tool pprof -raw` prints exactly as it
 //! prints the originals. Needs Go (`scripts/test.sh` installs golang-go when missing).
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,10 +52,7 @@ fn names(p: &Profile) -> Vec<&str> {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ying-proto-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch(&format!("proto-{name}"))
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! ends its `main` with `pthread_exit` while a worker runs, and must end when the worker does,
 //! with glibc's `exit(0)` (its atexit handler prints) and one exit report set.
 
+mod common;
+
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn a_rust_main_that_calls_pthread_exit_ends_with_its_last_thread() {
@@ -14,27 +16,16 @@ fn a_rust_main_that_calls_pthread_exit_ends_with_its_last_thread() {
         eprintln!("SKIPPED: {} was not built", exe.display());
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ying-pthread-exit-main-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut child = Command::new(&exe)
+    let dir = common::fresh_dir("pthread-exit-main");
+    let child = Command::new(&exe)
         .arg(&dir)
         .env_remove("LD_PRELOAD")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            child.kill().unwrap();
-            let _ = child.wait();
-            panic!("the process did not end within 20 s after its last thread ended");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
+    let what = "the process, whose last thread ended,";
+    let out = common::wait_or_kill(child, Duration::from_secs(20), what);
+    let status = out.status;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(status.success(), "{status:?}\n{stdout}");
     assert_eq!(stdout, "main exits\nworker done\natexit handler ran\n");

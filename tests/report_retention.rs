@@ -5,6 +5,8 @@
 //! configured with `YING_CHECK_INTERVAL_SECS=0`) writes on the calling thread, and a wait for
 //! the report thread that outlasts its bound is a `TimedOut` error, not a hang.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -49,9 +51,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_runner_keeps_its_newest_sets_and_touches_nothing_else() {
-    let dir = std::env::temp_dir().join(format!("ying-retention-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("retention");
     let ctx = ReportContext::current();
     let exe = ctx.exe_name();
     let ts = "20261203T181500Z";
@@ -121,8 +121,7 @@ fn a_runner_keeps_its_newest_sets_and_touches_nothing_else() {
 
 #[test]
 fn a_limit_of_zero_keeps_every_set_and_a_handle_without_thread_writes_inline() {
-    let dir = std::env::temp_dir().join(format!("ying-retention-all-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::fresh_dir("retention-all");
     // The runner of `YING_CHECK_INTERVAL_SECS=0 YING_MAX_REPORT_SETS=0`: no report thread.
     let cfg = ying_profiler::config::Config {
         check_interval_secs: 0,
@@ -148,8 +147,7 @@ fn a_limit_of_zero_keeps_every_set_and_a_handle_without_thread_writes_inline() {
 
 #[test]
 fn a_dump_that_outlasts_its_wait_is_an_error_not_a_hang() {
-    let dir = std::env::temp_dir().join(format!("ying-dump-timeout-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::fresh_dir("dump-timeout");
     let handle = ProfilerRunnerBuilder::default()
         .check_interval_secs(3600usize)
         .reporting_path(dir.to_str().unwrap())

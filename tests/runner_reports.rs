@@ -2,6 +2,8 @@
 //! memory moved by the trigger percentage since the last report; `dump_now` writes at once;
 //! every report set has the documented stem and files; the builder names bad fields.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -72,8 +74,7 @@ fn runner_reports_on_change_and_on_demand() {
     assert!(r.should_report(Some(1000), 1100));
     assert!(r.should_report(Some(1000), 900));
 
-    let dir = std::env::temp_dir().join(format!("ying-runner-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::fresh_dir("runner");
     let ballast = marker_ballast(32);
     let runner = ProfilerRunnerBuilder::default()
         .check_interval_secs(1usize)

@@ -2,6 +2,8 @@
 //! with the runner, it serves this process's profiles (read back over plain HTTP/1.1 and by
 //! `go tool pprof`) and its status. Reads have timeouts, so a hang fails the test.
 
+mod common;
+
 use std::hint::black_box;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -44,7 +46,7 @@ fn get(addr: SocketAddr, path: &str) -> (String, Vec<u8>) {
 #[test]
 fn builder_http_addr_serves_the_profiles() {
     let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let dir = std::env::temp_dir().join(format!("ying-serve-builder-{}", std::process::id()));
+    let dir = common::fresh_dir("serve-builder");
     let runner = ProfilerRunnerBuilder::default()
         .http_addr(addr)
         .check_interval_secs(3600)

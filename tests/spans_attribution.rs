@@ -3,6 +3,8 @@
 //! and spans entered and exited around `.await` on a multi-threaded runtime follow their tasks.
 #![cfg(feature = "profile_spans")]
 
+mod common;
+
 use std::hint::black_box;
 use tracing_subscriber::prelude::*;
 use ying_profiler::{StackStats, YingProfiler, spans::YingSpanLayer};
@@ -115,7 +117,7 @@ fn spans_split_stacks_and_follow_tasks() {
     drop(rt);
 
     // The pprof profile carries `span` labels that go tool pprof can filter on.
-    let dir = std::env::temp_dir().join(format!("ying-spans-{}", std::process::id()));
+    let dir = common::fresh_dir("spans");
     let paths = ying_profiler::utils::write_report_now(&A, &Default::default(), &dir).unwrap();
     let out = std::process::Command::new("go")
         .args([

@@ -2,6 +2,8 @@
 //! (and allocations keep happening in thread-local destructors) neither panic nor abort.
 #![cfg(feature = "profile_spans")]
 
+mod common;
+
 use std::hint::black_box;
 use tracing_subscriber::prelude::*;
 use ying_profiler::{YingProfiler, spans::YingSpanLayer};
@@ -44,7 +46,7 @@ fn exits_with_spans_alive_do_not_panic() {
         println!("stacks={}", A.snapshot().stacks.len());
         std::process::exit(0); // Exit with a span entered.
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = common::this_test_binary()
         .args(["--exact", "exits_with_spans_alive_do_not_panic", "--nocapture"])
         .env("YING_TEST_SPANS_CHILD", "1")
         .output()

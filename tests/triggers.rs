@@ -8,8 +8,10 @@
 //! time (a hang is a failure) and checks what it printed. The real-cgroup case is in
 //! `preload-tests/tests/triggers.rs`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ying_profiler::YingProfiler;
@@ -82,15 +84,10 @@ fn runner(dir: &str) -> ProfilerRunnerBuilder {
 
 /// Runs `case` in a child process; returns its stdout after checking it succeeded in time.
 fn child(case: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("ying-triggers-{case}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("YING_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut c = cmd
+    let dir = common::fresh_dir(&format!("triggers-{case}"));
+    let mut cmd = common::this_test_binary();
+    common::without_ying_vars(&mut cmd);
+    let c = cmd
         .args(["--exact", case, "--nocapture", "--test-threads=1"])
         .env(CASE_VAR, case)
         .env(DIR_VAR, &dir)
@@ -98,15 +95,7 @@ fn child(case: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while c.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = c.kill();
-            panic!("the child of {case} ran longer than 60 s (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = c.wait_with_output().unwrap();
+    let out = common::wait_or_kill(c, Duration::from_secs(60), &format!("the child of {case}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{case}: {:?}\n{stdout}\n{stderr}", out.status);
