@@ -297,6 +297,12 @@ impl<A: GlobalAlloc + Send + Sync + 'static> ProfileSource for YingProfiler<A> {
     fn run_guarded(&self, f: &mut dyn FnMut()) {
         self.guarded(f)
     }
+    fn sample_interval(&self) -> u64 {
+        YingProfiler::sample_interval(self)
+    }
+    fn unit(&self) -> crate::ByteUnit {
+        RustHost::UNIT
+    }
 }
 
 /// `alloc` and `alloc_zeroed` beyond the unsampled path: samples, first calls on a thread,
@@ -384,5 +390,33 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for YingProfiler<A> {
             Some(p) => p,
             None => realloc_slow(&self.settings, ptr, layout, new_size, &real),
         }
+    }
+}
+
+/// The 0.3.0 report methods of one stack's statistics. They take the profiler they do not use
+/// (programs written for 0.3.0 pass it); they live beside it so that the report module, which
+/// formats them, never names the profiler.
+impl crate::StackStats {
+    /// A human-readable block (0.3.0 signature): figures, histogram and frames.
+    pub fn rich_report<A: GlobalAlloc>(
+        &self,
+        _profiler: &YingProfiler<A>,
+        with_filenames: bool,
+        expand_frame: bool,
+    ) -> String {
+        let mut s = crate::report::text::stack_block(self, None, with_filenames, expand_frame);
+        if s.ends_with('\n') {
+            s.pop();
+        }
+        s
+    }
+
+    /// One folded-stack line (`root;...;leaf value`) weighted by `measurement` (0.3.0 name).
+    pub fn dtrace_report<A: GlobalAlloc>(
+        &self,
+        _profiler: &YingProfiler<A>,
+        measurement: Measurement,
+    ) -> String {
+        crate::report::folded::line(self, measurement, false)
     }
 }

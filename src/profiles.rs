@@ -6,7 +6,7 @@
 //! `?seconds=N` and pushes to a continuous-profiling backend.
 //!
 //! Every function takes a [`ProfileSource`]: a `static` [`crate::YingProfiler`] (the
-//! `#[global_allocator]` front end) is one. Each call takes a compact snapshot as profiler code
+//! `#[global_allocator]` front end) is one. Each call takes a report as profiler code
 //! (its memory the profiler's, never sampled), renders one output and returns a copy in the
 //! caller's memory; builds run one at a time in the process, like report sets (a call waits
 //! for one in progress, at most [`DEFAULT_DUMP_TIMEOUT`]). A call **blocks** while it
@@ -46,8 +46,9 @@ use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::report::snapshot::CompactSnapshot;
-use crate::report::{ReportContext, ReportOptions, flamegraph, folded, heap_profile, pprof, text};
+use crate::report::model::table::StackTable;
+use crate::report::model::{Occasion, Report};
+use crate::report::{ReportOptions, flamegraph, folded, heap_profile, pprof, text};
 use crate::source::turn::in_report_turn;
 use crate::source::{DEFAULT_DUMP_TIMEOUT, ProfileSource, guarded_io};
 
@@ -73,32 +74,26 @@ impl HeapView {
     }
 }
 
-/// Takes a compact snapshot of `source` as profiler code, builds `f` of it there, and returns
-/// a copy (`copy`) in the caller's memory; the original is dropped as profiler code.
+/// Takes a report of `source` as profiler code (shown as `opts` says; every stack a row of its
+/// own for a pprof profile when None), builds `f` of it there, and returns a copy (`copy`) in
+/// the caller's memory; the original is dropped as profiler code.
 fn build<T>(
     source: &dyn ProfileSource,
     copy: impl Fn(&T) -> T,
-    f: impl FnOnce(CompactSnapshot) -> io::Result<T>,
+    opts: Option<&ReportOptions>,
+    f: impl FnOnce(&mut Report) -> io::Result<T>,
 ) -> io::Result<T> {
-    let (interval, unit) = {
-        let header = crate::report::snapshot::without_stacks(|| source.snapshot());
-        (header.sample_interval, header.unit)
-    };
+    let (interval, unit) = (source.sample_interval(), source.unit());
     in_report_turn(DEFAULT_DUMP_TIMEOUT, || {
-        let built = || f(crate::report::snapshot::take_compact(interval, unit));
+        let built = || {
+            let mut r = match opts {
+                Some(o) => Report::take(interval, unit, Occasion::default(), o),
+                None => Report::take_rows(interval, unit),
+            };
+            f(&mut r)
+        };
         Ok(guarded_io(source, built, copy)?)
     })?
-}
-
-fn comment(snap: &CompactSnapshot, what: &str) -> String {
-    let ctx = ReportContext::current();
-    format!(
-        "ying {} heap profile of {} (pid {}){what}, sample interval {} bytes",
-        env!("CARGO_PKG_VERSION"),
-        ctx.exe,
-        ctx.pid,
-        snap.sample_interval
-    )
 }
 
 fn gzipped(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<Vec<u8>> {
@@ -111,27 +106,19 @@ fn gzipped(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<V
 /// of its `.peak.pb.gz` for [`HeapView::Peak`]), with the loaded modules as mappings (build
 /// ids included) and `period_type` `space/bytes`, as Go's heap profiles.
 pub fn pprof_gz(source: &dyn ProfileSource, view: HeapView) -> io::Result<Vec<u8>> {
-    build(source, Vec::clone, |snap| {
-        let modules = crate::symbols::symbolize::modules();
-        match view {
-            HeapView::Peak => {
-                let c = comment(&snap, " at its kept peak");
-                gzipped(|w| heap_profile::write_peak(&snap, &modules, &c, w))
-            }
-            HeapView::Inuse => {
-                let c = comment(&snap, "");
-                gzipped(|w| heap_profile::write(&snap, &modules, &c, w))
-            }
-            HeapView::Alloc => {
-                let c = comment(&snap, "");
-                let mut row = |r: u32| Some(snap.row(r).pprof_values());
-                let values = heap_profile::Values::Custom {
-                    default_type: view.default_type(),
-                    duration_nanos: 0,
-                    row: &mut row,
-                };
-                gzipped(|w| heap_profile::write_values(&snap, &modules, &c, w, values))
-            }
+    build(source, Vec::clone, None, |r| match view {
+        HeapView::Peak => gzipped(|w| heap_profile::write_peak(r, w)),
+        HeapView::Inuse => gzipped(|w| heap_profile::write(r, w)),
+        HeapView::Alloc => {
+            let c = heap_profile::comment(r, "");
+            let table = &r.table;
+            let mut row = |row: u32| Some(table.row(row).fig.pprof_values());
+            let values = heap_profile::Values::Custom {
+                default_type: view.default_type(),
+                duration_nanos: 0,
+                row: &mut row,
+            };
+            gzipped(|w| heap_profile::write_values(r, &c, w, values))
         }
     })
 }
@@ -139,17 +126,10 @@ pub fn pprof_gz(source: &dyn ProfileSource, view: HeapView) -> io::Result<Vec<u8
 /// The text report of `source` now (a report set's `.txt`), with `opts`' ranking, top-k and
 /// frame view.
 pub fn text_report(source: &dyn ProfileSource, opts: &ReportOptions) -> io::Result<String> {
-    build(source, String::clone, |snap| {
-        let ctx = ReportContext::current();
-        let view = opts.view();
-        let m = opts.measurement;
-        let snap = snap.merge_printed(view);
-        let ranked = snap.ranked(m);
-        let totals = crate::engine::totals::Totals {
-            profiler_peak_bytes: crate::engine::totals::read().profiler_peak_bytes,
-            ..snap.totals
-        };
-        Ok(text::render_compact(&snap, &ranked, &totals, &ctx, m, opts.top_k.max(1), view))
+    let opts = ReportOptions { top_k: opts.top_k.max(1), ..opts.clone() };
+    build(source, String::clone, Some(&opts), |r| {
+        r.facts.totals.profiler_peak_bytes = crate::engine::totals::read().profiler_peak_bytes;
+        Ok(text::render_report(r))
     })
 }
 
@@ -157,20 +137,9 @@ pub fn text_report(source: &dyn ProfileSource, opts: &ReportOptions) -> io::Resu
 /// [`folded::MAX_FOLDED_STACKS`] stacks by `opts.measurement`), whether or not
 /// `opts.gen_flamegraphs` is set.
 pub fn flamegraph_svg(source: &dyn ProfileSource, opts: &ReportOptions) -> io::Result<Vec<u8>> {
-    build(source, Vec::clone, |snap| {
-        let ctx = ReportContext::current();
-        let view = opts.view();
-        let m = opts.measurement;
-        let snap = snap.merge_printed(view);
-        let ranked = snap.ranked(m);
-        let fold = folded::render_ranked(&snap, &ranked, m, view, folded::MAX_FOLDED_STACKS);
-        let note = if snap.len() == 0 {
-            flamegraph::NO_SAMPLES.to_string()
-        } else {
-            format!("nothing {} now", m.label())
-        };
-        let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
-        flamegraph::render_svg_noting(&fold, m, &title, &note).map_err(io::Error::other)
+    build(source, Vec::clone, Some(opts), |r| {
+        let fold = folded::render_report(r, r.opts.measurement, folded::MAX_FOLDED_STACKS);
+        flamegraph::svg(r, &fold, None)
     })
 }
 
@@ -211,9 +180,10 @@ impl AllocBaseline {
         }
     }
 
-    fn of(snap: &CompactSnapshot) -> Self {
-        let mut rows: Vec<(u64, [i64; 4])> = (0..snap.len() as u32)
-            .map(|r| (row_key(snap, r), snap.row(r).pprof_values()))
+    fn of(r: &Report) -> Self {
+        let t = &r.table;
+        let mut rows: Vec<(u64, [i64; 4])> = (0..t.len() as u32)
+            .map(|row| (row_key(t, row), t.row(row).fig.pprof_values()))
             .collect();
         rows.sort_unstable_by_key(|&(k, _)| k);
         rows.dedup_by(|b, a| {
@@ -225,13 +195,13 @@ impl AllocBaseline {
             }
             same
         });
-        Self { taken_at: snap.taken_at, rows }
+        Self { taken_at: r.facts.taken_at, rows }
     }
 }
 
 /// A stack's identity across snapshots: its addresses and span path (what the snapshot's rows
 /// are keyed by), hashed with std's fixed-key SipHash.
-fn row_key(snap: &CompactSnapshot, r: u32) -> u64 {
+fn row_key(snap: &StackTable, r: u32) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     for &l in snap.location_ids_of(r) {
         snap.locations()[l as usize].ip.hash(&mut h);
@@ -245,7 +215,7 @@ fn row_key(snap: &CompactSnapshot, r: u32) -> u64 {
 
 /// The figures of every stack of `source` now, for a later [`delta_pprof_gz`].
 pub fn alloc_baseline(source: &dyn ProfileSource) -> io::Result<AllocBaseline> {
-    build(source, AllocBaseline::clone, |snap| Ok(AllocBaseline::of(&snap)))
+    build(source, AllocBaseline::clone, None, |r| Ok(AllocBaseline::of(r)))
 }
 
 /// A delta heap profile of `source` since `since`, gzipped pprof, and the baseline of now
@@ -267,14 +237,14 @@ pub fn delta_pprof_gz(
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "the peak profile has no delta"));
     }
     let copy = |(gz, base): &(Vec<u8>, AllocBaseline)| (gz.clone(), base.clone());
-    build(source, copy, |snap| {
-        let modules = crate::symbols::symbolize::modules();
-        let span = snap.taken_at.duration_since(since.taken_at).unwrap_or_default();
+    build(source, copy, None, |r| {
+        let span = r.facts.taken_at.duration_since(since.taken_at).unwrap_or_default();
         let from = since.taken_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let c = comment(&snap, &format!(", allocations since {from} (unix seconds)"));
-        let mut row = |r: u32| {
-            let now = snap.row(r).pprof_values();
-            let before = since.get(row_key(&snap, r));
+        let c = heap_profile::comment(r, &format!(", allocations since {from} (unix seconds)"));
+        let table = &r.table;
+        let mut row = |row: u32| {
+            let now = table.row(row).fig.pprof_values();
+            let before = since.get(row_key(table, row));
             let alloc = |i: usize| now[i].saturating_sub(before[i]).max(0);
             let v = match view {
                 HeapView::Alloc => [alloc(0), alloc(1), now[2], now[3]],
@@ -287,7 +257,7 @@ pub fn delta_pprof_gz(
             duration_nanos: i64::try_from(span.as_nanos()).unwrap_or(i64::MAX),
             row: &mut row,
         };
-        let gz = gzipped(|w| heap_profile::write_values(&snap, &modules, &c, w, values))?;
-        Ok((gz, AllocBaseline::of(&snap)))
+        let gz = gzipped(|w| heap_profile::write_values(r, &c, w, values))?;
+        Ok((gz, AllocBaseline::of(r)))
     })
 }

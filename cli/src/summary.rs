@@ -7,7 +7,6 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use regex::Regex;
 use ying_profiler::config::{Config, parse_bool};
 use ying_profiler::report::SetName;
 use ying_profiler::report::set_name::uid_of_dir;
@@ -32,52 +31,29 @@ fn human(n: u64) -> String {
     format!("{n} B")
 }
 
-/// The first size in `text` (`1.5 MiB`), exact when followed by `(N bytes`.
-fn figure(text: &str) -> Option<u64> {
-    let re = Regex::new(r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)\b(?: \((\d+) bytes)?").ok()?;
-    let c = re.captures(text)?;
-    if let Some(exact) = c.get(3) {
-        return exact.as_str().parse().ok();
-    }
-    let v: f64 = c[1].parse().ok()?;
-    let unit = UNITS.iter().find(|(u, _)| *u == &c[2])?.1;
-    Some((v * unit as f64) as u64)
-}
-
-/// One report set's text report, as the summary needs it.
+/// One report set, as the summary needs it.
 #[derive(Debug)]
 struct Set {
     pid: u32,
     seq: u64,
+    /// Its text report, which the summary names.
     path: PathBuf,
     exe: String,
     retained: Option<u64>,
     peak: Option<u64>,
 }
 
-/// (executable, retained at this report, peak) from a text report's header and PEAK section;
-/// None when the file is not a Ying text report.
+/// (executable, exact retained bytes at this report, high-water mark of the sampled peak)
+/// from a set's manifest (`<set>.json`, see `ying_profiler::report::manifest`); None when the
+/// file is not a Ying manifest.
 fn read_set(path: &Path) -> Option<(String, Option<u64>, Option<u64>)> {
     let text = std::fs::read(path).ok()?;
-    let text = String::from_utf8_lossy(&text[..text.len().min(1 << 20)]).into_owned();
-    let mut lines = text.lines();
-    if lines.next()? != "Ying memory profile" {
+    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    if doc["format"] != "ying-report-set" {
         return None;
     }
-    let peak_key = Regex::new(r"^(kept )?peak\b").ok()?;
-    let (mut exe, mut retained, mut peak) = ("?".to_string(), None, None);
-    for line in lines {
-        let (key, value) = line.split_once(':').unwrap_or((line, ""));
-        let key = key.trim().to_lowercase();
-        if key == "executable" {
-            exe = value.trim().to_string();
-        } else if key == "retained (exact)" {
-            retained = figure(value);
-        } else if peak.is_none() && peak_key.is_match(&key) && !key.starts_with("profiler") {
-            peak = figure(value);
-        }
-    }
-    Some((exe, retained, peak))
+    let exe = doc["exe"].as_str().unwrap_or("?").to_string();
+    Some((exe, doc["totals"]["retained_bytes"].as_u64(), doc["peak"]["high_water_bytes"].as_u64()))
 }
 
 /// The entries of the reporting directory and of its `uid-<N>` subdirectories (where the shim
@@ -114,11 +90,12 @@ fn new_sets(reports: &Path, before: &HashSet<OsString>) -> Vec<Set> {
         }
         let name = name.to_string_lossy();
         let file = name.rsplit('/').next().unwrap_or(&name);
-        let Some((set, "txt")) = SetName::parse_file(file) else { continue };
+        let Some((set, "json")) = SetName::parse_file(file) else { continue };
         if !path.is_file() {
             continue;
         }
         if let Some((exe, retained, peak)) = read_set(&path) {
+            let path = path.with_file_name(set.file("txt"));
             found.push(Set { pid: set.pid, seq: set.seq, path, exe, retained, peak });
         }
     }
@@ -366,10 +343,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn figures_read_exact_bytes_first() {
-        assert_eq!(figure("27.9 MiB (29209462 bytes): the most"), Some(29209462));
-        assert_eq!(figure(" 1.5 KiB"), Some(1536));
-        assert_eq!(figure("none"), None);
+    fn manifests_are_read_and_other_files_refused() {
+        let dir = std::env::temp_dir().join(format!("ying-summary-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.json");
+        std::fs::write(
+            &good,
+            r#"{"format":"ying-report-set","version":1,"exe":"/bin/app",
+                "totals":{"retained_bytes":29209462},"peak":{"high_water_bytes":1536}}"#,
+        )
+        .unwrap();
+        let no_peak = dir.join("no_peak.json");
+        std::fs::write(&no_peak, r#"{"format":"ying-report-set","exe":"x","peak":null}"#).unwrap();
+        let other = dir.join("other.json");
+        std::fs::write(&other, r#"{"format":"something else"}"#).unwrap();
+        assert_eq!(read_set(&good), Some(("/bin/app".into(), Some(29209462), Some(1536))));
+        assert_eq!(read_set(&no_peak), Some(("x".into(), None, None)));
+        assert_eq!(read_set(&other), None);
+        assert_eq!(read_set(&dir.join("missing.json")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(human(1536), "1.5 KiB");
         assert_eq!(human(100), "100 B");
     }

@@ -9,7 +9,7 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 
-use ying_profiler::__private::hooks;
+use ying_profiler::__private::hooks::{self, Host};
 use ying_profiler::__private::snapshot::{self, Snapshot};
 use ying_profiler::config::Config;
 use ying_profiler::utils::{ProfileSource, ProfilerRunner};
@@ -29,6 +29,12 @@ impl ProfileSource for ShimSource {
     }
     fn run_guarded(&self, f: &mut dyn FnMut()) {
         hooks::run_guarded(thread_state(), f)
+    }
+    fn sample_interval(&self) -> u64 {
+        SETTINGS.sample_interval()
+    }
+    fn unit(&self) -> ying_profiler::ByteUnit {
+        <ShimHost as Host>::UNIT
     }
     // The `fork` handlers below hold every profiler lock across the fork, so a child's tables
     // are consistent and it writes its own exit report (if it took samples of its own).

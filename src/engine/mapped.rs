@@ -482,6 +482,7 @@ pub(crate) fn unlock_after_fork() {
 }
 
 /// What reports say about mappings (the engine keeps the figures; `report/text.rs` words them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MappedState {
     /// The Rust front end, which sees no mappings.
     NotSeen,

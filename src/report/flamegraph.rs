@@ -51,3 +51,19 @@ fn placeholder(title: &str, note: &str) -> String {
         xml_escape(note)
     )
 }
+
+/// The flamegraph of `r`'s entries by its measure, drawn from its folded stacks `fold`; when
+/// there is nothing to draw it says why, and where the peak's flamegraph is when it is one of
+/// the report set `stem`.
+pub(crate) fn svg(
+    r: &crate::report::model::Report,
+    fold: &str,
+    stem: Option<&str>,
+) -> std::io::Result<Vec<u8>> {
+    let m = r.opts.measurement;
+    let ctx = &r.facts.process;
+    let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
+    let note = super::peak::empty_flamegraph_note(r, m, stem);
+    render_svg_noting(fold, m, &title, &note)
+        .map_err(|e| std::io::Error::other(format!("flamegraph: {e}")))
+}

@@ -2,7 +2,8 @@
 //! format of flamegraph tools. Values are estimated bytes of the chosen measure.
 
 use crate::callstack::{Frame, FrameView, Measurement, StackStats};
-use crate::report::snapshot::CompactSnapshot;
+use crate::report::ReportOptions;
+use crate::report::model::Report;
 use crate::spans::SpanInfo;
 
 /// Escapes a frame name for the folded format: `;` separates frames and a line ends at a
@@ -51,27 +52,28 @@ pub fn render(stacks: &[StackStats], m: Measurement, expand: bool) -> String {
 /// The `limit` stacks largest by `m` folded, sorted; the others become one
 /// `[N smaller stacks]` line carrying their total, so the file still adds up to the whole.
 pub fn render_top(stacks: &[StackStats], m: Measurement, expand: bool, limit: usize) -> String {
-    let view = FrameView::expanded(expand);
-    let snap = CompactSnapshot::from_stacks(stacks).merge_printed(view);
-    render_ranked(&snap, &snap.ranked(m), m, view, limit)
+    let opts = ReportOptions {
+        measurement: m,
+        top_k: 0,
+        expand_frames: expand,
+        fold_framework_frames: true,
+        gen_flamegraphs: false,
+    };
+    render_report(&Report::from_stacks(stacks, &opts), m, limit)
 }
 
-/// [`render_top`] of a compact snapshot (its rows merged in `view`) whose rows with a
-/// non-zero `m`, ranked, are `ranked`. Only the `limit` lines written are built; stacks the
-/// text report keeps apart for their line numbers, which folded stacks do not show, are one
+/// The folded stacks of `r`'s entries (in its frame view): the `limit` largest by `m`, sorted,
+/// the others one `[N smaller stacks]` line. Only the `limit` lines written are built; entries
+/// the text report keeps apart for their line numbers, which folded stacks do not show, are one
 /// line here.
-pub(crate) fn render_ranked(
-    snap: &CompactSnapshot,
-    ranked: &[u32],
-    m: Measurement,
-    view: FrameView,
-    limit: usize,
-) -> String {
+pub(crate) fn render_report(r: &Report, m: Measurement, limit: usize) -> String {
+    let view = r.opts.view();
+    let ranked = r.ranked(m);
     let (top, rest) = ranked.split_at(ranked.len().min(limit));
     let mut lines: Vec<(String, u64)> = top
         .iter()
-        .map(|&r| {
-            let line = line_of(snap.frames_of(r), snap.spans_of(r), snap.row(r).measure(m), view);
+        .map(|&e| {
+            let line = line_of(r.frames_of(e), r.spans_of(e), r.figures(e).measure(m), view);
             match line.rsplit_once(' ') {
                 Some((stack, v)) => (stack.to_string(), v.parse().unwrap_or(0)),
                 None => (line, 0),
@@ -88,7 +90,7 @@ pub(crate) fn render_ranked(
     });
     let mut lines: Vec<String> = lines.into_iter().map(|(s, v)| format!("{s} {v}")).collect();
     if !rest.is_empty() {
-        let total: u64 = rest.iter().map(|&r| snap.row(r).measure(m)).sum();
+        let total: u64 = rest.iter().map(|&e| r.figures(e).measure(m)).sum();
         lines.push(format!("[{} smaller stacks] {total}", rest.len()));
     }
     lines.sort();
@@ -97,16 +99,4 @@ pub(crate) fn render_ranked(
         out.push('\n');
     }
     out
-}
-
-/// The folded format of one stack's statistics, with the formats rather than with the data type.
-impl StackStats {
-    /// One folded-stack line (`root;...;leaf value`) weighted by `measurement` (0.3.0 name).
-    pub fn dtrace_report<A: std::alloc::GlobalAlloc>(
-        &self,
-        _profiler: &crate::YingProfiler<A>,
-        measurement: Measurement,
-    ) -> String {
-        line(self, measurement, false)
-    }
 }

@@ -11,7 +11,9 @@ use std::io::{self, Write};
 use std::time::UNIX_EPOCH;
 
 use super::pprof::{Label, PprofLine, PprofLocation, PprofMapping, PprofProfile, ProfileWriter};
-use crate::report::snapshot::{CompactSnapshot, Location, Snapshot};
+use crate::report::model::Report;
+use crate::report::model::table::{Location, StackTable};
+use crate::report::snapshot::Snapshot;
 use crate::symbols::symbolize::{Module, module_of};
 
 fn mappings(modules: &[Module]) -> Vec<PprofMapping> {
@@ -51,27 +53,28 @@ fn location(loc: &Location, modules: &[Module]) -> Option<PprofLocation> {
     Some(PprofLocation { address: loc.ip as u64, lines, mapping })
 }
 
-/// Streams the profile of `snap` to `out`; `modules` are the process's loaded modules (see
-/// `symbolize::modules`).
-pub(crate) fn write(
-    snap: &CompactSnapshot,
-    modules: &[Module],
-    comment: &str,
-    out: impl Write,
-) -> io::Result<()> {
-    write_with(snap, modules, comment, out, Values::Now)
+/// The comment of a heap profile of `r`: the profiler, the process, `what` and the interval.
+pub(crate) fn comment(r: &Report, what: &str) -> String {
+    let ctx = &r.facts.process;
+    format!(
+        "ying {} heap profile of {} (pid {}){what}, sample interval {} bytes",
+        env!("CARGO_PKG_VERSION"),
+        ctx.exe,
+        ctx.pid,
+        r.facts.sample_interval
+    )
 }
 
-/// Streams the heap profile of the kept peak of `snap` to `out`: Go's `inuse_objects` and
+/// Streams the heap profile of `r` to `out`, with its modules as mappings.
+pub(crate) fn write(r: &Report, out: impl Write) -> io::Result<()> {
+    write_with(r, &comment(r, ""), out, Values::Now)
+}
+
+/// Streams the heap profile of the kept peak of `r` to `out`: Go's `inuse_objects` and
 /// `inuse_space` at the peak (no allocated figures are kept for that moment), for the stacks
 /// that retained something then.
-pub(crate) fn write_peak(
-    snap: &CompactSnapshot,
-    modules: &[Module],
-    comment: &str,
-    out: impl Write,
-) -> io::Result<()> {
-    write_with(snap, modules, comment, out, Values::Peak)
+pub(crate) fn write_peak(r: &Report, out: impl Write) -> io::Result<()> {
+    write_with(r, &comment(r, " at its kept peak"), out, Values::Peak)
 }
 
 /// The values of each row a profile carries: Go's four of now, the two at the kept peak, or
@@ -88,16 +91,16 @@ pub(crate) enum Values<'a> {
     },
 }
 
-/// Streams a profile of `snap` with Go's four sample types whose values `values` gives (see
-/// [`Values`]): the delta and allocation views of the in-memory profiles (`crate::profiles`).
+/// Streams a profile of `r` with Go's four sample types whose values `values` gives (see
+/// [`Values`]) and the comment `comment`: the delta and allocation views of the in-memory
+/// profiles (`crate::profiles`).
 pub(crate) fn write_values(
-    snap: &CompactSnapshot,
-    modules: &[Module],
+    r: &Report,
     comment: &str,
     out: impl Write,
     values: Values<'_>,
 ) -> io::Result<()> {
-    write_with(snap, modules, comment, out, values)
+    write_with(r, comment, out, values)
 }
 
 /// The frames a report set's heap profiles ask pprof to drop (`Profile.drop_frames`, matched
@@ -114,12 +117,12 @@ pub const ALLOCATOR_FRAMES: &str = concat!(
 );
 
 fn write_with(
-    snap: &CompactSnapshot,
-    modules: &[Module],
+    r: &Report,
     comment: &str,
     out: impl Write,
     mut values: Values<'_>,
 ) -> io::Result<()> {
+    let (snap, modules) = (&r.table, &r.facts.modules[..]);
     let peak = matches!(values, Values::Peak);
     let mut w = if peak {
         ProfileWriter::with_sample_types(mappings(modules), out, &super::pprof::INUSE_SAMPLE_TYPES)?
@@ -135,20 +138,20 @@ fn write_with(
     // The pprof id of each location of the snapshot (0: not yet written; u64::MAX: no lines).
     let mut ids = vec![0u64; snap.locations().len()];
     let mut stack: Vec<u64> = Vec::new();
-    for r in 0..snap.len() as u32 {
-        let peak_values = snap.row(r).peak_pprof_values();
+    for row in 0..snap.len() as u32 {
+        let peak_values = snap.row(row).fig.peak_pprof_values();
         if peak && peak_values == [0, 0] {
             continue;
         }
         let custom = match &mut values {
-            Values::Custom { row, .. } => match row(r) {
+            Values::Custom { row: values_of, .. } => match values_of(row) {
                 Some(v) => Some(v),
                 None => continue,
             },
             _ => None,
         };
         stack.clear();
-        for &l in snap.location_ids_of(r) {
+        for &l in snap.location_ids_of(row) {
             let id = &mut ids[l as usize];
             if *id == 0 {
                 *id = match location(&snap.locations()[l as usize], modules) {
@@ -162,7 +165,7 @@ fn write_with(
         }
         // One `span` label per entered span (so -tagfocus=span=<name> matches any level) and
         // the whole path.
-        let spans = snap.spans_of(r);
+        let spans = snap.spans_of(row);
         let path = (!spans.is_empty()).then(|| {
             let names: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
             names.join(" > ")
@@ -176,18 +179,18 @@ fn write_with(
         } else if let Some(v) = custom {
             w.sample(&stack, v, labels)?;
         } else {
-            w.sample(&stack, snap.row(r).pprof_values(), labels)?;
+            w.sample(&stack, snap.row(row).fig.pprof_values(), labels)?;
         }
     }
-    let taken_at = match (peak, snap.peak) {
+    let taken_at = match (peak, r.facts.peak) {
         (true, Some(p)) => p.at,
-        _ => snap.taken_at,
+        _ => r.facts.taken_at,
     };
     let time_nanos = taken_at
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    let period = i64::try_from(snap.sample_interval).unwrap_or(i64::MAX);
+    let period = i64::try_from(r.facts.sample_interval).unwrap_or(i64::MAX);
     w.finish(period, time_nanos, duration_nanos, &[comment.to_string()])?;
     Ok(())
 }
@@ -195,11 +198,11 @@ fn write_with(
 /// Builds the profile of `snap` in memory; `modules` are the process's loaded modules (see
 /// `symbolize::modules`).
 pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile {
-    let compact = CompactSnapshot::from_snapshot(snap);
+    let compact = StackTable::from_stacks(&snap.stacks);
     let samples = (0..compact.len() as u32)
         .map(|r| super::pprof::PprofSample {
             locations: compact.locations_of(r).filter_map(|l| location(l, modules)).collect(),
-            values: compact.row(r).pprof_values(),
+            values: compact.row(r).fig.pprof_values(),
             labels: {
                 let spans = compact.spans_of(r);
                 spans

@@ -18,6 +18,7 @@
 //! | `.svg` | flamegraph of the folded stacks, when flamegraphs are on ([`flamegraph`]) |
 //! | `.pb.gz` | gzipped pprof heap profile with Go's four sample types ([`pprof`]) |
 //! | `.peak.folded`, `.peak.svg`, `.peak.pb.gz` | the same of the kept peak of the retained total ([`peak`]) |
+//! | `.json` | the manifest: the set's figures, files and listed entries, for programs ([`manifest`]) |
 //!
 //! The `.txt` has a PEAK section: when the retained total was at its kept peak, how high, and
 //! the stacks that held it (see [`crate::Snapshot::peak`]).
@@ -29,6 +30,8 @@ pub mod flamegraph;
 pub mod folded;
 pub mod heap_profile;
 pub mod html;
+pub mod manifest;
+pub(crate) mod model;
 pub mod peak;
 pub mod pprof;
 pub mod proto;
@@ -44,8 +47,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::{FrameView, Measurement};
+use model::Report;
 pub use set_name::SetName;
-use snapshot::{CompactSnapshot, Snapshot};
+use snapshot::Snapshot;
 
 /// Facts about the process that go into report headers and file names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +153,9 @@ pub struct ReportPaths {
     pub peak_svg: Option<PathBuf>,
     /// The pprof heap profile of the kept peak (`.peak.pb.gz`).
     pub peak_pprof: Option<PathBuf>,
+    /// The manifest (`.json`): the set's figures, files and listed entries for programs
+    /// ([`manifest`]).
+    pub manifest: Option<PathBuf>,
     /// The process's HTML report (`ying.<exe>.<pid>.html`, rewritten at each dump of the
     /// runner; not a file of the set, kept by the report-set limit).
     pub html: Option<PathBuf>,
@@ -198,56 +205,35 @@ pub fn write_report_set_in(
     opts: &ReportOptions,
     dir: &files::ReportDir,
 ) -> io::Result<ReportPaths> {
-    write_compact(CompactSnapshot::from_snapshot(snap), ctx, opts, dir)
+    write_set(&mut Report::from_snapshot(snap, ctx.clone(), opts), dir, false)
 }
 
-/// Writes a full report set for `snap` into `dir`, one output at a time: the pprof profiles
+/// Writes a full report set of `r` into `dir`, one output at a time: the pprof profiles
 /// (current and peak) streamed to their files from every raw stack (pprof's locations are
-/// addresses; its tools fold on their own), then the stacks printed alike merged
-/// ([`CompactSnapshot::merge_printed`], in place) and ranked once (4 bytes a stack), the
-/// folded stacks and the flamegraphs built from the top [`folded::MAX_FOLDED_STACKS`] and
-/// dropped, and the text built from the top `opts.top_k` last. Every file is attempted; the
-/// first error is returned after the others were written.
-pub(crate) fn write_compact(
-    snap: CompactSnapshot,
-    ctx: &ReportContext,
-    opts: &ReportOptions,
-    dir: &files::ReportDir,
-) -> io::Result<ReportPaths> {
-    write_compact_as(snap, ctx, opts, dir, false)
-}
-
-/// [`write_compact`] of a dump of the process's own tables (the runner's): the dump also joins
-/// the process's [`timeline`] and the HTML report `ying.<exe>.<pid>.html` ([`html`]) is
-/// rewritten.
-pub(crate) fn write_dump(
-    snap: CompactSnapshot,
-    ctx: &ReportContext,
-    opts: &ReportOptions,
-    dir: &files::ReportDir,
-) -> io::Result<ReportPaths> {
-    write_compact_as(snap, ctx, opts, dir, true)
-}
-
-fn write_compact_as(
-    snap: CompactSnapshot,
-    ctx: &ReportContext,
-    opts: &ReportOptions,
+/// addresses; its tools fold on their own), the folded stacks and the flamegraphs of the top
+/// [`folded::MAX_FOLDED_STACKS`] entries, each built, written and dropped before the next, and
+/// the text last. With `in_timeline` (a dump of the process's own tables, the runner's) the
+/// dump also joins the process's [`timeline`] and the HTML report `ying.<exe>.<pid>.html`
+/// ([`html`]) is rewritten. Every file is attempted; the first error is returned after the
+/// others were written.
+pub(crate) fn write_set(
+    r: &mut Report,
     dir: &files::ReportDir,
     in_timeline: bool,
 ) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    print_new_refusals(&snap.giant_refusals);
+    print_new_refusals(&r.facts.giant_refusals);
+    let ctx = r.facts.process.clone();
     let stem = SetName {
         exe: ctx.exe_name(),
         pid: ctx.pid,
         seq,
-        stamp: utc_timestamp(snap.taken_at, false),
+        stamp: utc_timestamp(r.facts.taken_at, false),
     }
     .to_string();
     let mut paths = ReportPaths::default();
     let mut first_err: Option<io::Error> = None;
-    let mut keep = |r: io::Result<PathBuf>, slot: &mut Option<PathBuf>| match r {
+    let mut keep = |res: io::Result<PathBuf>, slot: &mut Option<PathBuf>| match res {
         Ok(p) => *slot = Some(p),
         Err(e) => {
             if first_err.is_none() {
@@ -255,60 +241,44 @@ fn write_compact_as(
             }
         }
     };
-    let m = opts.measurement;
-    let comment = format!(
-        "ying {} heap profile of {} (pid {}), sample interval {} bytes",
-        env!("CARGO_PKG_VERSION"),
-        ctx.exe,
-        ctx.pid,
-        snap.sample_interval
-    );
-    let modules = crate::symbols::symbolize::modules();
+    let m = r.opts.measurement;
     let gz = dir
         .write_atomic_with(&format!("{stem}.pb.gz"), |w| {
             let mut gz = pprof::gzip(w);
-            heap_profile::write(&snap, &modules, &comment, &mut gz)?;
+            heap_profile::write(r, &mut gz)?;
             gz.finish().map(drop)
         })
         .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")));
     keep(gz, &mut paths.pprof);
-    keep(peak::write_pprof(&snap, ctx, dir, &stem, &modules), &mut paths.peak_pprof);
-    drop(modules);
-    let view = opts.view();
-    let snap = snap.merge_printed(view);
-    let ranked = snap.ranked(m);
-    let fold = folded::render_ranked(&snap, &ranked, m, view, folded::MAX_FOLDED_STACKS);
+    keep(peak::write_pprof(r, dir, &stem), &mut paths.peak_pprof);
+    let fold = folded::render_report(r, m, folded::MAX_FOLDED_STACKS);
     keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
-    if opts.gen_flamegraphs {
-        let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
-        let note = peak::empty_flamegraph_note(&snap, m, &stem);
-        let svg = flamegraph::render_svg_noting(&fold, m, &title, &note)
-            .map_err(|e| io::Error::other(format!("flamegraph: {e}")));
+    if r.opts.gen_flamegraphs {
+        let svg = flamegraph::svg(r, &fold, Some(&stem));
         keep(
             svg.and_then(|b| files::write_atomic(dir, &format!("{stem}.svg"), &b)),
             &mut paths.svg,
         );
     }
     drop(fold);
-    let at_peak = peak::write_files(&snap, ctx, opts, dir, &stem);
+    let at_peak = peak::write_files(r, dir, &stem);
     keep(at_peak.folded, &mut paths.peak_folded);
     if let Some(svg) = at_peak.svg {
         keep(svg, &mut paths.peak_svg);
     }
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.
-    let totals = crate::engine::totals::Totals {
-        profiler_peak_bytes: crate::engine::totals::read().profiler_peak_bytes,
-        ..snap.totals
-    };
-    let txt = text::render_compact(&snap, &ranked, &totals, ctx, m, opts.top_k, view);
+    r.facts.totals.profiler_peak_bytes = crate::engine::totals::read().profiler_peak_bytes;
+    let txt = text::render_report(r);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     drop(txt);
+    // The manifest after every file of the set, which it lists.
+    let json = manifest::render(r, &stem, &paths);
+    keep(files::write_atomic(dir, &format!("{stem}.json"), json.as_bytes()), &mut paths.manifest);
+    drop(json);
     if in_timeline {
         let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
-        let page = timeline::record_dump(&snap, view, &ctx.exe, seq, &stem, |t| {
-            html::render(&[t], &title)
-        });
+        let page = timeline::record_dump(r, seq, &stem, |t| html::render(&[t], &title));
         if let Some(page) = page {
             let name = html::file_name(&ctx.exe_name(), ctx.pid);
             keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);

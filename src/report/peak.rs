@@ -14,11 +14,11 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
-use super::{ReportContext, ReportOptions, files, flamegraph, folded, heap_profile};
+use super::{files, flamegraph, folded, heap_profile};
 use super::{human_bytes, human_millis, utc_timestamp};
 use crate::callstack::{FrameView, Measurement};
-use crate::report::snapshot::{CompactSnapshot, Peak};
-use crate::symbols::symbolize::Module;
+use crate::report::model::Report;
+use crate::report::snapshot::Peak;
 
 /// The measure the peak files rank and weigh by.
 const M: Measurement = Measurement::RetainedBytesAtPeak;
@@ -42,8 +42,8 @@ fn exact(p: &Peak) -> String {
 }
 
 /// The text report's one-line summary of the peak, for its header.
-pub(crate) fn header_line(snap: &CompactSnapshot) -> String {
-    match &snap.peak {
+pub(crate) fn header_line(r: &Report) -> String {
+    match &r.facts.peak {
         Some(p) => format!(
             "peak (sampled):     {} high-water; stacks kept at {} estimated, {}, {}\n",
             human_bytes(p.high_water_bytes),
@@ -61,26 +61,26 @@ pub(crate) fn header_line(snap: &CompactSnapshot) -> String {
 /// What the text report says instead of its stacks when none has a non-zero `m` although
 /// stacks were sampled (a program that freed everything before its exit report): where to look
 /// instead. None when there is nothing to point at.
-pub(crate) fn nothing_now(snap: &CompactSnapshot, m: Measurement) -> Option<String> {
-    if snap.len() == 0 || m == M {
+pub(crate) fn nothing_now(r: &Report, m: Measurement) -> Option<String> {
+    if r.entries() == 0 || m == M {
         return None;
     }
-    let when = if crate::runner::exiting() { "at exit" } else { "now" };
+    let when = when_taken(r);
     Some(format!(
         "nothing sampled is {} {when}: the {} sampled stacks freed what they held; the PEAK \
          section below and the .peak.svg, .peak.folded and .peak.pb.gz files of this set show \
          what they held at the peak",
         m.label(),
-        snap.stacks_sampled
+        r.stacks_sampled()
     ))
 }
 
 /// The text report's PEAK section: when, how high (estimated and exact), and the top `top_k`
 /// stacks ranked by what they retained at the kept peak.
-pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, view: FrameView) -> String {
+pub(crate) fn section(r: &Report, top_k: usize, view: FrameView) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "PEAK");
-    let Some(p) = &snap.peak else {
+    let Some(p) = &r.facts.peak else {
         let _ = writeln!(o, "no peak kept yet: nothing was sampled\n");
         return o;
     };
@@ -103,7 +103,7 @@ pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, view: FrameView) -> 
         "                      (peak {} kept: a peak is kept each time the total exceeds the last kept one by 5 %)",
         p.captures
     );
-    let ranked = snap.ranked(M);
+    let ranked = r.ranked(M);
     let top = &ranked[..ranked.len().min(top_k)];
     let _ = writeln!(
         o,
@@ -111,15 +111,14 @@ pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, view: FrameView) -> 
         top.len(),
         ranked.len()
     );
-    for (i, &r) in top.iter().enumerate() {
-        let row = snap.row(r);
-        let at_peak = row.measure(M);
+    for (i, &e) in top.iter().enumerate() {
+        let at_peak = r.figures(e).measure(M);
         let share = if p.estimated_bytes == 0 {
             0.0
         } else {
             at_peak as f64 * 100.0 / p.estimated_bytes as f64
         };
-        let s = snap.stack_stats(r, &Default::default());
+        let s = r.stack_stats(e);
         let _ = writeln!(
             o,
             "peak #{}: {} ({} bytes, {share:.1}% of the kept peak) in {} allocations; retained now {}",
@@ -135,15 +134,53 @@ pub(crate) fn section(snap: &CompactSnapshot, top_k: usize, view: FrameView) -> 
     o
 }
 
+/// "at exit" in the exit report, "now" in any other.
+fn when_taken(r: &Report) -> &'static str {
+    if r.facts.occasion.exiting { "at exit" } else { "now" }
+}
+
 /// What the current flamegraph of a report set says when it has nothing to draw: "no
 /// samples" only when nothing was sampled; otherwise that nothing is retained now and where
-/// the peak flamegraph is.
-pub(crate) fn empty_flamegraph_note(snap: &CompactSnapshot, m: Measurement, stem: &str) -> String {
-    if snap.len() == 0 {
+/// the peak flamegraph is (`stem`, the set's; None for a flamegraph outside a set).
+pub(crate) fn empty_flamegraph_note(r: &Report, m: Measurement, stem: Option<&str>) -> String {
+    if r.entries() == 0 {
         return flamegraph::NO_SAMPLES.to_string();
     }
-    let when = if crate::runner::exiting() { "at exit" } else { "now" };
-    format!("nothing {} {when}; see the peak flamegraph {stem}.peak.svg", m.label())
+    match stem {
+        Some(stem) => format!(
+            "nothing {} {}; see the peak flamegraph {stem}.peak.svg",
+            m.label(),
+            when_taken(r)
+        ),
+        None => format!("nothing {} {}", m.label(), when_taken(r)),
+    }
+}
+
+/// The peak's folded stacks of `r`.
+pub(crate) fn folded(r: &Report) -> String {
+    folded::render_report(r, M, folded::MAX_FOLDED_STACKS)
+}
+
+/// The peak's flamegraph of `r`, drawn from its folded stacks `fold`.
+pub(crate) fn svg(r: &Report, fold: &str) -> io::Result<Vec<u8>> {
+    let ctx = &r.facts.process;
+    let title = match &r.facts.peak {
+        Some(p) => format!(
+            " of {} (pid {}) at its kept peak, {} estimated, {}",
+            ctx.exe_name(),
+            ctx.pid,
+            human_bytes(p.estimated_bytes),
+            when(p)
+        ),
+        None => format!(" of {} (pid {})", ctx.exe_name(), ctx.pid),
+    };
+    let note = if r.facts.peak.is_none() {
+        "no peak kept yet: nothing was sampled"
+    } else {
+        "no stack retained anything at the kept peak"
+    };
+    flamegraph::render_svg_noting(fold, M, &title, note)
+        .map_err(|e| io::Error::other(format!("flamegraph: {e}")))
 }
 
 /// The results of writing the peak's folded stacks and flamegraph.
@@ -152,62 +189,23 @@ pub(crate) struct Written {
     pub(crate) svg: Option<io::Result<PathBuf>>,
 }
 
-/// Writes the peak's folded stacks and flamegraph (when on) of `snap` (its rows merged as
-/// printed) into `dir` under `stem`, one after the other (each built, written and dropped
-/// before the next).
-pub(crate) fn write_files(
-    snap: &CompactSnapshot,
-    ctx: &ReportContext,
-    opts: &ReportOptions,
-    dir: &files::ReportDir,
-    stem: &str,
-) -> Written {
-    let ranked = snap.ranked(M);
-    let fold = folded::render_ranked(snap, &ranked, M, opts.view(), folded::MAX_FOLDED_STACKS);
-    drop(ranked);
+/// Writes the peak's folded stacks and flamegraph (when on) of `r` into `dir` under `stem`,
+/// one after the other (each built, written and dropped before the next).
+pub(crate) fn write_files(r: &Report, dir: &files::ReportDir, stem: &str) -> Written {
+    let fold = folded(r);
     let folded = files::write_atomic(dir, &format!("{stem}.peak.folded"), fold.as_bytes());
-    let svg = opts.gen_flamegraphs.then(|| {
-        let title = match &snap.peak {
-            Some(p) => format!(
-                " of {} (pid {}) at its kept peak, {} estimated, {}",
-                ctx.exe_name(),
-                ctx.pid,
-                human_bytes(p.estimated_bytes),
-                when(p)
-            ),
-            None => format!(" of {} (pid {})", ctx.exe_name(), ctx.pid),
-        };
-        let note = if snap.peak.is_none() {
-            "no peak kept yet: nothing was sampled"
-        } else {
-            "no stack retained anything at the kept peak"
-        };
-        flamegraph::render_svg_noting(&fold, M, &title, note)
-            .map_err(|e| io::Error::other(format!("flamegraph: {e}")))
-            .and_then(|b| files::write_atomic(dir, &format!("{stem}.peak.svg"), &b))
+    let svg = r.opts.gen_flamegraphs.then(|| {
+        svg(r, &fold).and_then(|b| files::write_atomic(dir, &format!("{stem}.peak.svg"), &b))
     });
     Written { folded, svg }
 }
 
-/// Writes the peak's heap profile of `snap` (every raw stack: pprof's locations are
-/// addresses) into `dir` under `stem`.
-pub(crate) fn write_pprof(
-    snap: &CompactSnapshot,
-    ctx: &ReportContext,
-    dir: &files::ReportDir,
-    stem: &str,
-    modules: &[Module],
-) -> io::Result<PathBuf> {
-    let comment = format!(
-        "ying {} heap profile of {} (pid {}) at its kept peak, sample interval {} bytes",
-        env!("CARGO_PKG_VERSION"),
-        ctx.exe,
-        ctx.pid,
-        snap.sample_interval
-    );
+/// Writes the peak's heap profile of `r` (every raw stack: pprof's locations are addresses)
+/// into `dir` under `stem`.
+pub(crate) fn write_pprof(r: &Report, dir: &files::ReportDir, stem: &str) -> io::Result<PathBuf> {
     dir.write_atomic_with(&format!("{stem}.peak.pb.gz"), |w| {
         let mut gz = super::pprof::gzip(w);
-        heap_profile::write_peak(snap, modules, &comment, &mut gz)?;
+        heap_profile::write_peak(r, &mut gz)?;
         gz.finish().map(drop)
     })
     .map_err(|e| io::Error::new(e.kind(), format!("peak pprof: {e}")))

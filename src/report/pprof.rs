@@ -1106,14 +1106,14 @@ mod tests {
         assert_eq!(empty.default_sample_type, "inuse_space");
     }
 
-    /// A report set's profile is streamed from a compact snapshot and keeps every stack (the
+    /// A report set's profile is streamed from a report and keeps every stack (the
     /// folded stacks and flamegraph are cut at 2,000; pprof is not), one location per address
     /// with its inlined frames as lines, recursion through one address included.
     #[test]
     fn streamed_heap_profile_keeps_every_stack() {
         use crate::callstack::{Frame, StackStats, StdCallstack};
         use crate::engine::histogram::MillisHistogram;
-        use crate::report::snapshot::CompactSnapshot;
+        use crate::report::model::Report;
         let frame = |ip: usize, name: &str, inlined: bool| Frame {
             ip,
             function: name.into(),
@@ -1151,9 +1151,10 @@ mod tests {
                 }
             })
             .collect();
-        let snap = CompactSnapshot::from_stacks(&stacks);
+        let r = Report::from_stacks(&stacks, &Default::default());
         let mut raw = Vec::new();
-        crate::report::heap_profile::write(&snap, &[], "streamed", &mut raw).unwrap();
+        let now = crate::report::heap_profile::Values::Now;
+        crate::report::heap_profile::write_values(&r, "streamed", &mut raw, now).unwrap();
         let d = decode(&raw);
         assert_eq!(d.samples.len(), n);
         assert_eq!(d.comments, ["streamed"]);

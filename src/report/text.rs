@@ -4,11 +4,11 @@
 
 use std::fmt::Write;
 
-use super::{ReportContext, human_bytes, utc_timestamp};
+use super::{ReportContext, ReportOptions, human_bytes, utc_timestamp};
 use crate::callstack::{FrameView, Measurement, StackStats};
 use crate::engine::mapped::MappedState;
-use crate::engine::totals::Totals;
-use crate::report::snapshot::{CompactSnapshot, Snapshot};
+use crate::report::model::Report;
+use crate::report::snapshot::Snapshot;
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -118,45 +118,41 @@ pub fn render(
     top_k: usize,
     expand: bool,
 ) -> String {
-    let view = FrameView::expanded(expand);
-    let compact = CompactSnapshot::from_snapshot(snap).merge_printed(view);
-    let ranked = compact.ranked(m);
-    render_compact(&compact, &ranked, &snap.totals, ctx, m, top_k, view)
+    let opts = ReportOptions {
+        measurement: m,
+        top_k,
+        expand_frames: expand,
+        fold_framework_frames: true,
+        gen_flamegraphs: false,
+    };
+    render_report(&Report::from_snapshot(snap, ctx.clone(), &opts))
 }
 
-/// The text report of a compact snapshot (its rows merged in `view`, see
-/// [`CompactSnapshot::merge_printed`]) whose rows with a non-zero `m`, ranked, are `ranked`,
-/// with the totals `t` in its header (a report set writes its text last, with the profiler's
-/// peak memory read after the other files were built). Only the top `top_k` stacks are
-/// materialised.
-pub(crate) fn render_compact(
-    snap: &CompactSnapshot,
-    ranked: &[u32],
-    t: &Totals,
-    ctx: &ReportContext,
-    m: Measurement,
-    top_k: usize,
-    view: FrameView,
-) -> String {
+/// The text report of `r`: its header, its top `r.opts.top_k` entries ranked by
+/// `r.opts.measurement` (only those are materialised), the PEAK section and the giant
+/// refusals.
+pub(crate) fn render_report(r: &Report) -> String {
+    let (f, ctx, m, view) = (&r.facts, &r.facts.process, r.opts.measurement, r.opts.view());
+    let t = &f.totals;
     let mut o = String::new();
-    let (est_alloc, est_ret) = snap.estimated_totals();
+    let (est_alloc, est_ret) = r.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
-    let _ = writeln!(o, "time:               {}", utc_timestamp(snap.taken_at, true));
-    if let Some(why) = crate::triggers::reason::current() {
+    let _ = writeln!(o, "time:               {}", utc_timestamp(f.taken_at, true));
+    if let Some(why) = &f.occasion.reason {
         let _ = writeln!(o, "reason:             {why}");
     }
     let _ = writeln!(o, "pid:                {}", ctx.pid);
     let _ = writeln!(o, "executable:         {}", ctx.exe);
-    if let Some(owner) = crate::report::foreign_malloc() {
+    if let Some(owner) = &f.foreign_malloc {
         let _ =
             writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
     }
-    o.push_str(&python_line(&ctx.exe));
-    let _ = writeln!(o, "sample interval:    {} bytes (mean)", snap.sample_interval);
+    o.push_str(&python_line(&ctx.exe, f.mapped));
+    let _ = writeln!(o, "sample interval:    {} bytes (mean)", f.sample_interval);
     let _ = writeln!(
         o,
         "bytes counted:      {} in every figure; a realloc is one allocation: growth allocated, shrink freed",
-        snap.unit.describe()
+        f.unit.describe()
     );
     let _ = writeln!(
         o,
@@ -171,10 +167,10 @@ pub(crate) fn render_compact(
         t.allocated_bytes,
         t.freed_bytes
     );
-    o.push_str(&mapped_line());
+    o.push_str(&mapped_line(f.mapped));
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
-    o.push_str(&super::peak::header_line(snap));
+    o.push_str(&super::peak::header_line(r));
     let _ = writeln!(
         o,
         "profiler memory:    {} ({} bytes)",
@@ -198,24 +194,25 @@ pub(crate) fn render_compact(
     let _ = writeln!(
         o,
         "stacks:             {} sampled, {} entries as printed ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
-        snap.stacks_sampled,
-        snap.len(),
-        snap.live_samples,
-        snap.dropped_samples,
-        snap.address_conflicts,
-        snap.giant_refused
+        r.stacks_sampled(),
+        r.entries(),
+        f.live_samples,
+        f.dropped_samples,
+        f.address_conflicts,
+        f.giant_refused
     );
-    let top = &ranked[..ranked.len().min(top_k)];
+    let ranked = r.ranked(m);
+    let top = &ranked[..ranked.len().min(r.opts.top_k)];
     let _ = writeln!(
         o,
         "ranked by:          {} bytes (top {} of {} entries)",
         m.label(),
         top.len(),
-        snap.len()
+        r.entries()
     );
     o.push('\n');
     if top.is_empty() {
-        match super::peak::nothing_now(snap, m) {
+        match super::peak::nothing_now(r, m) {
             Some(note) => {
                 let _ = writeln!(o, "{note}\n");
             }
@@ -224,14 +221,13 @@ pub(crate) fn render_compact(
             }
         }
     }
-    let histograms = snap.histograms(top);
-    for (i, (&r, h)) in top.iter().zip(&histograms).enumerate() {
-        let s = snap.stack_stats(r, h);
+    for (i, &e) in top.iter().enumerate() {
+        let s = r.stack_stats(e);
         o.push_str(&stack_block_in(&s, Some((i + 1, est_alloc, est_ret)), m, true, view));
         o.push('\n');
     }
-    o.push_str(&super::peak::section(snap, top_k, view));
-    o.push_str(&giant_refusals(&snap.giant_refusals));
+    o.push_str(&super::peak::section(r, r.opts.top_k, view));
+    o.push_str(&giant_refusals(&f.giant_refusals));
     o
 }
 
@@ -254,23 +250,6 @@ pub(crate) fn giant_refusals(refusals: &[crate::report::snapshot::GiantRefusal])
     o
 }
 
-/// The text format of one stack's statistics, with the formats rather than with the data type.
-impl StackStats {
-    /// A human-readable block (0.3.0 signature): figures, histogram and frames.
-    pub fn rich_report<A: std::alloc::GlobalAlloc>(
-        &self,
-        _profiler: &crate::YingProfiler<A>,
-        with_filenames: bool,
-        expand_frame: bool,
-    ) -> String {
-        let mut s = stack_block(self, None, with_filenames, expand_frame);
-        if s.ends_with('\n') {
-            s.pop();
-        }
-        s
-    }
-}
-
 /// A lifetime histogram in one line, as the text report shows it: the average, then the count
 /// of each non-empty bucket.
 impl std::fmt::Display for crate::engine::histogram::MillisHistogram {
@@ -290,8 +269,8 @@ impl std::fmt::Display for crate::engine::histogram::MillisHistogram {
 
 /// The header line about anonymous mappings: the bytes counted now (none in the Rust front end,
 /// which sees no mappings).
-fn mapped_line() -> String {
-    match crate::engine::mapped::state() {
+fn mapped_line(mapped: MappedState) -> String {
+    match mapped {
         MappedState::Counted { bytes, regions } => format!(
             "mapped (exact):     {} ({bytes} bytes) retained in {regions} anonymous mmap regions, included in the figures above and below (PROT_NONE reservations not counted)\n",
             human_bytes(bytes),
@@ -305,12 +284,12 @@ fn mapped_line() -> String {
 
 /// The header line of a Python interpreter's report (the executable's file name starts with
 /// `python`): where its objects are and how to see them one by one.
-fn python_line(exe: &str) -> String {
+fn python_line(exe: &str, mapped: MappedState) -> String {
     let name = exe.rsplit('/').next().unwrap_or(exe);
     if !name.starts_with("python") {
         return String::new();
     }
-    let arenas = match crate::engine::mapped::state() {
+    let arenas = match mapped {
         MappedState::Counted { .. } => {
             "pymalloc's arenas are counted as anonymous mmaps, at the stack that mapped them"
         }

@@ -37,7 +37,9 @@ use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::callstack::{FrameView, Measurement, ShownFrame};
-use crate::report::snapshot::{CompactSnapshot, Snapshot};
+use crate::report::ReportOptions;
+use crate::report::model::Report;
+use crate::report::snapshot::Snapshot;
 use crate::spans::SpanInfo;
 
 /// Points kept in the ring.
@@ -273,25 +275,24 @@ pub(crate) fn tick() {
     let _ = with_timeline(|t| t.push_point(p));
 }
 
-/// Records the dump written from `snap` (its rows merged as printed in `view`) under `stem`,
-/// then runs `f` on the timeline (the reporting path renders the HTML there); None when the
-/// timeline cannot be had (see `with_timeline`).
+/// Records the dump written from `r` under `stem` (with a point at its time, RSS and peak read
+/// now), then runs `f` on the timeline (the reporting path renders the HTML there); None when
+/// the timeline cannot be had (see `with_timeline`).
 pub(crate) fn record_dump<T>(
-    snap: &CompactSnapshot,
-    view: FrameView,
-    exe: &str,
+    r: &Report,
     seq: u64,
     stem: &str,
     f: impl FnOnce(&Timeline) -> T,
 ) -> Option<T> {
     let mut at = point_now();
-    at.t_ms = snap.taken_at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    at.retained = snap.totals.retained_bytes();
-    at.allocated = snap.totals.allocated_bytes;
+    at.t_ms =
+        r.facts.taken_at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    at.retained = r.facts.totals.retained_bytes();
+    at.allocated = r.facts.totals.allocated_bytes;
     with_timeline(|t| {
-        t.exe = exe.to_string();
+        t.exe = r.facts.process.exe.clone();
         t.push_point(at);
-        t.add_dump(snap, view, seq, stem, at);
+        t.add_dump(r, seq, stem, at);
         f(t)
     })
 }
@@ -329,9 +330,9 @@ impl Timeline {
         intern(&mut self.stacks, &mut self.stack_index, stack)
     }
 
-    /// Interns the stack of row `r` of `snap` as `view` shows it.
-    fn intern_row(&mut self, snap: &CompactSnapshot, r: u32, view: FrameView) -> u32 {
-        self.intern_shown(&snap.shown(r, view), snap.spans_of(r))
+    /// Interns the stack of entry `e` of `r` as its view shows it.
+    fn intern_entry(&mut self, r: &Report, e: u32) -> u32 {
+        self.intern_shown(&r.shown(e, r.opts.view()), r.spans_of(e))
     }
 
     /// Interns a stack whose lines (innermost first) are `shown`, under the span path `spans`.
@@ -377,7 +378,18 @@ impl Timeline {
     /// Adds `snap` (a snapshot the program took or built) as dump `seq` named `stem`, with a
     /// point at its time (its exact totals and the peak's high-water mark; RSS unknown).
     pub fn add_snapshot(&mut self, snap: &Snapshot, view: FrameView, seq: u64, stem: &str) {
-        let compact = CompactSnapshot::from_snapshot(snap).merge_printed(view);
+        let opts = ReportOptions {
+            expand_frames: view.expand,
+            fold_framework_frames: view.fold_framework,
+            ..ReportOptions::default()
+        };
+        let process = crate::report::ReportContext {
+            pid: self.pid,
+            exe: self.exe.clone(),
+            rss_kib: None,
+            anon_rss_kib: None,
+        };
+        let report = Report::from_snapshot(snap, process, &opts);
         let at = Point {
             t_ms: snap.taken_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             retained: snap.totals.retained_bytes(),
@@ -386,50 +398,38 @@ impl Timeline {
             peak: snap.peak.map_or(0, |p| p.high_water_bytes),
         };
         self.push_point(at);
-        self.add_dump(&compact, view, seq, stem, at);
+        self.add_dump(&report, seq, stem, at);
     }
 
-    /// Adds the dump of `snap`: its top stacks by retained, allocated and retained-at-peak
+    /// Adds the dump of `r`: its top stacks by retained, allocated and retained-at-peak
     /// bytes, then thins older dumps.
-    pub(crate) fn add_dump(
-        &mut self,
-        snap: &CompactSnapshot,
-        view: FrameView,
-        seq: u64,
-        stem: &str,
-        at: Point,
-    ) {
-        let by_retained = snap.ranked(Measurement::RetainedBytes);
+    pub(crate) fn add_dump(&mut self, r: &Report, seq: u64, stem: &str, at: Point) {
+        let by_retained = r.ranked(Measurement::RetainedBytes);
         let mut rows: Vec<u32> = by_retained.iter().take(RETAINED_STACKS).copied().collect();
-        let table: Vec<u32> = by_retained.iter().take(TABLE_STACKS).copied().collect();
-        drop(by_retained);
+        let mut read: Vec<u32> = by_retained.iter().take(TABLE_STACKS).copied().collect();
         for m in [Measurement::AllocatedBytes, Measurement::RetainedBytesAtPeak] {
             let n = if m == Measurement::AllocatedBytes { ALLOCATED_STACKS } else { PEAK_STACKS };
-            for r in snap.ranked(m).into_iter().take(n) {
-                if !rows.contains(&r) {
-                    rows.push(r);
+            for &e in r.ranked(m).iter().take(n) {
+                if !rows.contains(&e) {
+                    rows.push(e);
                 }
             }
         }
-        let mut read: Vec<u32> = table;
-        for &r in rows.iter().skip(RETAINED_STACKS) {
-            if !read.contains(&r) && snap.row(r).measure(Measurement::AllocatedBytes) > 0 {
-                read.push(r);
+        for &e in rows.iter().skip(RETAINED_STACKS) {
+            if !read.contains(&e) && r.figures(e).measure(Measurement::AllocatedBytes) > 0 {
+                read.push(e);
             }
         }
-        let histograms = snap.histograms(&read);
         let mut stacks = Vec::with_capacity(rows.len());
-        for &r in &rows {
-            let s = snap.stack_stats(r, &Default::default());
-            let (lifetime_ms, age_ms) = match read.iter().position(|&x| x == r) {
-                Some(i) => (
-                    round_ms(histograms[i].lifetimes.average_millis()),
-                    round_ms(histograms[i].retained_age.average_millis()),
-                ),
-                None => (-1.0, -1.0),
+        for &e in &rows {
+            let s = r.stack_stats(e);
+            let (lifetime_ms, age_ms) = if read.contains(&e) && r.has_histograms(e) {
+                (round_ms(s.lifetimes.average_millis()), round_ms(s.retained_age.average_millis()))
+            } else {
+                (-1.0, -1.0)
             };
             stacks.push(StackFigures {
-                stack: self.intern_row(snap, r, view),
+                stack: self.intern_entry(r, e),
                 retained: s.retained_bytes,
                 allocated: s.allocated_bytes,
                 alloc_count: s.num_allocations,
@@ -439,8 +439,8 @@ impl Timeline {
                 age_ms,
             });
         }
-        let (est_allocated, est_retained) = snap.estimated_totals();
-        let peak = snap.peak.as_ref();
+        let (est_allocated, est_retained) = r.estimated_totals();
+        let peak = r.facts.peak.as_ref();
         self.dumps.push_back(Dump {
             seq,
             stem: stem.to_string(),
@@ -452,7 +452,7 @@ impl Timeline {
             peak_t_ms: peak
                 .and_then(|p| p.at.duration_since(UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_millis() as u64),
-            stacks_sampled: snap.stacks_sampled as u64,
+            stacks_sampled: r.stacks_sampled() as u64,
             stacks,
             detail: true,
         });

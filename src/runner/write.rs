@@ -1,5 +1,5 @@
 //! Writing one report set: into the runner's reporting directory (opened and identified once,
-//! or the directory of a new user after a change of user), from a compact snapshot taken and
+//! or the directory of a new user after a change of user), from a report taken and
 //! dropped under the guard; the one-off [`gen_flamegraph`] and [`write_report_now`]; and what
 //! is said when a report could not be written.
 
@@ -16,27 +16,25 @@ use crate::callstack::Measurement;
 use crate::engine::SAMPLED;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::report::foreign_malloc;
+use crate::report::model::{Occasion, Report};
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
 use crate::source::turn::{Turn, trim_after_dump};
 use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, guarded, guarded_io};
 
-/// Writes a report set of `source`'s stacks into `dir`, from a compact snapshot taken and
-/// dropped as profiler code: its memory is bounded by the stacks' count and depth (see the
-/// `snapshot` module), not by a copy of every stack with its frames. Only the returned paths
-/// are the caller's memory.
+/// Writes a report set of `source`'s stacks into `dir`, from a report taken and dropped as
+/// profiler code: its memory is bounded by the stacks' count and depth (see `report::model`),
+/// not by a copy of every stack with its frames. Only the returned paths are the caller's
+/// memory.
 fn write_report_from(
     source: &dyn ProfileSource,
     opts: &ReportOptions,
     dir: &ReportDir,
 ) -> io::Result<ReportPaths> {
-    let (interval, unit) = {
-        let header = crate::report::snapshot::without_stacks(|| source.snapshot());
-        (header.sample_interval, header.unit)
-    };
-    let ctx = ReportContext::current();
+    let (interval, unit) = (source.sample_interval(), source.unit());
+    let occasion = Occasion { reason: crate::triggers::reason::current(), exiting: LIFE.exiting() };
     let write = || {
-        let snap = crate::report::snapshot::take_compact(interval, unit);
-        report::write_dump(snap, &ctx, opts, dir)
+        let mut r = Report::take(interval, unit, occasion, opts);
+        report::write_set(&mut r, dir, true)
     };
     Ok(guarded_io(source, write, ReportPaths::clone)?)
 }
@@ -249,17 +247,12 @@ pub fn gen_flamegraph<A: GlobalAlloc + Send + Sync + 'static>(
         .and_then(|n| n.to_str())
         .ok_or_else(|| format!("{}: not a file path", path.display()))?;
     let interval = ProfileSource::sample_interval(profiler);
-    // Every stack is folded (no cut, as in 0.3.0), from a compact snapshot taken and dropped
+    // Every stack is folded (no cut, as in 0.3.0), from a report taken and dropped
     // as profiler code, like a report set's.
     let write = || {
-        let view = crate::callstack::FrameView::DEFAULT;
-        let snap = crate::report::snapshot::take_compact(
-            interval,
-            crate::engine::sampler::ByteUnit::Requested,
-        )
-        .merge_printed(view);
-        let ranked = snap.ranked(measurement);
-        let folded = report::folded::render_ranked(&snap, &ranked, measurement, view, usize::MAX);
+        let opts = ReportOptions { measurement, ..ReportOptions::default() };
+        let r = Report::take(interval, ProfileSource::unit(profiler), Occasion::default(), &opts);
+        let folded = report::folded::render_report(&r, measurement, usize::MAX);
         report::flamegraph::render_svg(&folded, measurement, "").and_then(|svg| {
             report::files::write_atomic(dir, name, &svg).map(drop).map_err(|e| e.to_string())
         })

@@ -6,7 +6,8 @@ use super::http::{Ctx, Request, Response};
 use super::{MAX_DELTA_SECS, json_str};
 use crate::callstack::Measurement;
 use crate::profiles::{self, HeapView};
-use crate::report::{ReportContext, ReportPaths, utc_timestamp};
+use crate::report::model::{Facts, Occasion};
+use crate::report::{ReportPaths, utc_timestamp};
 
 /// Every route: path, method, what it answers.
 const ROUTES: [(&str, &str, &str); 7] = [
@@ -119,14 +120,15 @@ fn opt_path(p: &Option<std::path::PathBuf>) -> String {
 
 fn paths_json(p: &ReportPaths) -> String {
     format!(
-        "{{\"text\":{},\"folded\":{},\"svg\":{},\"pprof\":{},\"peak_folded\":{},\"peak_svg\":{},\"peak_pprof\":{}}}\n",
+        "{{\"text\":{},\"folded\":{},\"svg\":{},\"pprof\":{},\"peak_folded\":{},\"peak_svg\":{},\"peak_pprof\":{},\"manifest\":{}}}\n",
         opt_path(&p.text),
         opt_path(&p.folded),
         opt_path(&p.svg),
         opt_path(&p.pprof),
         opt_path(&p.peak_folded),
         opt_path(&p.peak_svg),
-        opt_path(&p.peak_pprof)
+        opt_path(&p.peak_pprof),
+        opt_path(&p.manifest)
     )
 }
 
@@ -146,10 +148,12 @@ fn opt_num(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "null".into())
 }
 
-/// `/debug/ying/status`: the figures of a snapshot without stacks (a few locks, no copy).
+/// `/debug/ying/status`: the header facts of a report, without its stacks (a few atomic loads
+/// and `/proc/self/status`; the endpoint's thread is profiler code for its whole life).
 fn status(ctx: &Ctx) -> String {
-    let snap = crate::report::snapshot::without_stacks(|| ctx.source.snapshot());
-    let pc = ReportContext::current();
+    let (interval, unit) = (ctx.source.sample_interval(), ctx.source.unit());
+    let snap = Facts::read(interval, unit, Occasion::default());
+    let pc = &snap.process;
     let t = &snap.totals;
     let peak = match &snap.peak {
         Some(p) => format!(

@@ -42,11 +42,16 @@ pub trait ProfileSource: Send + Sync + 'static {
     fn enter_profiler_thread(&self);
     /// Runs `f` as profiler code (its allocations are the profiler's own).
     fn run_guarded(&self, f: &mut dyn FnMut());
-    /// The mean sampling interval in bytes. The default asks [`ProfileSource::snapshot`] for
-    /// a snapshot without its stacks, which for this crate's sources costs a few locks and no
-    /// copy; a source whose `snapshot` is expensive otherwise should override it.
+    /// The mean sampling interval in bytes. The default takes a whole
+    /// [`ProfileSource::snapshot`] to read it; this crate's sources answer without one, and any
+    /// other source should too.
     fn sample_interval(&self) -> u64 {
-        crate::report::snapshot::without_stacks(|| self.snapshot()).sample_interval
+        self.snapshot().sample_interval
+    }
+    /// What the source's byte figures count. The default is the requested sizes (the Rust
+    /// front end's); the preload shim counts usable sizes.
+    fn unit(&self) -> crate::ByteUnit {
+        crate::ByteUnit::Requested
     }
     /// Whether a `fork` child that took samples of its own writes the exit report too. The
     /// default is no: only the process that registered the exit report writes it, because a

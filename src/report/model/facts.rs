@@ -1,0 +1,146 @@
+//! What a report says besides its stacks: the header's facts (totals, counters, the kept peak,
+//! the process, why and when the report was written, what the profiler could not see), read
+//! once when the report is taken, so that no output reads a process global while it renders.
+
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use crate::engine::mapped::MappedState;
+use crate::engine::peak::Peak;
+use crate::engine::sampler::ByteUnit;
+use crate::engine::tables;
+use crate::engine::totals::{self, Totals};
+use crate::report::ReportContext;
+use crate::report::snapshot::GiantRefusal;
+use crate::symbols::symbolize::Module;
+
+/// Why and when a report is written: what the writer knows and the engine does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Occasion {
+    /// Why the report was asked for, when a trigger asked (`reason:` in the text header).
+    pub(crate) reason: Option<String>,
+    /// Whether the process is exiting (the exit report): "at exit" rather than "now".
+    pub(crate) exiting: bool,
+}
+
+/// The header facts of a report.
+#[derive(Debug, Clone)]
+pub(crate) struct Facts {
+    /// Wall-clock time the report was taken.
+    pub(crate) taken_at: SystemTime,
+    /// Exact totals, read before the stacks: `profiler_bytes` is what the profiler held before
+    /// this report; the writer may set `profiler_peak_bytes` again before the text, which is
+    /// written last.
+    pub(crate) totals: Totals,
+    /// Mean sampling interval in bytes.
+    pub(crate) sample_interval: u64,
+    /// What every byte figure counts.
+    pub(crate) unit: ByteUnit,
+    /// Live sampled allocations.
+    pub(crate) live_samples: u64,
+    /// Samples whose stack was not kept (stack table full).
+    pub(crate) dropped_samples: u64,
+    /// Samples whose address was still recorded as live.
+    pub(crate) address_conflicts: u64,
+    /// Giant allocations refused.
+    pub(crate) giant_refused: u64,
+    /// The most recent giant refusals, named.
+    pub(crate) giant_refusals: Vec<GiantRefusal>,
+    /// Addresses in the symbol cache.
+    pub(crate) symbol_cache_entries: u64,
+    /// The kept peak (None before the first sample).
+    pub(crate) peak: Option<Peak>,
+    /// The process: pid, executable, resident memory.
+    pub(crate) process: ReportContext,
+    /// Why and when.
+    pub(crate) occasion: Occasion,
+    /// The object that owns the program's `malloc`, when it is not the profiler's.
+    pub(crate) foreign_malloc: Option<String>,
+    /// The anonymous mappings counted.
+    pub(crate) mapped: MappedState,
+    /// The loaded modules, for the pprof profiles' mappings.
+    pub(crate) modules: Vec<Module>,
+}
+
+impl Facts {
+    /// The facts of a report of nothing: a [`crate::Snapshot`] brings its own figures, and
+    /// what it does not carry is unknown (no reason, no mappings seen, no modules).
+    pub(crate) fn empty(process: ReportContext) -> Self {
+        Self {
+            taken_at: std::time::UNIX_EPOCH,
+            totals: Totals::default(),
+            sample_interval: 0,
+            unit: ByteUnit::Requested,
+            live_samples: 0,
+            dropped_samples: 0,
+            address_conflicts: 0,
+            giant_refused: 0,
+            giant_refusals: Vec::new(),
+            symbol_cache_entries: 0,
+            peak: None,
+            process,
+            occasion: Occasion::default(),
+            foreign_malloc: None,
+            mapped: MappedState::NotSeen,
+            modules: Vec::new(),
+        }
+    }
+
+    /// The facts that cost a few atomic loads and the process's `/proc` files: everything but
+    /// the kept peak (which a report sums from its stacks), the named giant refusals and the
+    /// modules (see [`Facts::read_all`]). The caller holds the re-entrancy guard.
+    pub(crate) fn read(sample_interval: u64, unit: ByteUnit, occasion: Occasion) -> Self {
+        Self {
+            taken_at: SystemTime::now(),
+            totals: totals::read(),
+            sample_interval,
+            unit,
+            live_samples: tables::live_len() as u64,
+            dropped_samples: tables::DROPPED_SAMPLES.load(Ordering::Relaxed),
+            address_conflicts: tables::ADDRESS_CONFLICTS.load(Ordering::Relaxed),
+            giant_refused: tables::GIANT_REFUSED.load(Ordering::Relaxed),
+            giant_refusals: Vec::new(),
+            symbol_cache_entries: 0,
+            peak: None,
+            process: ReportContext::current(),
+            occasion,
+            foreign_malloc: crate::report::foreign_malloc().map(str::to_string),
+            mapped: crate::engine::mapped::state(),
+            modules: Vec::new(),
+        }
+    }
+
+    /// [`Facts::read`] with the giant refusals named and the modules listed (symbolization:
+    /// report time). The caller holds the re-entrancy guard.
+    pub(crate) fn read_all(sample_interval: u64, unit: ByteUnit, occasion: Occasion) -> Self {
+        let mut f = Self::read(sample_interval, unit, occasion);
+        f.giant_refusals = named_refusals();
+        f.modules = crate::symbols::symbolize::modules();
+        f
+    }
+}
+
+/// The kept giant refusals (see `giant`), named. The caller holds the re-entrancy guard.
+pub(crate) fn named_refusals() -> Vec<GiantRefusal> {
+    let refused = crate::engine::giant::recent();
+    if refused.is_empty() {
+        return Vec::new();
+    }
+    let mut ips: Vec<usize> = refused.iter().flat_map(|r| r.ips.iter().copied()).collect();
+    ips.sort_unstable();
+    ips.dedup();
+    let symbols = crate::symbols::symbolize::resolve_many(&ips);
+    refused
+        .iter()
+        .map(|r| GiantRefusal {
+            number: r.number,
+            size: r.size,
+            frames: r
+                .ips
+                .iter()
+                .filter_map(|ip| symbols.get(ip))
+                .flat_map(|fs| fs.iter().cloned())
+                .collect(),
+        })
+        .collect()
+}

@@ -1,0 +1,365 @@
+//! The report model: one value per report, built once from a source, that every output is a
+//! pure function of.
+//!
+//! A [`Report`] holds everything any output needs: the header's [`Facts`] (totals, counters,
+//! the kept peak, the process, the reason, whether it is the exit report, what the profiler
+//! could not see, the loaded modules), the [`StackTable`] (every sampled stack as figures and
+//! location indices, with the symbolized frames), its grouping into the entries one frame view
+//! prints ([`Printed`]), the entries ranked by each measure (once), and the lifetime and age
+//! histograms of the entries an output lists. The text report, the folded stacks, the
+//! flamegraphs, the pprof profiles, the timeline of the HTML page and the endpoint's answers
+//! are rendered from it with no global, no table walk and no clock.
+//!
+//! It is built from the live engine ([`Report::take`], under the re-entrancy guard: its memory
+//! is the profiler's) or from a [`crate::Snapshot`] someone took or built
+//! ([`Report::from_snapshot`]); a report read from outside the process fills the same fields.
+//!
+//! # What it costs
+//!
+//! The stack table's `S * (110 + 4 * F)` bytes for `S` stacks of `F` frames (see
+//! [`table`]), the grouping's 4 to 8 bytes a stack, the three rankings' 12 bytes an entry, and
+//! two 88-byte histograms for each of the few entries listed. The outputs then add a bounded
+//! amount, about 8 MiB with the symbolization they need: the text report materialises its top
+//! K entries only, the folded stacks and the flamegraph 2,000 entries at most, and the pprof
+//! profile is streamed to its file one sample at a time (see [`crate::report::pprof`]).
+//! Measured: 92,137 stacks of about 46 frames, 27.5 MiB at the peak (BENCHMARKS.md); the
+//! README's *Limits* section gives the formula.
+
+pub(crate) mod facts;
+pub(crate) mod printed;
+pub(crate) mod table;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::callstack::{Frame, FrameView, Measurement, ShownFrame, StackStats};
+use crate::engine::sampler::ByteUnit;
+use crate::report::ReportOptions;
+use crate::report::snapshot::Snapshot;
+use crate::spans::SpanInfo;
+pub(crate) use facts::{Facts, Occasion};
+use printed::Printed;
+use table::{Build, Figures, Histograms, StackTable};
+
+/// Entries whose histograms a report reads, per measure: the text report's top K (when larger)
+/// and the HTML timeline's table (25 by retained bytes, 20 by allocated, 40 at the peak).
+const LISTED: usize = 40;
+
+/// The three measures, in the order of [`Report`]'s rankings.
+const MEASURES: [Measurement; 3] =
+    [Measurement::RetainedBytes, Measurement::AllocatedBytes, Measurement::RetainedBytesAtPeak];
+
+fn measure_index(m: Measurement) -> usize {
+    match m {
+        Measurement::RetainedBytes => 0,
+        Measurement::AllocatedBytes => 1,
+        Measurement::RetainedBytesAtPeak => 2,
+    }
+}
+
+/// One report: see the module docs.
+#[derive(Debug)]
+pub(crate) struct Report {
+    /// The header's facts.
+    pub(crate) facts: Facts,
+    /// Every sampled stack.
+    pub(crate) table: StackTable,
+    /// What the report shows: ranking, top K, frame view, flamegraphs.
+    pub(crate) opts: ReportOptions,
+    printed: Printed,
+    /// The entries with a non-zero figure, ranked by each of [`MEASURES`], each ranked when
+    /// first asked for (a pprof profile needs none).
+    ranked: [OnceLock<Vec<u32>>; 3],
+    /// The histograms of the entries listed (see [`LISTED`]).
+    histograms: HashMap<u32, Histograms, Build>,
+}
+
+impl Report {
+    /// Takes the report of the live engine now, shown as `opts` says. The caller holds the
+    /// re-entrancy guard.
+    pub(crate) fn take(
+        sample_interval: u64,
+        unit: ByteUnit,
+        occasion: Occasion,
+        opts: &ReportOptions,
+    ) -> Self {
+        let mut facts = Facts::read_all(sample_interval, unit, occasion);
+        let (table, peak) = table::take();
+        facts.peak = peak;
+        facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
+        Self::build(facts, table, opts, Printed::group, opts.top_k.max(LISTED))
+    }
+
+    /// The report of the live engine for a pprof profile: every stack a row, no entries
+    /// grouped, no histograms read. The caller holds the re-entrancy guard.
+    pub(crate) fn take_rows(sample_interval: u64, unit: ByteUnit) -> Self {
+        let mut facts = Facts::read_all(sample_interval, unit, Occasion::default());
+        let (table, peak) = table::take();
+        facts.peak = peak;
+        facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
+        let identity = |t: &StackTable, _| Printed::identity(t.len());
+        Self::build(facts, table, &ReportOptions::default(), identity, 0)
+    }
+
+    /// The report of `snap`, a snapshot someone took or built, for the process `process`.
+    pub(crate) fn from_snapshot(
+        snap: &Snapshot,
+        process: crate::report::ReportContext,
+        opts: &ReportOptions,
+    ) -> Self {
+        let mut facts = Facts::empty(process);
+        facts.taken_at = snap.taken_at;
+        facts.totals = snap.totals;
+        facts.sample_interval = snap.sample_interval;
+        facts.unit = snap.unit;
+        facts.live_samples = snap.live_samples;
+        facts.dropped_samples = snap.dropped_samples;
+        facts.address_conflicts = snap.address_conflicts;
+        facts.giant_refused = snap.giant_refused;
+        facts.giant_refusals = snap.giant_refusals.clone();
+        facts.symbol_cache_entries = snap.symbol_cache_entries;
+        facts.peak = snap.peak;
+        let table = StackTable::from_stacks(&snap.stacks);
+        Self::build(facts, table, opts, Printed::group, opts.top_k.max(LISTED))
+    }
+
+    /// The report of `stacks` alone (header facts empty: an unknown process, no totals).
+    pub(crate) fn from_stacks(stacks: &[StackStats], opts: &ReportOptions) -> Self {
+        let process = crate::report::ReportContext {
+            pid: 0,
+            exe: String::new(),
+            rss_kib: None,
+            anon_rss_kib: None,
+        };
+        let table = StackTable::from_stacks(stacks);
+        Self::build(Facts::empty(process), table, opts, Printed::group, opts.top_k.max(LISTED))
+    }
+
+    /// The report of the live engine with every stack an entry of its own and every stack's
+    /// histograms read: what a [`Snapshot`] carries. The caller holds the re-entrancy guard.
+    pub(crate) fn take_raw(sample_interval: u64, unit: ByteUnit, listed: usize) -> Self {
+        let mut facts = Facts::read(sample_interval, unit, Occasion::default());
+        facts.giant_refusals = facts::named_refusals();
+        let (table, peak) = table::take();
+        facts.peak = peak;
+        facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
+        let identity = |t: &StackTable, _| Printed::identity(t.len());
+        Self::build(facts, table, &ReportOptions::default(), identity, listed.max(1))
+    }
+
+    /// The report of `table` grouped by `group`, with the histograms of the top `listed`
+    /// entries by each measure read (none when 0).
+    fn build(
+        facts: Facts,
+        table: StackTable,
+        opts: &ReportOptions,
+        group: impl FnOnce(&StackTable, FrameView) -> Printed,
+        listed: usize,
+    ) -> Self {
+        let printed = group(&table, opts.view());
+        let mut report = Self {
+            facts,
+            table,
+            opts: opts.clone(),
+            printed,
+            ranked: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
+            histograms: HashMap::default(),
+        };
+        if listed == 0 {
+            return report;
+        }
+        let mut listed: Vec<u32> =
+            MEASURES.iter().flat_map(|&m| report.ranked(m).iter().take(listed).copied()).collect();
+        listed.sort_unstable();
+        listed.dedup();
+        let rows = report.printed.rows_of(&listed);
+        let histograms = report.table.histograms(&rows, listed.len());
+        drop(rows);
+        report.histograms = listed.into_iter().zip(histograms).collect();
+        report
+    }
+
+    /// The entries with a non-zero `m`, ranked by `m` descending, then the other measure, then
+    /// frame names, addresses and span names.
+    fn rank(&self, m: Measurement) -> Vec<u32> {
+        let other = table::other(m);
+        let mut v: Vec<u32> =
+            (0..self.entries() as u32).filter(|&e| self.figures(e).measure(m) > 0).collect();
+        v.sort_unstable_by(|&a, &b| {
+            let (fa, fb) = (self.figures(a), self.figures(b));
+            fb.measure(m)
+                .cmp(&fa.measure(m))
+                .then(fb.measure(other).cmp(&fa.measure(other)))
+                .then_with(|| self.table.cmp_ties(self.printed.lead(a), self.printed.lead(b)))
+        });
+        v.shrink_to_fit();
+        v
+    }
+
+    /// Number of entries (stacks printed alike are one).
+    pub(crate) fn entries(&self) -> usize {
+        self.printed.len()
+    }
+
+    /// Number of stacks sampled (before those printed alike were made one entry).
+    pub(crate) fn stacks_sampled(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The entries with a non-zero `m`, ranked (see [`Report::rank`]).
+    pub(crate) fn ranked(&self, m: Measurement) -> &[u32] {
+        self.ranked[measure_index(m)].get_or_init(|| self.rank(m))
+    }
+
+    /// The figures of entry `e`.
+    pub(crate) fn figures(&self, e: u32) -> &Figures {
+        self.printed.figures(&self.table, e)
+    }
+
+    /// The frames of entry `e`, innermost first, inlined frames expanded.
+    pub(crate) fn frames_of(&self, e: u32) -> impl Iterator<Item = &Frame> {
+        self.table.frames_of(self.printed.lead(e))
+    }
+
+    /// The span path of entry `e`, outermost first.
+    pub(crate) fn spans_of(&self, e: u32) -> &[SpanInfo] {
+        self.table.spans_of(self.printed.lead(e))
+    }
+
+    /// The lines entry `e` prints in `view`.
+    pub(crate) fn shown(&self, e: u32, view: FrameView) -> Vec<ShownFrame<'_>> {
+        self.table.shown(self.printed.lead(e), view)
+    }
+
+    /// Whether entry `e`'s histograms were read (it is listed by some output).
+    pub(crate) fn has_histograms(&self, e: u32) -> bool {
+        self.histograms.contains_key(&e)
+    }
+
+    /// Entry `e` as a [`StackStats`]: its figures, frames and spans, and its histograms when
+    /// they were read (empty otherwise).
+    pub(crate) fn stack_stats(&self, e: u32) -> StackStats {
+        let h = self.histograms.get(&e).copied().unwrap_or_default();
+        self.table.stack_stats(self.printed.lead(e), self.figures(e), &h)
+    }
+
+    /// Estimated allocated and retained bytes summed over all stacks.
+    pub(crate) fn estimated_totals(&self) -> (u64, u64) {
+        (0..self.table.len() as u32).fold((0, 0), |(a, r), row| {
+            let f = &self.table.row(row).fig;
+            (a + f.measure(Measurement::AllocatedBytes), r + f.measure(Measurement::RetainedBytes))
+        })
+    }
+
+    /// The public form: every entry as a [`StackStats`], unordered.
+    pub(crate) fn to_snapshot(&self) -> Snapshot {
+        let f = &self.facts;
+        Snapshot {
+            taken_at: f.taken_at,
+            totals: f.totals,
+            sample_interval: f.sample_interval,
+            unit: f.unit,
+            stacks: (0..self.entries() as u32).map(|e| self.stack_stats(e)).collect(),
+            live_samples: f.live_samples,
+            dropped_samples: f.dropped_samples,
+            address_conflicts: f.address_conflicts,
+            giant_refused: f.giant_refused,
+            giant_refusals: f.giant_refusals.clone(),
+            symbol_cache_entries: f.symbol_cache_entries,
+            peak: f.peak,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callstack::StdCallstack;
+    use crate::engine::histogram::MillisHistogram;
+
+    fn frame(ip: usize, function: &str, line: u32, inlined: bool) -> Frame {
+        Frame {
+            ip,
+            function: function.into(),
+            file: Some("/app/src/main.rs".into()),
+            line: Some(line),
+            inlined,
+            module: None,
+        }
+    }
+
+    /// A stack through `glue_ip` (an address whose only visible frame is `app::handler` at
+    /// `line`, under hidden `::poll` glue), with figures scaled by `k`.
+    fn stack(glue_ip: usize, line: u32, k: u64) -> StackStats {
+        let mut lifetimes = MillisHistogram::new();
+        lifetimes.add_weighted(5.0, k as f64);
+        let mut retained_age = MillisHistogram::new();
+        retained_age.add_weighted(50_000.0, (100 * k) as f64);
+        let frames = vec![
+            frame(1, "app::alloc_site", 3, false),
+            frame(glue_ip, "<core::pin::Pin<P> as core::future::future::Future>::poll", 9, true),
+            frame(glue_ip, "app::handler", line, false),
+        ];
+        StackStats {
+            allocated_bytes: 1000 * k + 1,
+            num_allocations: 10 * k,
+            freed_bytes: 900 * k,
+            num_frees: 9 * k,
+            retained_bytes: 100 * k + 1,
+            retained_count: k,
+            peak_retained_bytes: 200 * k,
+            peak_retained_count: 2 * k,
+            samples: 3 * k,
+            live_samples: k,
+            stack: StdCallstack::from_ips(&[1, glue_ip]),
+            frames,
+            lifetimes,
+            retained_age,
+            spans: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stacks_printed_alike_merge_with_exact_sums() {
+        // Rows 0, 1 and 3 differ only in the glue's address: one entry; row 2 is another line.
+        let stacks = [stack(0x10, 7, 1), stack(0x11, 7, 2), stack(0x10, 8, 4), stack(0x12, 7, 8)];
+        let merged = Report::from_stacks(&stacks, &ReportOptions::default());
+        assert_eq!((merged.entries(), merged.stacks_sampled()), (2, 4));
+        let s: Vec<StackStats> = (0..2).map(|e| merged.stack_stats(e)).collect();
+        let sum = |f: fn(&StackStats) -> u64, idx: &[usize]| -> u64 {
+            idx.iter().map(|&i| f(&stacks[i])).sum()
+        };
+        let group = [0, 1, 3];
+        assert_eq!(s[0].stack.ips(), stacks[0].stack.ips(), "the first row of a group leads it");
+        assert_eq!(s[0].allocated_bytes, sum(|s| s.allocated_bytes, &group));
+        assert_eq!(s[0].num_allocations, sum(|s| s.num_allocations, &group));
+        assert_eq!(s[0].freed_bytes, sum(|s| s.freed_bytes, &group));
+        assert_eq!(s[0].num_frees, sum(|s| s.num_frees, &group));
+        assert_eq!(s[0].retained_bytes, sum(|s| s.retained_bytes, &group));
+        assert_eq!(s[0].retained_count, sum(|s| s.retained_count, &group));
+        assert_eq!(s[0].peak_retained_bytes, sum(|s| s.peak_retained_bytes, &group));
+        assert_eq!(s[0].peak_retained_count, sum(|s| s.peak_retained_count, &group));
+        assert_eq!(s[0].samples, sum(|s| s.samples, &group));
+        assert_eq!(s[0].live_samples, sum(|s| s.live_samples, &group));
+        let mut lifetimes = MillisHistogram::new();
+        let mut age = MillisHistogram::new();
+        for &i in &group {
+            lifetimes.merge(&stacks[i].lifetimes);
+            age.merge(&stacks[i].retained_age);
+        }
+        assert_eq!(s[0].lifetimes.counts(), lifetimes.counts());
+        assert_eq!(s[0].retained_age.weights(), age.weights());
+        // The other line is untouched.
+        assert_eq!(s[1].allocated_bytes, stacks[2].allocated_bytes);
+        assert_eq!(s[1].samples, stacks[2].samples);
+        // The totals are those of the raw stacks.
+        let sum_all = |f: fn(&StackStats) -> u64| stacks.iter().map(f).sum::<u64>();
+        assert_eq!(
+            merged.estimated_totals(),
+            (sum_all(|s| s.allocated_bytes), sum_all(|s| s.retained_bytes))
+        );
+        // Expanded, the glue is still hidden: the same entries.
+        let opts = ReportOptions { expand_frames: true, ..ReportOptions::default() };
+        assert_eq!(Report::from_stacks(&stacks, &opts).entries(), 2);
+    }
+}

@@ -1,0 +1,625 @@
+//! The stacks of a report: every sampled stack at one moment as a row of figures, each stack as
+//! 4-byte indices into one table of *locations* (one per distinct address, with its symbolized
+//! frames shared with the symbol cache), so a deep stack costs 4 bytes a frame and no name is
+//! copied.
+//!
+//! A table is taken from the engine ([`take`]) under the re-entrancy guard (its memory is the
+//! profiler's) by walking the stack table in place, each stripe under its own short lock hold,
+//! copying nothing but figures: the entries of one stack in different stripes are summed into
+//! one row. Or it is made from the [`StackStats`] of a [`crate::Snapshot`]
+//! ([`StackTable::from_stacks`]). The lifetime and age histograms are read later, for the
+//! entries a report lists ([`StackTable::histograms`]).
+//!
+//! # What it costs
+//!
+//! A table of `S` stacks of `F` frames on average takes about `S * (110 + 4 * F)` bytes: a
+//! 104-byte row of figures (its peak figures included), the frame indices, and while the
+//! stripes are merged a hash index of about 20 bytes a stack (the arrays are counted first and
+//! allocated once, at their size). The location table is a few hundred bytes per distinct
+//! address.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+
+use crate::callstack::{Frame, FrameView, Measurement, ShownFrame, StackStats, StdCallstack};
+use crate::engine::histogram::MillisHistogram;
+use crate::engine::peak::Peak;
+use crate::engine::tables::arena::{Arena, ArenaVec};
+use crate::engine::tables::{self, AddrHasher, Frames, StackEntry};
+use crate::spans::{SpanInfo, SpanPath};
+
+/// The other measure: the first tie-breaker of a ranking by `m`.
+pub(crate) fn other(m: Measurement) -> Measurement {
+    match m {
+        Measurement::AllocatedBytes => Measurement::RetainedBytes,
+        Measurement::RetainedBytes => Measurement::AllocatedBytes,
+        Measurement::RetainedBytesAtPeak => Measurement::RetainedBytes,
+    }
+}
+
+pub(crate) fn round(x: f64) -> u64 {
+    if x.is_finite() && x > 0.0 { x.round() as u64 } else { 0 }
+}
+
+/// One distinct address and its frames (innermost first), shared by every stack through it.
+#[derive(Debug, Clone)]
+pub(crate) struct Location {
+    pub(crate) ip: usize,
+    pub(crate) frames: Arc<[Frame]>,
+}
+
+/// Indices of a row's estimates.
+const ALLOC_BYTES: usize = 0;
+const ALLOC_COUNT: usize = 1;
+const FREED_BYTES: usize = 2;
+const FREED_COUNT: usize = 3;
+const LIVE_BYTES: usize = 4;
+const LIVE_COUNT: usize = 5;
+/// Retained bytes and count at the kept peak.
+const PEAK_BYTES: usize = 6;
+const PEAK_COUNT: usize = 7;
+
+/// The figures of one stack, or of one entry of a report (the stacks printed alike summed).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Figures {
+    /// Unrounded estimates (sums over the stripes), see the `ALLOC_BYTES`... indices.
+    pub(crate) est: [f64; 8],
+    pub(crate) samples: u64,
+    pub(crate) live_samples: u64,
+}
+
+impl Figures {
+    /// The figure that `m` ranks by.
+    pub(crate) fn measure(&self, m: Measurement) -> u64 {
+        match m {
+            Measurement::AllocatedBytes => round(self.est[ALLOC_BYTES]),
+            Measurement::RetainedBytes => round(self.est[LIVE_BYTES]),
+            Measurement::RetainedBytesAtPeak => round(self.est[PEAK_BYTES]),
+        }
+    }
+
+    /// Go's four heap values: allocated objects and bytes, retained objects and bytes.
+    pub(crate) fn pprof_values(&self) -> [i64; 4] {
+        [ALLOC_COUNT, ALLOC_BYTES, LIVE_COUNT, LIVE_BYTES]
+            .map(|i| i64::try_from(round(self.est[i])).unwrap_or(i64::MAX))
+    }
+
+    /// Retained objects and bytes at the kept peak (the peak heap profile's two values).
+    pub(crate) fn peak_pprof_values(&self) -> [i64; 2] {
+        [PEAK_COUNT, PEAK_BYTES].map(|i| i64::try_from(round(self.est[i])).unwrap_or(i64::MAX))
+    }
+
+    /// Adds `other`'s figures, each estimate rounded first (as they print), so that entries
+    /// summed from several stacks still add up to the same totals.
+    pub(crate) fn add_rounded(&mut self, other: &Figures) {
+        for (a, b) in self.est.iter_mut().zip(other.est) {
+            *a = round(*a) as f64 + round(b) as f64;
+        }
+        self.samples += other.samples;
+        self.live_samples += other.live_samples;
+    }
+
+    /// The figures as a [`StackStats`] carries them (frames, stack and histograms empty).
+    pub(crate) fn stats(&self) -> StackStats {
+        StackStats {
+            allocated_bytes: round(self.est[ALLOC_BYTES]),
+            num_allocations: round(self.est[ALLOC_COUNT]),
+            freed_bytes: round(self.est[FREED_BYTES]),
+            num_frees: round(self.est[FREED_COUNT]),
+            retained_bytes: round(self.est[LIVE_BYTES]),
+            retained_count: round(self.est[LIVE_COUNT]),
+            peak_retained_bytes: round(self.est[PEAK_BYTES]),
+            peak_retained_count: round(self.est[PEAK_COUNT]),
+            samples: self.samples,
+            live_samples: self.live_samples,
+            frames: Vec::new(),
+            lifetimes: MillisHistogram::new(),
+            retained_age: MillisHistogram::new(),
+            stack: StdCallstack::from_ips(&[]),
+            spans: Vec::new(),
+        }
+    }
+}
+
+/// One stack of a [`StackTable`]: its figures and where its frames are.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) fig: Figures,
+    /// The first stack-table entry summed into it (see [`entry_key`]).
+    entry: u64,
+    /// The row's location indices are `locs[start..start + len]`, innermost first.
+    start: u32,
+    len: u32,
+    /// Index of its span path in `span_paths` (0: none).
+    pub(crate) spans: u32,
+}
+
+impl Row {
+    fn range(&self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+}
+
+/// Every sampled stack at one moment: rows of figures, each stack as indices into one table of
+/// locations (see the module docs).
+#[derive(Debug)]
+pub(crate) struct StackTable {
+    rows: ArenaVec<Row>,
+    locs: ArenaVec<u32>,
+    locations: Vec<Location>,
+    /// Distinct span paths, outermost span first; entry 0 is the empty path.
+    span_paths: Vec<Vec<SpanInfo>>,
+    /// `(row, entry)` for each further stack-table entry summed into a row (a stack sampled
+    /// on threads of several stripes).
+    extra_entries: ArenaVec<(u32, u64)>,
+    /// The histograms of every row, for a table made from [`StackStats`] (which bring their
+    /// own); None for one taken from the engine, which is asked (see
+    /// [`StackTable::histograms`]).
+    stored_histograms: Option<Vec<Histograms>>,
+}
+
+/// The histograms of one stack: what [`StackTable::histograms`] reads for the stacks a
+/// report lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Histograms {
+    /// Lifetimes of the freed allocations (weighted counts).
+    pub(crate) lifetimes: MillisHistogram,
+    /// Age of the retained bytes (weighted by bytes).
+    pub(crate) retained_age: MillisHistogram,
+}
+
+/// A key naming a stack-table entry by its stripe and its index there.
+fn entry_key(stripe: usize, index: u32) -> u64 {
+    (stripe as u64) << 32 | u64::from(index)
+}
+
+/// The pseudo-frame ending the stack of samples whose stack was not kept.
+fn overflow_frame() -> Frame {
+    Frame {
+        ip: 0,
+        function: "[stack table full: YING_MAX_STACKS]".into(),
+        file: None,
+        line: None,
+        inlined: false,
+        module: None,
+    }
+}
+
+/// A row index that names no row.
+pub(crate) const NO_ROW: u32 = u32::MAX;
+
+pub(crate) type Build = BuildHasherDefault<AddrHasher>;
+
+/// A map in the profiler's own heap.
+type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
+
+/// Builds the rows of a compact snapshot from the stack table's entries, summing the entries of
+/// one (stack, span path) from different stripes. It runs with a stripe's lock held, so all its
+/// memory is in the profiler's own heap (`tables::arena`): growing it never calls the host's
+/// allocator, whose lock a thread sampling in a signal handler (and waiting for the stripe's
+/// lock) may hold.
+struct Builder {
+    rows: ArenaVec<Row>,
+    locs: ArenaVec<u32>,
+    /// Distinct addresses; index 0 stands for the overflow pseudo-location.
+    ips: ArenaVec<usize>,
+    ip_index: ArenaMap<usize, u32>,
+    /// Hash of (overflow, ips, spans) -> the last row with that hash; rows with equal hashes
+    /// are chained through `next_same_hash`.
+    by_hash: ArenaMap<u64, u32>,
+    next_same_hash: ArenaVec<u32>,
+    extra_entries: ArenaVec<(u32, u64)>,
+    span_index: ArenaMap<SpanPath, u32>,
+    raw_spans: ArenaVec<SpanPath>,
+    /// The peak epoch whose figures the rows take (0: no peak kept).
+    peak_epoch: u32,
+}
+
+impl Builder {
+    fn new() -> Self {
+        let mut b = Self {
+            rows: ArenaVec::new_in(Arena),
+            locs: ArenaVec::new_in(Arena),
+            ips: ArenaVec::new_in(Arena),
+            ip_index: ArenaMap::with_hasher_in(Build::default(), Arena),
+            by_hash: ArenaMap::with_hasher_in(Build::default(), Arena),
+            next_same_hash: ArenaVec::new_in(Arena),
+            extra_entries: ArenaVec::new_in(Arena),
+            span_index: ArenaMap::with_hasher_in(Build::default(), Arena),
+            raw_spans: ArenaVec::new_in(Arena),
+            peak_epoch: 0,
+        };
+        b.ips.push(0);
+        b.raw_spans.push(SpanPath::default());
+        b.span_index.insert(SpanPath::default(), 0);
+        b
+    }
+
+    fn span_id(&mut self, spans: &SpanPath) -> u32 {
+        if let Some(&i) = self.span_index.get(spans) {
+            return i;
+        }
+        let i = self.raw_spans.len() as u32;
+        self.raw_spans.push(*spans);
+        self.span_index.insert(*spans, i);
+        i
+    }
+
+    fn ip_id(&mut self, ip: usize) -> u32 {
+        if let Some(&i) = self.ip_index.get(&ip) {
+            return i;
+        }
+        let i = self.ips.len() as u32;
+        self.ips.push(ip);
+        self.ip_index.insert(ip, i);
+        i
+    }
+
+    /// Whether row `r` is the stack `ips` (the overflow entry's when `overflow`) under `spans`.
+    fn is(&self, r: u32, overflow: bool, ips: &[usize], spans: u32) -> bool {
+        let row = &self.rows[r as usize];
+        let locs = &self.locs[row.range()];
+        row.spans == spans
+            && if overflow {
+                locs == [0]
+            } else {
+                locs.len() == ips.len()
+                    && locs.iter().zip(ips).all(|(&l, &ip)| l != 0 && self.ips[l as usize] == ip)
+            }
+    }
+
+    fn add(&mut self, stripe: usize, index: u32, e: &StackEntry<Frames>, ips: &[usize]) {
+        if e.samples == 0 {
+            return;
+        }
+        let overflow = index == 0;
+        let spans = self.span_id(&e.spans);
+        let mut h = AddrHasher::default();
+        overflow.hash(&mut h);
+        ips.hash(&mut h);
+        spans.hash(&mut h);
+        let hash = h.finish();
+        let head = self.by_hash.get(&hash).copied().unwrap_or(NO_ROW);
+        let mut r = head;
+        while r != NO_ROW && !self.is(r, overflow, ips, spans) {
+            r = self.next_same_hash[r as usize];
+        }
+        let (peak_bytes, peak_count) = e.peak.at(self.peak_epoch, e.live_bytes, e.live_count);
+        let est = [
+            e.alloc_bytes,
+            e.alloc_count,
+            e.freed_bytes,
+            e.freed_count,
+            e.live_bytes,
+            e.live_count,
+            peak_bytes,
+            peak_count,
+        ];
+        if r == NO_ROW {
+            r = self.rows.len() as u32;
+            let start = self.locs.len() as u32;
+            if overflow {
+                self.locs.push(0);
+            } else {
+                for &ip in ips.iter() {
+                    let l = self.ip_id(ip);
+                    self.locs.push(l);
+                }
+            }
+            self.rows.push(Row {
+                fig: Figures { est, samples: e.samples, live_samples: e.live_samples },
+                entry: entry_key(stripe, index),
+                start,
+                len: self.locs.len() as u32 - start,
+                spans,
+            });
+            self.next_same_hash.push(head);
+            self.by_hash.insert(hash, r);
+        } else {
+            let fig = &mut self.rows[r as usize].fig;
+            for (a, b) in fig.est.iter_mut().zip(est) {
+                *a += b;
+            }
+            fig.samples += e.samples;
+            fig.live_samples += e.live_samples;
+            self.extra_entries.push((r, entry_key(stripe, index)));
+        }
+    }
+}
+
+/// Takes the stack table of the engine now, with the kept peak its rows' figures at the peak
+/// add up to (see the module docs). The caller holds the re-entrancy guard.
+pub(crate) fn take() -> (StackTable, Option<Peak>) {
+    let mut peak = crate::engine::peak::read();
+    let mut b = Builder::new();
+    b.peak_epoch = if peak.kept.is_some() { peak.epoch } else { 0 };
+    // Counted first, so the big arrays are allocated once at their size: grown by doubling,
+    // each would take up to twice that, and its old copy while it moves.
+    let (mut entries, mut frames) = (0usize, 0usize);
+    tables::for_each_stack(|_, _, e, ips| {
+        if e.samples > 0 {
+            entries += 1;
+            frames += ips.len().max(1);
+        }
+    });
+    b.rows.reserve_exact(entries);
+    b.next_same_hash.reserve_exact(entries);
+    b.by_hash.reserve(entries);
+    b.locs.reserve_exact(frames);
+    tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
+    let Builder { mut rows, locs, ips, raw_spans, extra_entries, .. } = b;
+    // A capture while the table was walked: the peak figures of the rows walked before it are
+    // those of the peak before (see `peak`); read them again, all of the latest peak.
+    for _ in 0..3 {
+        if crate::engine::peak::epoch() == peak.epoch {
+            break;
+        }
+        peak = crate::engine::peak::read();
+        let epoch = if peak.kept.is_some() { peak.epoch } else { 0 };
+        reread_peak(&mut rows, &extra_entries, epoch);
+    }
+    let symbols = crate::symbols::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
+    let empty: Arc<[Frame]> = Arc::from(Vec::new());
+    let locations: Vec<Location> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, &ip)| Location {
+            ip,
+            frames: if i == 0 {
+                Arc::from(vec![overflow_frame()])
+            } else {
+                symbols.get(&ip).cloned().unwrap_or_else(|| empty.clone())
+            },
+        })
+        .collect();
+    drop(symbols);
+    drop(ips);
+    let span_paths = raw_spans.iter().map(crate::spans::resolve).collect();
+    rows.shrink_to_fit();
+    let mut locs = locs;
+    locs.shrink_to_fit();
+    let peak = Peak::from_read(&peak, rows.iter().map(|r| round(r.fig.est[PEAK_BYTES])).sum());
+    let table =
+        StackTable { rows, locs, locations, span_paths, extra_entries, stored_histograms: None };
+    (table, peak)
+}
+
+/// Sets every row's figures at the peak to those of `epoch`, read from the table again.
+fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, epoch: u32) {
+    let mut row_of: ArenaMap<u64, u32> = ArenaMap::with_hasher_in(Build::default(), Arena);
+    row_of.reserve(rows.len() + extra_entries.len());
+    for (r, row) in rows.iter_mut().enumerate() {
+        row.fig.est[PEAK_BYTES] = 0.0;
+        row.fig.est[PEAK_COUNT] = 0.0;
+        row_of.insert(row.entry, r as u32);
+    }
+    for &(r, entry) in extra_entries.iter() {
+        row_of.insert(entry, r);
+    }
+    tables::for_each_stack(|stripe, index, e, _| {
+        if let Some(row) =
+            row_of.get(&entry_key(stripe, index)).and_then(|&r| rows.get_mut(r as usize))
+        {
+            let (bytes, count) = e.peak.at(epoch, e.live_bytes, e.live_count);
+            row.fig.est[PEAK_BYTES] += bytes;
+            row.fig.est[PEAK_COUNT] += count;
+        }
+    });
+}
+
+impl StackTable {
+    /// The table of `stacks` (a [`crate::Snapshot`]'s, which someone built or took). A stack's
+    /// frames become one location per address they pass through: a run of inlined frames and
+    /// the frame they are inlined into.
+    pub(crate) fn from_stacks(stacks: &[StackStats]) -> Self {
+        let mut rows = ArenaVec::with_capacity_in(stacks.len(), Arena);
+        let mut locs = ArenaVec::new_in(Arena);
+        let mut locations: Vec<Location> = Vec::new();
+        let mut by_ip: HashMap<usize, Vec<u32>, Build> = HashMap::default();
+        let mut span_paths: Vec<Vec<SpanInfo>> = vec![Vec::new()];
+        for s in stacks {
+            let start = locs.len() as u32;
+            // An address's frames end with its one frame that is not inlined; the next frame
+            // starts another location even at the same address (recursion).
+            for group in s.frames.chunk_by(|a, b| a.ip == b.ip && a.inlined) {
+                let ip = group[0].ip;
+                let known = by_ip.entry(ip).or_default();
+                let l = match known.iter().find(|&&l| *locations[l as usize].frames == *group) {
+                    Some(&l) => l,
+                    None => {
+                        let l = locations.len() as u32;
+                        locations.push(Location { ip, frames: Arc::from(group) });
+                        known.push(l);
+                        l
+                    }
+                };
+                locs.push(l);
+            }
+            let spans = match span_paths.iter().position(|p| *p == s.spans) {
+                Some(i) => i as u32,
+                None => {
+                    span_paths.push(s.spans.clone());
+                    span_paths.len() as u32 - 1
+                }
+            };
+            let f = |v: u64| v as f64;
+            rows.push(Row {
+                fig: Figures {
+                    est: [
+                        f(s.allocated_bytes),
+                        f(s.num_allocations),
+                        f(s.freed_bytes),
+                        f(s.num_frees),
+                        f(s.retained_bytes),
+                        f(s.retained_count),
+                        f(s.peak_retained_bytes),
+                        f(s.peak_retained_count),
+                    ],
+                    samples: s.samples,
+                    live_samples: s.live_samples,
+                },
+                entry: 0,
+                start,
+                len: locs.len() as u32 - start,
+                spans,
+            });
+        }
+        Self {
+            rows,
+            locs,
+            locations,
+            span_paths,
+            extra_entries: ArenaVec::new_in(Arena),
+            stored_histograms: Some(
+                stacks
+                    .iter()
+                    .map(|s| Histograms { lifetimes: s.lifetimes, retained_age: s.retained_age })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The histograms of `slots` groups of rows: each `(row, slot)` of `rows` adds row `row`'s
+    /// histograms to group `slot` (an entry of a report is one or more rows printed alike). For
+    /// a table taken from the engine they are read from the engine now, in one pass over the
+    /// stack table and one over the live blocks: a report needs them for the few entries it
+    /// lists, and keeping two 88-byte histograms for every stack would double what a report
+    /// costs. So they describe the moment they are read, a little after the figures (the time
+    /// it took to symbolize and rank).
+    pub(crate) fn histograms(&self, rows: &[(u32, usize)], slots: usize) -> Vec<Histograms> {
+        let mut out = vec![Histograms::default(); slots];
+        if let Some(stored) = &self.stored_histograms {
+            for &(r, slot) in rows {
+                let h = &stored[r as usize];
+                out[slot].lifetimes.merge(&h.lifetimes);
+                out[slot].retained_age.merge(&h.retained_age);
+            }
+            return out;
+        }
+        let mut slot_of: HashMap<u32, usize, Build> = HashMap::default();
+        let mut want: HashMap<u64, usize, Build> = HashMap::default();
+        for &(r, slot) in rows {
+            slot_of.insert(r, slot);
+            want.insert(self.row(r).entry, slot);
+        }
+        for &(r, entry) in &self.extra_entries {
+            if let Some(&slot) = slot_of.get(&r) {
+                want.insert(entry, slot);
+            }
+        }
+        drop(slot_of);
+        tables::for_each_stack(|stripe, index, e, _| {
+            if let Some(&slot) = want.get(&entry_key(stripe, index)) {
+                out[slot].lifetimes.merge(&e.lifetimes);
+            }
+        });
+        let now = crate::sys::clock::now_ns();
+        tables::for_each_live(|r| {
+            let (stripe, index) = tables::stripe_and_index(r.stack);
+            if let Some(&slot) = want.get(&entry_key(stripe, index)) {
+                let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
+                out[slot].retained_age.add_weighted(age_ms, r.weight.bytes);
+            }
+        });
+        out
+    }
+
+    /// The lines row `r` prints in `view`.
+    pub(crate) fn shown(&self, r: u32, view: FrameView) -> Vec<ShownFrame<'_>> {
+        crate::callstack::shown_frames(self.frames_of(r), view)
+    }
+
+    /// Number of stacks.
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Row `r`.
+    pub(crate) fn row(&self, r: u32) -> &Row {
+        &self.rows[r as usize]
+    }
+
+    /// The locations of row `r`, innermost first.
+    pub(crate) fn locations_of(&self, r: u32) -> impl Iterator<Item = &Location> {
+        let row = &self.rows[r as usize];
+        self.locs[row.range()].iter().map(|&l| &self.locations[l as usize])
+    }
+
+    /// The frames of row `r`, innermost first, inlined frames expanded.
+    pub(crate) fn frames_of(&self, r: u32) -> impl Iterator<Item = &Frame> {
+        self.locations_of(r).flat_map(|l| l.frames.iter())
+    }
+
+    /// The span path of row `r`, outermost first.
+    pub(crate) fn spans_of(&self, r: u32) -> &[SpanInfo] {
+        &self.span_paths[self.rows[r as usize].spans as usize]
+    }
+
+    /// The raw addresses of row `r` (the overflow pseudo-location has none).
+    fn ips_of(&self, r: u32) -> impl Iterator<Item = u64> {
+        self.locations_of(r).map(|l| l.ip as u64).filter(|&ip| ip != 0)
+    }
+
+    /// Location `i` of the location table, and how many there are.
+    pub(crate) fn locations(&self) -> &[Location] {
+        &self.locations
+    }
+
+    /// The location indices of row `r`.
+    pub(crate) fn location_ids_of(&self, r: u32) -> &[u32] {
+        &self.locs[self.rows[r as usize].range()]
+    }
+
+    /// Rows `a` and `b` compared as a ranking breaks the ties of their figures: by frame
+    /// names, innermost first, then addresses, then span names.
+    pub(crate) fn cmp_ties(&self, a: u32, b: u32) -> std::cmp::Ordering {
+        self.cmp_function_names(a, b).then_with(|| self.ips_of(a).cmp(self.ips_of(b))).then_with(
+            || {
+                let sa = self.spans_of(a).iter().map(|s| s.name);
+                sa.cmp(self.spans_of(b).iter().map(|s| s.name))
+            },
+        )
+    }
+
+    /// Rows `a` and `b` compared by the names of their frames, innermost first (as
+    /// `Snapshot::top_k` compares stacks). The locations both start with are skipped unread:
+    /// ranking 100,000 stacks that tie on their bytes compares millions of names otherwise.
+    fn cmp_function_names(&self, a: u32, b: u32) -> std::cmp::Ordering {
+        let (la, lb) = (self.location_ids_of(a), self.location_ids_of(b));
+        let same = la.iter().zip(lb).take_while(|(x, y)| x == y).count();
+        let mut na = self.names(&la[same..]);
+        let mut nb = self.names(&lb[same..]);
+        loop {
+            match (na.next(), nb.next()) {
+                (None, None) => return std::cmp::Ordering::Equal,
+                (None, Some(_)) => return std::cmp::Ordering::Less,
+                (Some(_), None) => return std::cmp::Ordering::Greater,
+                (Some(x), Some(y)) if Arc::ptr_eq(x, y) => {}
+                (Some(x), Some(y)) => match x.cmp(y) {
+                    std::cmp::Ordering::Equal => {}
+                    other => return other,
+                },
+            }
+        }
+    }
+
+    /// The function names of the frames at locations `locs`, in order.
+    fn names<'a>(&'a self, locs: &'a [u32]) -> impl Iterator<Item = &'a Arc<str>> {
+        locs.iter().flat_map(|&l| self.locations[l as usize].frames.iter()).map(|f| &f.function)
+    }
+
+    /// Row `r`'s stack with figures `fig` and histograms `h` as a [`StackStats`] (its frames
+    /// copied out of the shared locations).
+    pub(crate) fn stack_stats(&self, r: u32, fig: &Figures, h: &Histograms) -> StackStats {
+        let ips: Vec<usize> = self.ips_of(r).map(|ip| ip as usize).collect();
+        StackStats {
+            frames: self.frames_of(r).cloned().collect(),
+            lifetimes: h.lifetimes,
+            retained_age: h.retained_age,
+            stack: StdCallstack::from_ips(&ips),
+            spans: self.spans_of(r).to_vec(),
+            ..fig.stats()
+        }
+    }
+}
