@@ -1,7 +1,7 @@
 //! The manifest of a report set, `<set>.json`: what the set says, for programs. The `ying`
 //! command, the scripts and the tests read it instead of parsing the human text report.
 //!
-//! It is written last, after every other file of the set, from the same [`Report`]: the
+//! It is written last, after every other file of the set, from the same report model: the
 //! header's figures, the reason and the occasion, the files the set holds (names relative to
 //! its directory), and the listed entries of the text report (ranked by the report's measure)
 //! and of its PEAK section, each with its figures and its frames as the text prints them.
