@@ -89,9 +89,11 @@ pub(crate) fn render_report(r: &Report, m: Measurement, limit: usize) -> String 
         same
     });
     let mut lines: Vec<String> = lines.into_iter().map(|(s, v)| format!("{s} {v}")).collect();
-    if !rest.is_empty() {
-        let total: u64 = rest.iter().map(|&e| r.figures(e).measure(m)).sum();
-        lines.push(format!("[{} smaller stacks] {total}", rest.len()));
+    let rest_len = r.ranked_len(m) - top.len();
+    if rest_len > 0 {
+        let total: u64 =
+            rest.iter().map(|&e| r.figures(e).measure(m)).sum::<u64>() + r.unranked_total(m);
+        lines.push(format!("[{rest_len} smaller stacks] {total}"));
     }
     lines.sort();
     let mut out = lines.join("\n");

@@ -109,7 +109,7 @@ pub(crate) fn section(r: &Report, top_k: usize, view: FrameView) -> String {
         o,
         "ranked by:            bytes retained at the kept peak (top {} of {})\n",
         top.len(),
-        ranked.len()
+        r.ranked_len(M)
     );
     for (i, &e) in top.iter().enumerate() {
         let at_peak = r.figures(e).measure(M);

@@ -251,7 +251,9 @@ pub fn gen_flamegraph<A: GlobalAlloc + Send + Sync + 'static>(
     // as profiler code, like a report set's.
     let write = || {
         let opts = ReportOptions { measurement, ..ReportOptions::default() };
-        let r = Report::take(interval, ProfileSource::unit(profiler), Occasion::default(), &opts);
+        let unit = ProfileSource::unit(profiler);
+        let mut r = Report::take(interval, unit, Occasion::default(), &opts);
+        r.rank_all();
         let folded = report::folded::render_report(&r, measurement, usize::MAX);
         report::flamegraph::render_svg(&folded, measurement, "").and_then(|svg| {
             report::files::write_atomic(dir, name, &svg).map(drop).map_err(|e| e.to_string())

@@ -57,6 +57,18 @@ fn measure_index(m: Measurement) -> usize {
     }
 }
 
+/// The entries with a non-zero figure of one measure, the first [`Report`]`::depth` of them in
+/// order.
+#[derive(Debug, Default)]
+struct Ranking {
+    /// The leading entries, in order.
+    top: Vec<u32>,
+    /// Entries with a non-zero figure, `top` included.
+    len: usize,
+    /// The figures of the entries after `top`, summed.
+    rest_total: u64,
+}
+
 /// One report: see the module docs.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -69,7 +81,10 @@ pub(crate) struct Report {
     printed: Printed,
     /// The entries with a non-zero figure, ranked by each of [`MEASURES`], each ranked when
     /// first asked for (a pprof profile needs none).
-    ranked: [OnceLock<Vec<u32>>; 3],
+    ranked: [OnceLock<Ranking>; 3],
+    /// How many entries a ranking orders: every output lists fewer (the rest are counted and
+    /// summed), so ranking 100,000 entries costs a selection and a sort of this many.
+    depth: usize,
     /// The histograms of the entries listed (see [`LISTED`]).
     histograms: HashMap<u32, Histograms, Build>,
 }
@@ -144,11 +159,12 @@ impl Report {
         facts.peak = peak;
         facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
         let identity = |t: &StackTable, _| Printed::identity(t.len());
-        Self::build(facts, table, &ReportOptions::default(), identity, listed.max(1))
+        let opts = ReportOptions { top_k: listed, ..ReportOptions::default() };
+        Self::build(facts, table, &opts, identity, listed.max(1))
     }
 
     /// The report of `table` grouped by `group`, with the histograms of the top `listed`
-    /// entries by each measure read (none when 0).
+    /// entries by each measure read (none when 0, every entry's when `usize::MAX`).
     fn build(
         facts: Facts,
         table: StackTable,
@@ -163,15 +179,24 @@ impl Report {
             opts: opts.clone(),
             printed,
             ranked: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
+            depth: opts.top_k.max(LISTED).max(crate::report::folded::MAX_FOLDED_STACKS),
             histograms: HashMap::default(),
         };
         if listed == 0 {
             return report;
         }
-        let mut listed: Vec<u32> =
-            MEASURES.iter().flat_map(|&m| report.ranked(m).iter().take(listed).copied()).collect();
-        listed.sort_unstable();
-        listed.dedup();
+        let listed: Vec<u32> = if listed == usize::MAX {
+            (0..report.entries() as u32).collect()
+        } else {
+            let mut v: Vec<u32> = MEASURES
+                .iter()
+                .flat_map(|&m| report.ranked(m).iter().take(listed))
+                .copied()
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
         let rows = report.printed.rows_of(&listed);
         let histograms = report.table.histograms(&rows, listed.len());
         drop(rows);
@@ -180,20 +205,30 @@ impl Report {
     }
 
     /// The entries with a non-zero `m`, ranked by `m` descending, then the other measure, then
-    /// frame names, addresses and span names.
-    fn rank(&self, m: Measurement) -> Vec<u32> {
+    /// frame names, addresses and span names: the first `depth` selected, then sorted.
+    fn rank(&self, m: Measurement) -> Ranking {
         let other = table::other(m);
         let mut v: Vec<u32> =
             (0..self.entries() as u32).filter(|&e| self.figures(e).measure(m) > 0).collect();
-        v.sort_unstable_by(|&a, &b| {
-            let (fa, fb) = (self.figures(a), self.figures(b));
+        let cmp = |a: &u32, b: &u32| {
+            let (fa, fb) = (self.figures(*a), self.figures(*b));
             fb.measure(m)
                 .cmp(&fa.measure(m))
                 .then(fb.measure(other).cmp(&fa.measure(other)))
-                .then_with(|| self.table.cmp_ties(self.printed.lead(a), self.printed.lead(b)))
-        });
+                .then_with(|| self.table.cmp_ties(self.printed.lead(*a), self.printed.lead(*b)))
+        };
+        let len = v.len();
+        let mut rest_total = 0;
+        if len > self.depth {
+            if self.depth > 0 {
+                v.select_nth_unstable_by(self.depth - 1, cmp);
+            }
+            rest_total = v[self.depth..].iter().map(|&e| self.figures(e).measure(m)).sum();
+            v.truncate(self.depth);
+        }
+        v.sort_unstable_by(cmp);
         v.shrink_to_fit();
-        v
+        Ranking { top: v, len, rest_total }
     }
 
     /// Number of entries (stacks printed alike are one).
@@ -206,9 +241,31 @@ impl Report {
         self.table.len()
     }
 
-    /// The entries with a non-zero `m`, ranked (see [`Report::rank`]).
+    /// The leading entries with a non-zero `m`, ranked (see [`Report::rank`]): at least the
+    /// report's top K, 2,000 (the folded stacks' and flamegraphs') and 40, or all of them.
     pub(crate) fn ranked(&self, m: Measurement) -> &[u32] {
+        &self.ranking(m).top
+    }
+
+    /// How many entries have a non-zero `m` (those [`Report::ranked`] leaves out included).
+    pub(crate) fn ranked_len(&self, m: Measurement) -> usize {
+        self.ranking(m).len
+    }
+
+    /// The sum of `m` over the entries [`Report::ranked`] leaves out.
+    pub(crate) fn unranked_total(&self, m: Measurement) -> u64 {
+        self.ranking(m).rest_total
+    }
+
+    fn ranking(&self, m: Measurement) -> &Ranking {
         self.ranked[measure_index(m)].get_or_init(|| self.rank(m))
+    }
+
+    /// Ranks every entry, not only the first [`Report::ranked`] needs to (a flamegraph of
+    /// every stack, as 0.3.0 drew it); the rankings made so far are made again.
+    pub(crate) fn rank_all(&mut self) {
+        self.depth = usize::MAX;
+        self.ranked = Default::default();
     }
 
     /// The figures of entry `e`.
@@ -438,5 +495,49 @@ mod tests {
         r.facts.occasion.exiting = false;
         let text = crate::report::text::render_report(&r);
         assert!(text.contains("nothing sampled is retained now"), "{text}");
+    }
+
+    /// A ranking orders its first `depth` entries only (selected, then sorted); the rest are
+    /// counted and summed, so the folded stacks still add up to the whole and list the same
+    /// leading entries as a full sort would.
+    #[test]
+    fn partial_rankings_agree_with_a_full_sort() {
+        let n = 2_600u64;
+        let stacks: Vec<StackStats> = (0..n)
+            .map(|i| {
+                let mut s = stack(0x1000 + i as usize, 7, 1);
+                s.frames[2].function = format!("app::handler_{i}").into();
+                // Sizes repeat, so ties are broken by the other measure and by names.
+                s.retained_bytes = 1 + (i * 7919) % 1000;
+                s.allocated_bytes = 1 + (i * 104_729) % 5000;
+                s
+            })
+            .collect();
+        let opts = ReportOptions::default();
+        let partial = Report::from_stacks(&stacks, &opts);
+        let mut full = Report::from_stacks(&stacks, &opts);
+        full.rank_all();
+        for m in MEASURES {
+            assert_eq!(partial.ranked_len(m), n as usize);
+            let depth = partial.ranked(m).len();
+            assert!(depth >= crate::report::folded::MAX_FOLDED_STACKS && depth < n as usize);
+            assert_eq!(partial.ranked(m), &full.ranked(m)[..depth], "{m:?}");
+            assert_eq!(full.unranked_total(m), 0);
+            let rest: u64 =
+                full.ranked(m)[depth..].iter().map(|&e| full.figures(e).measure(m)).sum();
+            assert_eq!(partial.unranked_total(m), rest, "{m:?}");
+            let limit = crate::report::folded::MAX_FOLDED_STACKS;
+            assert_eq!(
+                crate::report::folded::render_report(&partial, m, limit),
+                crate::report::folded::render_report(&full, m, limit),
+                "{m:?}"
+            );
+        }
+        let folded =
+            crate::report::folded::render_report(&partial, Measurement::RetainedBytes, 2000);
+        let total: u64 =
+            folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+        assert_eq!(total, stacks.iter().map(|s| s.retained_bytes).sum::<u64>());
+        assert!(folded.contains("[600 smaller stacks] "), "{}", &folded[folded.len() - 200..]);
     }
 }

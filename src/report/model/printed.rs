@@ -4,9 +4,9 @@
 //! within one line, or inside a folded run of framework frames print the same lines; a report
 //! lists them as one entry whose figures are the sums of theirs. The grouping does not touch
 //! the stack table: pprof profiles, whose locations are addresses, are written from the rows,
-//! the other outputs from the entries. What it keeps is 4 bytes an entry (its leading row), 4
-//! bytes a row when any two rows merged (the entry of each), and the summed figures of the
-//! entries of several rows; about 30 bytes a row more while it runs.
+//! the other outputs from the entries. When any two rows merged it keeps 4 bytes an entry (its
+//! leading row), 4 bytes a row (the entry of each) and the summed figures of the entries of
+//! several rows, nothing otherwise; about 30 bytes a row more while it runs.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -18,7 +18,10 @@ use crate::engine::tables::AddrHasher;
 /// The stacks of a table grouped into the entries one frame view prints.
 #[derive(Debug)]
 pub(crate) struct Printed {
-    /// The first row of each entry (it leads it: its frames are the entry's), in row order.
+    /// Number of entries.
+    len: usize,
+    /// The first row of each entry (it leads it: its frames are the entry's), in row order;
+    /// empty when every row is an entry of its own.
     lead: Vec<u32>,
     /// The entry of each row; empty when every row is an entry of its own.
     entry_of: Vec<u32>,
@@ -30,7 +33,7 @@ pub(crate) struct Printed {
 impl Printed {
     /// Every one of `n` rows an entry of its own.
     pub(crate) fn identity(n: usize) -> Self {
-        Self { lead: (0..n as u32).collect(), entry_of: Vec::new(), merged: HashMap::default() }
+        Self { len: n, lead: Vec::new(), entry_of: Vec::new(), merged: HashMap::default() }
     }
 
     /// Groups the rows of `table` that print alike in `view`.
@@ -88,17 +91,17 @@ impl Printed {
                 .add_rounded(&table.row(r as u32).fig);
         }
         lead.shrink_to_fit();
-        Self { lead, entry_of, merged }
+        Self { len: lead.len(), lead, entry_of, merged }
     }
 
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
-        self.lead.len()
+        self.len
     }
 
     /// The leading row of entry `e`: its frames and spans are the entry's.
     pub(crate) fn lead(&self, e: u32) -> u32 {
-        self.lead[e as usize]
+        if self.lead.is_empty() { e } else { self.lead[e as usize] }
     }
 
     /// The figures of entry `e`.
@@ -106,14 +109,17 @@ impl Printed {
         self.merged.get(&e).unwrap_or_else(|| &table.row(self.lead(e)).fig)
     }
 
-    /// `(row, slot)` for every row of the entries `entries` (slot `i` for `entries[i]`): the
-    /// rows whose histograms make those entries'.
-    pub(crate) fn rows_of(&self, entries: &[u32]) -> Vec<(u32, usize)> {
+    /// `(row, slot)` for every row of the entries `entries` (slot `i` for `entries[i]`), sorted
+    /// by row: the rows whose histograms make those entries'.
+    pub(crate) fn rows_of(&self, entries: &[u32]) -> Vec<(u32, u32)> {
         if self.entry_of.is_empty() {
-            return entries.iter().enumerate().map(|(i, &e)| (self.lead(e), i)).collect();
+            let mut v: Vec<(u32, u32)> =
+                entries.iter().enumerate().map(|(i, &e)| (self.lead(e), i as u32)).collect();
+            v.sort_unstable();
+            return v;
         }
-        let slot: HashMap<u32, usize, Build> =
-            entries.iter().enumerate().map(|(i, &e)| (e, i)).collect();
+        let slot: HashMap<u32, u32, Build> =
+            entries.iter().enumerate().map(|(i, &e)| (e, i as u32)).collect();
         self.entry_of
             .iter()
             .enumerate()
