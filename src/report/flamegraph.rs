@@ -63,7 +63,28 @@ pub(crate) fn svg(
     let m = r.opts.measurement;
     let ctx = &r.facts.process;
     let title = format!(" of {} (pid {})", ctx.exe_name(), ctx.pid);
-    let note = super::peak::empty_flamegraph_note(r, m, stem);
+    let note = empty_flamegraph_note(r, m, stem);
     render_svg_noting(fold, m, &title, &note)
         .map_err(|e| std::io::Error::other(format!("flamegraph: {e}")))
+}
+
+/// What the current flamegraph of a report set says when it has nothing to draw: "no
+/// samples" only when nothing was sampled; otherwise that nothing is retained now and where
+/// the peak flamegraph is (`stem`, the set's; None for a flamegraph outside a set).
+pub(crate) fn empty_flamegraph_note(
+    r: &crate::report::model::Report,
+    m: Measurement,
+    stem: Option<&str>,
+) -> String {
+    if r.entries() == 0 {
+        return NO_SAMPLES.to_string();
+    }
+    match stem {
+        Some(stem) => format!(
+            "nothing {} {}; see the peak flamegraph {stem}.peak.svg",
+            m.label(),
+            r.facts.occasion.when()
+        ),
+        None => format!("nothing {} {}", m.label(), r.facts.occasion.when()),
+    }
 }

@@ -41,7 +41,7 @@ fn line_of<'a>(
 
 /// Stacks kept in folded files and flamegraphs; the rest are summed into one line. A
 /// flamegraph cannot show thousands of slivers anyway, and 10,000 stacks made a 5 MB report set.
-pub const MAX_FOLDED_STACKS: usize = 2000;
+pub const MAX_FOLDED_STACKS: usize = crate::report::model::FOLDED_STACKS;
 
 /// All stacks folded, sorted for determinism; stacks printed alike are one line (framework
 /// runs folded unless `expand`).

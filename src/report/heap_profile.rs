@@ -231,3 +231,78 @@ pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
         comments: vec![comment.to_string()],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report set's profile is streamed from a report and keeps every stack (the
+    /// folded stacks and flamegraph are cut at 2,000; pprof is not), one location per address
+    /// with its inlined frames as lines, recursion through one address included.
+    #[test]
+    fn streamed_heap_profile_keeps_every_stack() {
+        use crate::callstack::{Frame, StackStats, StdCallstack};
+        use crate::engine::histogram::MillisHistogram;
+        use crate::report::model::Report;
+        let frame = |ip: usize, name: &str, inlined: bool| Frame {
+            ip,
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined,
+            module: None,
+        };
+        let n = 3000;
+        let stacks: Vec<StackStats> = (0..n)
+            .map(|i| {
+                let frames = vec![
+                    frame(0x10_0000 + i, &format!("leaf_{i}"), false),
+                    frame(0x2000, "inlined_helper", true),
+                    frame(0x2000, "caller", false),
+                    frame(0x2000, "inlined_helper", true),
+                    frame(0x2000, "caller", false),
+                ];
+                StackStats {
+                    allocated_bytes: 100 + i as u64,
+                    num_allocations: 2,
+                    freed_bytes: 0,
+                    num_frees: 0,
+                    retained_bytes: i as u64,
+                    retained_count: 1,
+                    peak_retained_bytes: 0,
+                    peak_retained_count: 0,
+                    samples: 1,
+                    live_samples: 1,
+                    stack: StdCallstack::from_ips(&[0x10_0000 + i, 0x2000, 0x2000]),
+                    frames,
+                    lifetimes: MillisHistogram::new(),
+                    retained_age: MillisHistogram::new(),
+                    spans: Vec::new(),
+                }
+            })
+            .collect();
+        let r = Report::from_stacks(&stacks, &Default::default());
+        let mut raw = Vec::new();
+        let now = Values::Now;
+        write_values(&r, "streamed", &mut raw, now).unwrap();
+        let d = crate::report::proto::read_profile(&raw).expect("a valid profile");
+        assert_eq!(d.sample.len(), n);
+        let comments: Vec<&str> = d.comment.iter().map(|&c| d.string(c)).collect();
+        assert_eq!(comments, ["streamed"]);
+        let total: i64 = d.sample.iter().map(|s| s.value[1]).sum();
+        assert_eq!(total, (0..n as i64).map(|i| 100 + i).sum::<i64>());
+        // n leaves and one location for the shared caller address.
+        assert_eq!(d.location.len(), n + 1);
+        let names = |id: u64| -> Vec<&str> {
+            let loc = d.location.iter().find(|l| l.id == id).expect("location");
+            let name = |f: u64| d.function.iter().find(|x| x.id == f).map(|x| d.string(x.name));
+            loc.line.iter().filter_map(|l| name(l.function_id)).collect()
+        };
+        let s = &d.sample[7];
+        assert_eq!(s.value, [2, 107, 1, 7]);
+        assert_eq!(names(s.location_id[0]), ["leaf_7"]);
+        assert_eq!(s.location_id.len(), 3, "{:?}", s.location_id);
+        assert_eq!(s.location_id[1], s.location_id[2], "one address, one location");
+        assert_eq!(names(s.location_id[1]), ["inlined_helper", "caller"]);
+    }
+}

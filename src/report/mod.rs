@@ -40,6 +40,9 @@ pub(crate) mod snapshot;
 pub mod text;
 pub mod timeline;
 
+#[cfg(test)]
+mod render_tests;
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -205,7 +208,7 @@ pub fn write_report_set_in(
     opts: &ReportOptions,
     dir: &files::ReportDir,
 ) -> io::Result<ReportPaths> {
-    write_set(&mut Report::from_snapshot(snap, ctx.clone(), opts), dir, false)
+    write_set(&mut crate::report::snapshot::report_of(snap, ctx.clone(), opts), dir, false)
 }
 
 /// Writes a full report set of `r` into `dir`, one output at a time: the pprof profiles
@@ -304,6 +307,15 @@ pub fn set_foreign_malloc(owner: String) {
 /// The object that owns the program's `malloc`, when it is not the profiler's.
 pub(crate) fn foreign_malloc() -> Option<&'static str> {
     FOREIGN_MALLOC.get().map(String::as_str)
+}
+
+/// When a peak was kept: `2.3s after start (2026-12-03T16:47:59Z)`.
+pub(crate) fn peak_when(p: &snapshot::Peak) -> String {
+    let since = match p.since_start {
+        Some(d) => format!("{} after start", human_millis(d.as_secs_f64() * 1000.0)),
+        None => "time since start unknown".to_string(),
+    };
+    format!("{since} ({})", utc_timestamp(p.at, true))
 }
 
 /// `12.3 MiB`-style sizes.

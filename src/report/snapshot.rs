@@ -14,10 +14,11 @@ use std::time::SystemTime;
 use crate::callstack::{Measurement, StackStats};
 use crate::engine::host::Host;
 use crate::engine::totals::Totals;
-use crate::report::model::Report;
 use crate::report::model::table::other;
+use crate::report::model::{Facts, Report};
 
 pub use crate::engine::peak::Peak;
+pub use crate::report::model::facts::GiantRefusal;
 
 /// Everything one report needs, taken at one moment.
 #[derive(Debug, Clone)]
@@ -64,18 +65,6 @@ pub struct Snapshot {
     /// assert!(top[0].peak_retained_bytes > 0 && top[0].retained_bytes < top[0].peak_retained_bytes);
     /// ```
     pub peak: Option<Peak>,
-}
-
-/// A refused giant allocation (`YING_MAX_ALLOC_BYTES`) and the stack that asked for it,
-/// named at snapshot time (the refusal itself only prints raw frames; see the README).
-#[derive(Debug, Clone)]
-pub struct GiantRefusal {
-    /// The refusal's number in the process, from 1 (it prints as `refusal #N`).
-    pub number: u64,
-    /// Bytes requested.
-    pub size: u64,
-    /// The requesting stack, innermost first, inlined frames expanded.
-    pub frames: Vec<crate::callstack::Frame>,
 }
 
 impl Snapshot {
@@ -133,8 +122,50 @@ pub fn take<H: Host>(sample_interval: u64) -> Snapshot {
     let guard = ts.enter();
     let report = Report::take_raw(sample_interval, H::UNIT, usize::MAX);
     drop(guard);
-    let snap = report.to_snapshot();
+    let snap = of_report(&report);
     let _g = ts.enter();
     drop(report);
     snap
+}
+
+/// The report of `snap`, a snapshot someone took or built, for the process `process`: its
+/// figures are the snapshot's, and what it does not carry is unknown (no reason, no mappings
+/// seen, no modules).
+pub(crate) fn report_of(
+    snap: &Snapshot,
+    process: crate::report::ReportContext,
+    opts: &crate::report::ReportOptions,
+) -> Report {
+    let mut facts = Facts::empty(process);
+    facts.taken_at = snap.taken_at;
+    facts.totals = snap.totals;
+    facts.sample_interval = snap.sample_interval;
+    facts.unit = snap.unit;
+    facts.live_samples = snap.live_samples;
+    facts.dropped_samples = snap.dropped_samples;
+    facts.address_conflicts = snap.address_conflicts;
+    facts.giant_refused = snap.giant_refused;
+    facts.giant_refusals = snap.giant_refusals.clone();
+    facts.symbol_cache_entries = snap.symbol_cache_entries;
+    facts.peak = snap.peak;
+    Report::from_parts(facts, &snap.stacks, opts)
+}
+
+/// The public form of `r`: every entry as a [`StackStats`], unordered.
+fn of_report(r: &Report) -> Snapshot {
+    let f = &r.facts;
+    Snapshot {
+        taken_at: f.taken_at,
+        totals: f.totals,
+        sample_interval: f.sample_interval,
+        unit: f.unit,
+        stacks: (0..r.entries() as u32).map(|e| r.stack_stats(e)).collect(),
+        live_samples: f.live_samples,
+        dropped_samples: f.dropped_samples,
+        address_conflicts: f.address_conflicts,
+        giant_refused: f.giant_refused,
+        giant_refusals: f.giant_refusals.clone(),
+        symbol_cache_entries: f.symbol_cache_entries,
+        peak: f.peak,
+    }
 }

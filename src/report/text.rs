@@ -8,7 +8,7 @@ use super::{ReportContext, ReportOptions, human_bytes, utc_timestamp};
 use crate::callstack::{FrameView, Measurement, StackStats};
 use crate::engine::mapped::MappedState;
 use crate::report::model::Report;
-use crate::report::snapshot::Snapshot;
+use crate::report::snapshot::{Peak, Snapshot};
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -125,7 +125,7 @@ pub fn render(
         fold_framework_frames: true,
         gen_flamegraphs: false,
     };
-    render_report(&Report::from_snapshot(snap, ctx.clone(), &opts))
+    render_report(&crate::report::snapshot::report_of(snap, ctx.clone(), &opts))
 }
 
 /// The text report of `r`: its header, its top `r.opts.top_k` entries ranked by
@@ -170,7 +170,7 @@ pub(crate) fn render_report(r: &Report) -> String {
     o.push_str(&mapped_line(f.mapped));
     let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
     let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
-    o.push_str(&super::peak::header_line(r));
+    o.push_str(&peak_header_line(r));
     let _ = writeln!(
         o,
         "profiler memory:    {} ({} bytes)",
@@ -212,7 +212,7 @@ pub(crate) fn render_report(r: &Report) -> String {
     );
     o.push('\n');
     if top.is_empty() {
-        match super::peak::nothing_now(r, m) {
+        match nothing_now(r, m) {
             Some(note) => {
                 let _ = writeln!(o, "{note}\n");
             }
@@ -226,8 +226,113 @@ pub(crate) fn render_report(r: &Report) -> String {
         o.push_str(&stack_block_in(&s, Some((i + 1, est_alloc, est_ret)), m, true, view));
         o.push('\n');
     }
-    o.push_str(&super::peak::section(r, r.opts.top_k, view));
+    o.push_str(&peak_section(r, r.opts.top_k, view));
     o.push_str(&giant_refusals(&f.giant_refusals));
+    o
+}
+
+/// The measure the PEAK section ranks by.
+const M: Measurement = Measurement::RetainedBytesAtPeak;
+
+/// `98.7 MiB (103497728 bytes)`, or why the exact figure is missing.
+fn exact(p: &Peak) -> String {
+    match p.exact_bytes {
+        Some(b) => format!("{} ({b} bytes) exact", human_bytes(b)),
+        None => "exact not read (the exact totals were being read elsewhere at that instant)"
+            .to_string(),
+    }
+}
+
+/// The text report's one-line summary of the peak, for its header.
+fn peak_header_line(r: &Report) -> String {
+    match &r.facts.peak {
+        Some(p) => format!(
+            "peak (sampled):     {} high-water; stacks kept at {} estimated, {}, {}\n",
+            human_bytes(p.high_water_bytes),
+            human_bytes(p.estimated_bytes),
+            match p.exact_bytes {
+                Some(b) => format!("{} exact", human_bytes(b)),
+                None => "exact not read".to_string(),
+            },
+            super::peak_when(p)
+        ),
+        None => "peak (sampled):     none kept yet (nothing sampled)\n".to_string(),
+    }
+}
+
+/// What the text report says instead of its stacks when none has a non-zero `m` although
+/// stacks were sampled (a program that freed everything before its exit report): where to look
+/// instead. None when there is nothing to point at.
+fn nothing_now(r: &Report, m: Measurement) -> Option<String> {
+    if r.entries() == 0 || m == M {
+        return None;
+    }
+    let when = r.facts.occasion.when();
+    Some(format!(
+        "nothing sampled is {} {when}: the {} sampled stacks freed what they held; the PEAK \
+         section below and the .peak.svg, .peak.folded and .peak.pb.gz files of this set show \
+         what they held at the peak",
+        m.label(),
+        r.stacks_sampled()
+    ))
+}
+
+/// The text report's PEAK section: when, how high (estimated and exact), and the top `top_k`
+/// stacks ranked by what they retained at the kept peak.
+fn peak_section(r: &Report, top_k: usize, view: FrameView) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "PEAK");
+    let Some(p) = &r.facts.peak else {
+        let _ = writeln!(o, "no peak kept yet: nothing was sampled\n");
+        return o;
+    };
+    let _ = writeln!(
+        o,
+        "high-water (sampled): {} ({} bytes): the most the sampled estimate of retained memory reached",
+        human_bytes(p.high_water_bytes),
+        p.high_water_bytes
+    );
+    let _ = writeln!(
+        o,
+        "kept peak:            {} ({} bytes) estimated, {}",
+        human_bytes(p.estimated_bytes),
+        p.estimated_bytes,
+        exact(p)
+    );
+    let _ = writeln!(o, "kept at:              {}", super::peak_when(p));
+    let _ = writeln!(
+        o,
+        "                      (peak {} kept: a peak is kept each time the total exceeds the last kept one by 5 %)",
+        p.captures
+    );
+    let ranked = r.ranked(M);
+    let top = &ranked[..ranked.len().min(top_k)];
+    let _ = writeln!(
+        o,
+        "ranked by:            bytes retained at the kept peak (top {} of {})\n",
+        top.len(),
+        r.ranked_len(M)
+    );
+    for (i, &e) in top.iter().enumerate() {
+        let at_peak = r.figures(e).measure(M);
+        let share = if p.estimated_bytes == 0 {
+            0.0
+        } else {
+            at_peak as f64 * 100.0 / p.estimated_bytes as f64
+        };
+        let s = r.stack_stats(e);
+        let _ = writeln!(
+            o,
+            "peak #{}: {} ({} bytes, {share:.1}% of the kept peak) in {} allocations; retained now {}",
+            i + 1,
+            human_bytes(at_peak),
+            at_peak,
+            s.peak_retained_count,
+            human_bytes(s.retained_bytes)
+        );
+        write_spans_and_frames(&mut o, &s, view, true);
+        o.push('\n');
+    }
     o
 }
 

@@ -389,7 +389,7 @@ impl Timeline {
             rss_kib: None,
             anon_rss_kib: None,
         };
-        let report = Report::from_snapshot(snap, process, &opts);
+        let report = crate::report::snapshot::report_of(snap, process, &opts);
         let at = Point {
             t_ms: snap.taken_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
             retained: snap.totals.retained_bytes(),

@@ -11,8 +11,19 @@ use crate::engine::sampler::ByteUnit;
 use crate::engine::tables;
 use crate::engine::totals::{self, Totals};
 use crate::report::ReportContext;
-use crate::report::snapshot::GiantRefusal;
 use crate::symbols::symbolize::Module;
+
+/// A refused giant allocation (`YING_MAX_ALLOC_BYTES`) and the stack that asked for it,
+/// named at snapshot time (the refusal itself only prints raw frames; see the README).
+#[derive(Debug, Clone)]
+pub struct GiantRefusal {
+    /// The refusal's number in the process, from 1 (it prints as `refusal #N`).
+    pub number: u64,
+    /// Bytes requested.
+    pub size: u64,
+    /// The requesting stack, innermost first, inlined frames expanded.
+    pub frames: Vec<crate::callstack::Frame>,
+}
 
 /// Why and when a report is written: what the writer knows and the engine does not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,6 +32,13 @@ pub(crate) struct Occasion {
     pub(crate) reason: Option<String>,
     /// Whether the process is exiting (the exit report): "at exit" rather than "now".
     pub(crate) exiting: bool,
+}
+
+impl Occasion {
+    /// "at exit" in the exit report, "now" in any other.
+    pub(crate) fn when(&self) -> &'static str {
+        if self.exiting { "at exit" } else { "now" }
+    }
 }
 
 /// The header facts of a report.

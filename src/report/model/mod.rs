@@ -35,11 +35,14 @@ use std::sync::OnceLock;
 use crate::callstack::{Frame, FrameView, Measurement, ShownFrame, StackStats};
 use crate::engine::sampler::ByteUnit;
 use crate::report::ReportOptions;
-use crate::report::snapshot::Snapshot;
 use crate::spans::SpanInfo;
 pub(crate) use facts::{Facts, Occasion};
 use printed::Printed;
 use table::{Build, Figures, Histograms, StackTable};
+
+/// Entries in folded files and flamegraphs (the rest are summed into one line): every ranking
+/// orders at least these. `report::folded::MAX_FOLDED_STACKS` is this number.
+pub(crate) const FOLDED_STACKS: usize = 2000;
 
 /// Entries whose histograms a report reads, per measure: the text report's top K (when larger)
 /// and the HTML timeline's table (25 by retained bytes, 20 by allocated, 40 at the peak).
@@ -116,25 +119,9 @@ impl Report {
         Self::build(facts, table, &ReportOptions::default(), identity, 0)
     }
 
-    /// The report of `snap`, a snapshot someone took or built, for the process `process`.
-    pub(crate) fn from_snapshot(
-        snap: &Snapshot,
-        process: crate::report::ReportContext,
-        opts: &ReportOptions,
-    ) -> Self {
-        let mut facts = Facts::empty(process);
-        facts.taken_at = snap.taken_at;
-        facts.totals = snap.totals;
-        facts.sample_interval = snap.sample_interval;
-        facts.unit = snap.unit;
-        facts.live_samples = snap.live_samples;
-        facts.dropped_samples = snap.dropped_samples;
-        facts.address_conflicts = snap.address_conflicts;
-        facts.giant_refused = snap.giant_refused;
-        facts.giant_refusals = snap.giant_refusals.clone();
-        facts.symbol_cache_entries = snap.symbol_cache_entries;
-        facts.peak = snap.peak;
-        let table = StackTable::from_stacks(&snap.stacks);
+    /// The report of `stacks` with the facts `facts` (see `snapshot::report_of`).
+    pub(crate) fn from_parts(facts: Facts, stacks: &[StackStats], opts: &ReportOptions) -> Self {
+        let table = StackTable::from_stacks(stacks);
         Self::build(facts, table, opts, Printed::group, opts.top_k.max(LISTED))
     }
 
@@ -151,7 +138,7 @@ impl Report {
     }
 
     /// The report of the live engine with every stack an entry of its own and every stack's
-    /// histograms read: what a [`Snapshot`] carries. The caller holds the re-entrancy guard.
+    /// histograms read: what a [`crate::Snapshot`] carries. The caller holds the re-entrancy guard.
     pub(crate) fn take_raw(sample_interval: u64, unit: ByteUnit, listed: usize) -> Self {
         let mut facts = Facts::read(sample_interval, unit, Occasion::default());
         facts.giant_refusals = facts::named_refusals();
@@ -179,7 +166,7 @@ impl Report {
             opts: opts.clone(),
             printed,
             ranked: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
-            depth: opts.top_k.max(LISTED).max(crate::report::folded::MAX_FOLDED_STACKS),
+            depth: opts.top_k.max(LISTED).max(FOLDED_STACKS),
             histograms: HashMap::default(),
         };
         if listed == 0 {
@@ -307,34 +294,15 @@ impl Report {
             (a + f.measure(Measurement::AllocatedBytes), r + f.measure(Measurement::RetainedBytes))
         })
     }
-
-    /// The public form: every entry as a [`StackStats`], unordered.
-    pub(crate) fn to_snapshot(&self) -> Snapshot {
-        let f = &self.facts;
-        Snapshot {
-            taken_at: f.taken_at,
-            totals: f.totals,
-            sample_interval: f.sample_interval,
-            unit: f.unit,
-            stacks: (0..self.entries() as u32).map(|e| self.stack_stats(e)).collect(),
-            live_samples: f.live_samples,
-            dropped_samples: f.dropped_samples,
-            address_conflicts: f.address_conflicts,
-            giant_refused: f.giant_refused,
-            giant_refusals: f.giant_refusals.clone(),
-            symbol_cache_entries: f.symbol_cache_entries,
-            peak: f.peak,
-        }
-    }
 }
 
+/// Stacks built by hand for the tests of the model and of its renderers.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::callstack::StdCallstack;
+pub(crate) mod fixtures {
+    use crate::callstack::{Frame, StackStats, StdCallstack};
     use crate::engine::histogram::MillisHistogram;
 
-    fn frame(ip: usize, function: &str, line: u32, inlined: bool) -> Frame {
+    pub(crate) fn frame(ip: usize, function: &str, line: u32, inlined: bool) -> Frame {
         Frame {
             ip,
             function: function.into(),
@@ -347,7 +315,7 @@ mod tests {
 
     /// A stack through `glue_ip` (an address whose only visible frame is `app::handler` at
     /// `line`, under hidden `::poll` glue), with figures scaled by `k`.
-    fn stack(glue_ip: usize, line: u32, k: u64) -> StackStats {
+    pub(crate) fn stack(glue_ip: usize, line: u32, k: u64) -> StackStats {
         let mut lifetimes = MillisHistogram::new();
         lifetimes.add_weighted(5.0, k as f64);
         let mut retained_age = MillisHistogram::new();
@@ -375,6 +343,13 @@ mod tests {
             spans: Vec::new(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::stack;
+    use super::*;
+    use crate::engine::histogram::MillisHistogram;
 
     #[test]
     fn stacks_printed_alike_merge_with_exact_sums() {
@@ -418,126 +393,5 @@ mod tests {
         // Expanded, the glue is still hidden: the same entries.
         let opts = ReportOptions { expand_frames: true, ..ReportOptions::default() };
         assert_eq!(Report::from_stacks(&stacks, &opts).entries(), 2);
-    }
-
-    /// A report whose facts were set by hand: every header fact the text and the manifest show
-    /// comes from the model, none from the process, and rendering it twice gives the same bytes.
-    #[test]
-    fn outputs_render_the_facts_of_a_hand_built_report() {
-        use crate::engine::mapped::MappedState;
-        use crate::report::{ReportContext, ReportPaths};
-        let stacks = [stack(0x10, 7, 1), stack(0x11, 7, 2), stack(0x10, 8, 4)];
-        let mut r = Report::from_stacks(&stacks, &ReportOptions::default());
-        r.facts.process = ReportContext {
-            pid: 4242,
-            exe: "/usr/bin/python3.13".into(),
-            rss_kib: Some(2048),
-            anon_rss_kib: Some(1024),
-        };
-        r.facts.occasion =
-            Occasion { reason: Some("signal SIGUSR1 (pid 7)".into()), exiting: true };
-        r.facts.foreign_malloc = Some("/usr/lib/libjemalloc.so.2".into());
-        r.facts.mapped = MappedState::Counted { bytes: 8192, regions: 2 };
-        r.facts.totals.allocated_bytes = 123_456;
-        r.facts.sample_interval = 4096;
-        let text = crate::report::text::render_report(&r);
-        assert_eq!(text, crate::report::text::render_report(&r), "rendering is pure");
-        for line in [
-            "reason:             signal SIGUSR1 (pid 7)",
-            "pid:                4242",
-            "heap not seen:      malloc is /usr/lib/libjemalloc.so.2's",
-            "python:             pymalloc's arenas are counted as anonymous mmaps",
-            "mapped (exact):     8.0 KiB (8192 bytes) retained in 2 anonymous mmap regions",
-            "sample interval:    4096 bytes (mean)",
-            "rss:                2048 kB (anonymous 1024 kB)",
-            "stacks:             3 sampled, 2 entries as printed",
-        ] {
-            assert!(text.contains(line), "{line:?} missing from:\n{text}");
-        }
-        // The merged entry (rows 0 and 1) sums their figures.
-        let ranked = r.ranked(Measurement::RetainedBytes);
-        assert_eq!(r.figures(ranked[1]).measure(Measurement::AllocatedBytes), 3002);
-        let paths = ReportPaths {
-            text: Some("/some/dir/ying.python3.13.4242.0.20261205T000000Z.txt".into()),
-            ..ReportPaths::default()
-        };
-        let json = crate::report::manifest::render(&r, "ying.python3.13.4242.0.x", &paths);
-        let m: serde_json::Value = serde_json::from_str(&json).expect("the manifest is JSON");
-        assert_eq!(m["format"], "ying-report-set");
-        assert_eq!(m["pid"], 4242);
-        assert_eq!(m["reason"], "signal SIGUSR1 (pid 7)");
-        assert_eq!(m["exiting"], true);
-        assert_eq!(m["foreign_malloc"], "/usr/lib/libjemalloc.so.2");
-        assert_eq!(m["mapped"]["bytes"], 8192);
-        assert_eq!(m["totals"]["allocated_bytes"], 123_456);
-        assert_eq!(m["files"]["text"], "ying.python3.13.4242.0.20261205T000000Z.txt");
-        assert_eq!(m["files"]["pprof"], serde_json::Value::Null);
-        assert_eq!(m["stacks"]["sampled"], 3);
-        assert_eq!(m["stacks"]["entries"], 2);
-        let entries = m["entries"].as_array().expect("entries");
-        assert_eq!(entries.len(), 2);
-        // Line 8's stack retains 401 bytes, the merged entry of lines 7 (rows 0 and 1) 302.
-        assert_eq!(entries[0]["retained_bytes"], 401);
-        assert_eq!(entries[0]["allocated_bytes"], 4001);
-        assert_eq!(entries[1]["retained_bytes"], 101 + 201);
-        assert_eq!(entries[1]["allocated_bytes"], 1001 + 2001);
-        assert!(entries[0]["frames"][0].as_str().unwrap().starts_with("app::alloc_site"));
-        assert_eq!(m["peak_entries"].as_array().map(Vec::len), Some(2));
-        // Nothing retained in an exit report: the note says "at exit", from the occasion.
-        let mut freed = stacks.clone();
-        for s in &mut freed {
-            s.retained_bytes = 0;
-        }
-        let mut r = Report::from_stacks(&freed, &ReportOptions::default());
-        r.facts.occasion.exiting = true;
-        let text = crate::report::text::render_report(&r);
-        assert!(text.contains("nothing sampled is retained at exit"), "{text}");
-        r.facts.occasion.exiting = false;
-        let text = crate::report::text::render_report(&r);
-        assert!(text.contains("nothing sampled is retained now"), "{text}");
-    }
-
-    /// A ranking orders its first `depth` entries only (selected, then sorted); the rest are
-    /// counted and summed, so the folded stacks still add up to the whole and list the same
-    /// leading entries as a full sort would.
-    #[test]
-    fn partial_rankings_agree_with_a_full_sort() {
-        let n = 2_600u64;
-        let stacks: Vec<StackStats> = (0..n)
-            .map(|i| {
-                let mut s = stack(0x1000 + i as usize, 7, 1);
-                s.frames[2].function = format!("app::handler_{i}").into();
-                // Sizes repeat, so ties are broken by the other measure and by names.
-                s.retained_bytes = 1 + (i * 7919) % 1000;
-                s.allocated_bytes = 1 + (i * 104_729) % 5000;
-                s
-            })
-            .collect();
-        let opts = ReportOptions::default();
-        let partial = Report::from_stacks(&stacks, &opts);
-        let mut full = Report::from_stacks(&stacks, &opts);
-        full.rank_all();
-        for m in MEASURES {
-            assert_eq!(partial.ranked_len(m), n as usize);
-            let depth = partial.ranked(m).len();
-            assert!(depth >= crate::report::folded::MAX_FOLDED_STACKS && depth < n as usize);
-            assert_eq!(partial.ranked(m), &full.ranked(m)[..depth], "{m:?}");
-            assert_eq!(full.unranked_total(m), 0);
-            let rest: u64 =
-                full.ranked(m)[depth..].iter().map(|&e| full.figures(e).measure(m)).sum();
-            assert_eq!(partial.unranked_total(m), rest, "{m:?}");
-            let limit = crate::report::folded::MAX_FOLDED_STACKS;
-            assert_eq!(
-                crate::report::folded::render_report(&partial, m, limit),
-                crate::report::folded::render_report(&full, m, limit),
-                "{m:?}"
-            );
-        }
-        let folded =
-            crate::report::folded::render_report(&partial, Measurement::RetainedBytes, 2000);
-        let total: u64 =
-            folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
-        assert_eq!(total, stacks.iter().map(|s| s.retained_bytes).sum::<u64>());
-        assert!(folded.contains("[600 smaller stacks] "), "{}", &folded[folded.len() - 200..]);
     }
 }

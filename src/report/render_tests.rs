@@ -1,0 +1,127 @@
+//! Tests of the renderers against reports built by hand: every output is a function of the
+//! model alone.
+
+use crate::callstack::{Measurement, StackStats};
+use crate::report::ReportOptions;
+use crate::report::model::fixtures::stack;
+use crate::report::model::{Occasion, Report};
+
+/// A report whose facts were set by hand: every header fact the text and the manifest show
+/// comes from the model, none from the process, and rendering it twice gives the same bytes.
+#[test]
+fn outputs_render_the_facts_of_a_hand_built_report() {
+    use crate::engine::mapped::MappedState;
+    use crate::report::{ReportContext, ReportPaths};
+    let stacks = [stack(0x10, 7, 1), stack(0x11, 7, 2), stack(0x10, 8, 4)];
+    let mut r = Report::from_stacks(&stacks, &ReportOptions::default());
+    r.facts.process = ReportContext {
+        pid: 4242,
+        exe: "/usr/bin/python3.13".into(),
+        rss_kib: Some(2048),
+        anon_rss_kib: Some(1024),
+    };
+    r.facts.occasion = Occasion { reason: Some("signal SIGUSR1 (pid 7)".into()), exiting: true };
+    r.facts.foreign_malloc = Some("/usr/lib/libjemalloc.so.2".into());
+    r.facts.mapped = MappedState::Counted { bytes: 8192, regions: 2 };
+    r.facts.totals.allocated_bytes = 123_456;
+    r.facts.sample_interval = 4096;
+    let text = crate::report::text::render_report(&r);
+    assert_eq!(text, crate::report::text::render_report(&r), "rendering is pure");
+    for line in [
+        "reason:             signal SIGUSR1 (pid 7)",
+        "pid:                4242",
+        "heap not seen:      malloc is /usr/lib/libjemalloc.so.2's",
+        "python:             pymalloc's arenas are counted as anonymous mmaps",
+        "mapped (exact):     8.0 KiB (8192 bytes) retained in 2 anonymous mmap regions",
+        "sample interval:    4096 bytes (mean)",
+        "rss:                2048 kB (anonymous 1024 kB)",
+        "stacks:             3 sampled, 2 entries as printed",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+    // The merged entry (rows 0 and 1) sums their figures.
+    let ranked = r.ranked(Measurement::RetainedBytes);
+    assert_eq!(r.figures(ranked[1]).measure(Measurement::AllocatedBytes), 3002);
+    let paths = ReportPaths {
+        text: Some("/some/dir/ying.python3.13.4242.0.20261205T000000Z.txt".into()),
+        ..ReportPaths::default()
+    };
+    let json = crate::report::manifest::render(&r, "ying.python3.13.4242.0.x", &paths);
+    let m: serde_json::Value = serde_json::from_str(&json).expect("the manifest is JSON");
+    assert_eq!(m["format"], "ying-report-set");
+    assert_eq!(m["pid"], 4242);
+    assert_eq!(m["reason"], "signal SIGUSR1 (pid 7)");
+    assert_eq!(m["exiting"], true);
+    assert_eq!(m["foreign_malloc"], "/usr/lib/libjemalloc.so.2");
+    assert_eq!(m["mapped"]["bytes"], 8192);
+    assert_eq!(m["totals"]["allocated_bytes"], 123_456);
+    assert_eq!(m["files"]["text"], "ying.python3.13.4242.0.20261205T000000Z.txt");
+    assert_eq!(m["files"]["pprof"], serde_json::Value::Null);
+    assert_eq!(m["stacks"]["sampled"], 3);
+    assert_eq!(m["stacks"]["entries"], 2);
+    let entries = m["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 2);
+    // Line 8's stack retains 401 bytes, the merged entry of lines 7 (rows 0 and 1) 302.
+    assert_eq!(entries[0]["retained_bytes"], 401);
+    assert_eq!(entries[0]["allocated_bytes"], 4001);
+    assert_eq!(entries[1]["retained_bytes"], 101 + 201);
+    assert_eq!(entries[1]["allocated_bytes"], 1001 + 2001);
+    assert!(entries[0]["frames"][0].as_str().unwrap().starts_with("app::alloc_site"));
+    assert_eq!(m["peak_entries"].as_array().map(Vec::len), Some(2));
+    // Nothing retained in an exit report: the note says "at exit", from the occasion.
+    let mut freed = stacks.clone();
+    for s in &mut freed {
+        s.retained_bytes = 0;
+    }
+    let mut r = Report::from_stacks(&freed, &ReportOptions::default());
+    r.facts.occasion.exiting = true;
+    let text = crate::report::text::render_report(&r);
+    assert!(text.contains("nothing sampled is retained at exit"), "{text}");
+    r.facts.occasion.exiting = false;
+    let text = crate::report::text::render_report(&r);
+    assert!(text.contains("nothing sampled is retained now"), "{text}");
+}
+
+/// A ranking orders its first `depth` entries only (selected, then sorted); the rest are
+/// counted and summed, so the folded stacks still add up to the whole and list the same
+/// leading entries as a full sort would.
+#[test]
+fn partial_rankings_agree_with_a_full_sort() {
+    let n = 2_600u64;
+    let stacks: Vec<StackStats> = (0..n)
+        .map(|i| {
+            let mut s = stack(0x1000 + i as usize, 7, 1);
+            s.frames[2].function = format!("app::handler_{i}").into();
+            // Sizes repeat, so ties are broken by the other measure and by names.
+            s.retained_bytes = 1 + (i * 7919) % 1000;
+            s.allocated_bytes = 1 + (i * 104_729) % 5000;
+            s
+        })
+        .collect();
+    let opts = ReportOptions::default();
+    let partial = Report::from_stacks(&stacks, &opts);
+    let mut full = Report::from_stacks(&stacks, &opts);
+    full.rank_all();
+    for m in
+        [Measurement::RetainedBytes, Measurement::AllocatedBytes, Measurement::RetainedBytesAtPeak]
+    {
+        assert_eq!(partial.ranked_len(m), n as usize);
+        let depth = partial.ranked(m).len();
+        assert!(depth >= crate::report::folded::MAX_FOLDED_STACKS && depth < n as usize);
+        assert_eq!(partial.ranked(m), &full.ranked(m)[..depth], "{m:?}");
+        assert_eq!(full.unranked_total(m), 0);
+        let rest: u64 = full.ranked(m)[depth..].iter().map(|&e| full.figures(e).measure(m)).sum();
+        assert_eq!(partial.unranked_total(m), rest, "{m:?}");
+        let limit = crate::report::folded::MAX_FOLDED_STACKS;
+        assert_eq!(
+            crate::report::folded::render_report(&partial, m, limit),
+            crate::report::folded::render_report(&full, m, limit),
+            "{m:?}"
+        );
+    }
+    let folded = crate::report::folded::render_report(&partial, Measurement::RetainedBytes, 2000);
+    let total: u64 =
+        folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+    assert_eq!(total, stacks.iter().map(|s| s.retained_bytes).sum::<u64>());
+    assert!(folded.contains("[600 smaller stacks] "), "{}", &folded[folded.len() - 200..]);
+}
