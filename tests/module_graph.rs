@@ -101,12 +101,21 @@ fn ident_at(s: &str) -> &str {
 /// The first path segments named after `crate::` in `code`, including each top-level item of
 /// a `crate::{a, b::c}` group.
 fn crate_paths(code: &str) -> BTreeSet<String> {
+    paths_after(code, "crate::")
+}
+
+/// The first path segments named after `prefix` (`crate::report::`, `super::`) in `code`,
+/// including each top-level item of a `{a, b::c}` group.
+fn paths_after(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
-            continue; // `$crate::`, `my_crate::`
+    for (at, _) in code.match_indices(prefix) {
+        if at > 0
+            && code[..at]
+                .ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$' || c == ':')
+        {
+            continue; // `$crate::`, `my_crate::`, `super::super::`
         }
-        let rest = &code[at + "crate::".len()..];
+        let rest = &code[at + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let mut depth = 0;
             let mut start = true;
@@ -125,7 +134,10 @@ fn crate_paths(code: &str) -> BTreeSet<String> {
                 }
             }
         } else {
-            found.insert(ident_at(rest).to_string());
+            let first = ident_at(rest);
+            if first != "super" && first != "self" {
+                found.insert(first.to_string());
+            }
         }
     }
     found
@@ -252,6 +264,103 @@ fn modules_of_src_import_each_other_without_a_cycle() {
     }
 }
 
+/// Inside every folder of `src/` too, the files and subfolders import each other in one
+/// direction only: the nodes are a folder's children (its `mod.rs`, which declares them, is
+/// its root, as `lib.rs` is the crate's), the edges the `crate::<folder>::<child>` paths of any
+/// file under a child and the `super::<child>` paths of the files directly in the folder.
+/// Test modules count: they are code of the file they are in.
+#[test]
+fn files_of_each_folder_import_each_other_without_a_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
+    for f in &files {
+        let mut d = f.parent().unwrap();
+        while d != src {
+            folders.insert(d.to_path_buf());
+            d = d.parent().unwrap();
+        }
+    }
+    let mut checked = 0;
+    for folder in &folders {
+        let rel = folder.strip_prefix(&src).unwrap();
+        let prefix: String = std::iter::once("crate".to_string())
+            .chain(rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()))
+            .map(|s| s + "::")
+            .collect();
+        let inside: Vec<&PathBuf> = files.iter().filter(|f| f.starts_with(folder)).collect();
+        let child = |f: &Path| node_of(folder, f);
+        let nodes: BTreeSet<String> =
+            inside.iter().map(|f| child(f)).filter(|n| n != "mod").collect();
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut why: BTreeMap<(String, String), String> = BTreeMap::new();
+        for file in &inside {
+            let from = child(file);
+            if from == "mod" {
+                continue;
+            }
+            let code = code_only(&std::fs::read_to_string(file).unwrap());
+            let mut named = paths_after(&code, &prefix);
+            if file.parent() == Some(folder.as_path()) {
+                named.extend(paths_after(&code, "super::"));
+            }
+            for to in named {
+                if to != from && nodes.contains(&to) {
+                    why.entry((from.clone(), to.clone()))
+                        .or_insert_with(|| format!("{} names {to}", file.display()));
+                    edges.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+        // A back edge of a depth-first search is a cycle.
+        let mut state: BTreeMap<String, u8> = BTreeMap::new();
+        fn visit(
+            n: &str,
+            edges: &BTreeMap<String, BTreeSet<String>>,
+            state: &mut BTreeMap<String, u8>,
+            stack: &mut Vec<String>,
+        ) -> Option<Vec<String>> {
+            state.insert(n.to_string(), 1);
+            stack.push(n.to_string());
+            for m in edges.get(n).into_iter().flatten() {
+                match state.get(m.as_str()).copied().unwrap_or(0) {
+                    1 => {
+                        let at = stack.iter().position(|s| s == m).unwrap();
+                        let mut cycle = stack[at..].to_vec();
+                        cycle.push(m.clone());
+                        return Some(cycle);
+                    }
+                    0 => {
+                        if let Some(c) = visit(m, edges, state, stack) {
+                            return Some(c);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            stack.pop();
+            state.insert(n.to_string(), 2);
+            None
+        }
+        for n in &nodes {
+            if state.get(n.as_str()).copied().unwrap_or(0) == 0
+                && let Some(cycle) = visit(n, &edges, &mut state, &mut Vec::new())
+            {
+                let steps: Vec<String> = cycle
+                    .windows(2)
+                    .map(|w| {
+                        format!("  {} -> {}: {}", w[0], w[1], why[&(w[0].clone(), w[1].clone())])
+                    })
+                    .collect();
+                panic!("import cycle inside {}:\n{}", folder.display(), steps.join("\n"));
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} folders found under {}", src.display());
+}
+
 #[test]
 fn the_parser_sees_code_and_not_comments() {
     let code = code_only(
@@ -259,4 +368,9 @@ fn the_parser_sees_code_and_not_comments() {
     );
     let got: Vec<String> = crate_paths(&code).into_iter().collect();
     assert_eq!(got, ["a", "b", "e", "j"]);
+    let code = code_only("use super::{x, y::z};\nsuper::super::w();\ncrate::report::v::f();");
+    let got: Vec<String> = paths_after(&code, "super::").into_iter().collect();
+    assert_eq!(got, ["x", "y"]);
+    let got: Vec<String> = paths_after(&code, "crate::report::").into_iter().collect();
+    assert_eq!(got, ["v"]);
 }

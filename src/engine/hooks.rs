@@ -132,7 +132,7 @@ pub fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
     totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
     crate::engine::mapped::unlock_after_fork();
-    crate::engine::peak::after_fork_child();
+    crate::engine::peak::after_fork_child(tables::flush_tallies_after_fork);
 }
 
 /// `fork` prepare: takes every lock of the engine and the unwinder. The front end's handler

@@ -23,10 +23,12 @@
 //! 4. `giant` — refused giant requests (their raw stacks, kept for report time).
 //! 5. `capture` — the calling stack's instruction pointers.
 //! 6. `host` — what a front end provides (`Host`) and the sampling `Settings`.
-//! 7. `tables` (stacks and live records, `tables::arena` the profiler's heap) with `peak`,
-//!    then `histogram`, `sampler` (the statistics), `totals`, `thread_state`, `filter`.
-//!    `tables` and `peak` still name each other (each stripe carries its peak slot and tally,
-//!    and the peak walks the stripes): one unit written as two files.
+//! 7. `tables` (stacks and live records, `tables::arena` the profiler's heap), then `peak`
+//!    (each stripe of the tables carries its peak slot and tally, declared there with the
+//!    stripe count; a `fork` child's flush of every stripe is handed to the peak by `hooks`),
+//!    `histogram`, `sampler` (the statistics), `totals`, `thread_state`, `filter`.
+//!
+//! `tests/module_graph.rs` fails on any import cycle between these files.
 //!
 //! `hooks` and `mapped` both sample through `sample`, which is why neither imports the other
 //! for it: `hooks` calls `mapped` only for the `fork` handlers' lock.

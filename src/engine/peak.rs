@@ -77,8 +77,12 @@ use crate::sys::spin::SpinMutex;
 /// module docs for the choice).
 pub(crate) const MARGIN: f64 = 0.05;
 
+/// Stripes of the stack table (`tables::STACKS`), each with its own [`StripeTally`]. Declared
+/// here, below the tables, because the flush quantum depends on it.
+pub(crate) const STACK_STRIPES: usize = 8;
+
 /// Stripes whose unflushed changes the global estimate may miss, for the flush quantum.
-const STRIPES: f64 = crate::engine::tables::STACK_STRIPES as f64;
+const STRIPES: f64 = STACK_STRIPES as f64;
 
 /// The current peak epoch: 0 before the first capture, bumped by every capture, reset and fork.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
@@ -208,6 +212,13 @@ impl StripeTally {
         push
     }
 
+    /// Joins the unflushed change to the global estimate and forgets a capture that was due:
+    /// the `fork` child's step for each stripe (see [`after_fork_child`]).
+    pub(crate) fn flush_after_fork(&mut self) {
+        self.flush();
+        self.capture = false;
+    }
+
     /// Whether a capture is due (and clears the flag). Read under the stripe's lock, acted on
     /// after it is released ([`after_change`]).
     #[inline]
@@ -298,14 +309,11 @@ pub(crate) fn clear() {
 
 /// `fork` child (the shim's handler, the only thread left, the tables unlocked): the peak
 /// starts afresh at the state the child inherited. Every stripe's unflushed change joins the
-/// global estimate first, since the threads that would have flushed them are gone.
-pub(crate) fn after_fork_child() {
+/// global estimate first (`flush_stripes`, which calls [`StripeTally::flush_after_fork`] on
+/// each stripe's tally), since the threads that would have flushed them are gone.
+pub(crate) fn after_fork_child(flush_stripes: impl FnOnce()) {
     KEPT.force_unlock();
-    for t in crate::engine::tables::STACKS.iter() {
-        let mut t = t.lock();
-        t.tally.flush();
-        t.tally.capture = false;
-    }
+    flush_stripes();
     let estimate = ESTIMATE.load(Ordering::Relaxed);
     let mut kept = KEPT.lock();
     HIGH_WATER.store(0, Ordering::Relaxed);

@@ -333,8 +333,7 @@ impl<T> Deref for Padded<T> {
 
 type LiveShard = SpinMutex<ArenaMap<usize, Record>>;
 
-/// Stripes of the stack table.
-pub(crate) const STACK_STRIPES: usize = 8;
+pub(crate) use crate::engine::peak::STACK_STRIPES;
 /// A stack id is its stripe in the top bits and its index in the stripe below.
 const STRIPE_SHIFT: u32 = 28;
 pub(crate) static STACKS: [Padded<SpinMutex<StackTable>>; STACK_STRIPES] =
@@ -515,6 +514,13 @@ pub(crate) fn shard(ptr: usize) -> &'static LiveShard {
     &LIVE[(group as usize * 4 + ((ptr >> 20) & 3)) % SHARDS]
 }
 
+/// The `fork` child's flush of every stripe's peak tally (`peak::after_fork_child`).
+pub(crate) fn flush_tallies_after_fork() {
+    for t in STACKS.iter() {
+        t.lock().tally.flush_after_fork();
+    }
+}
+
 /// Inserts a live record for `ptr`.
 pub(crate) fn insert_live(ptr: usize, rec: Record) {
     let old = {
@@ -598,6 +604,18 @@ pub(crate) fn unlock_all_after_fork() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pointers_sharing_a_filter_cell_are_in_different_shards() {
+        use crate::engine::filter::{CELL_BITS, CELL_SHIFT, cell};
+        // Pointers one filter span apart share a filter cell; their live records must not
+        // share a shard lock too, or the filter's per-cell lock would never see a race.
+        for a in [0x7f40_0000_0300usize, 0x5555_5555_0000, 0x7fff_f000_0040] {
+            let b = a + (1 << (CELL_BITS + CELL_SHIFT));
+            assert_eq!(cell(a), cell(b));
+            assert!(!std::ptr::eq(shard(a), shard(b)), "{a:#x} and {b:#x}");
+        }
+    }
 
     #[test]
     fn interned_ids_are_stable_distinct_and_survive_hash_collisions() {

@@ -28,7 +28,13 @@ pub(crate) struct Ctx {
     pub(crate) services: Services,
     pub(crate) runner: Arc<dyn Runner>,
     pub(crate) source: &'static dyn ProfileSource,
+    /// The answer to a request (`routes::route`, given by `serve/mod.rs`: the server knows
+    /// HTTP, the routes know the profiler).
+    pub(crate) route: Route,
 }
+
+/// What answers a request.
+pub(crate) type Route = fn(&Request, &Ctx) -> Response;
 
 /// A parsed request.
 #[derive(Debug)]
@@ -112,6 +118,7 @@ pub(crate) fn start(
     services: Services,
     runner: Arc<dyn Runner>,
     source: &'static dyn ProfileSource,
+    route: Route,
 ) {
     let listener = match TcpListener::bind(addr) {
         Ok(l) => l,
@@ -141,7 +148,7 @@ pub(crate) fn start(
             .as_bytes(),
         );
     }
-    let ctx = Ctx { addr: bound, services, runner, source };
+    let ctx = Ctx { addr: bound, services, runner, source, route };
     let body = Box::new(move || {
         source.enter_profiler_thread();
         serve(&listener, &ctx);
@@ -224,7 +231,7 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
 
 fn answer(mut stream: TcpStream, ctx: &Ctx) {
     let response = match read_request(&mut stream) {
-        Ok(Some(req)) => super::routes::route(&req, ctx),
+        Ok(Some(req)) => (ctx.route)(&req, ctx),
         Ok(None) => return, // The client went away.
         Err(r) => r,
     };

@@ -113,7 +113,7 @@ pub(crate) fn start(
     }
     let go = || {
         if let Some(addr) = services.http_addr {
-            http::start(addr, services.clone(), Arc::clone(&runner), source);
+            http::start(addr, services.clone(), Arc::clone(&runner), source, routes::route);
         }
         if let Some(url) = &services.push_url {
             push::start(url, services, source, Arc::clone(&runner));
