@@ -228,7 +228,7 @@ impl<A: GlobalAlloc> YingProfiler<A> {
 
     /// Distinct stacks seen.
     pub fn num_stack_traces(&self) -> usize {
-        self.guarded(crate::engine::tables::distinct_stacks)
+        self.guarded(crate::report::model::table::distinct_stacks)
     }
 
     fn guarded<T>(&self, f: impl FnOnce() -> T) -> T {

@@ -12,13 +12,12 @@
 //! Both are split so that threads that sample at the same time mostly take different locks and
 //! write different cache lines: the stack table into [`STACK_STRIPES`] stripes, one per thread
 //! (by the thread's ordinal), the live table into shards by address region (see [`shard`]). A
-//! stack sampled by several threads has an entry in each of their stripes; a snapshot merges
+//! stack sampled by several threads has an entry in each of their stripes; a report merges
 //! them. A stack id names its stripe (top bits) and its entry there, so a free on any thread
 //! updates the entry its sample was counted in.
 
 pub(crate) mod arena;
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,14 +84,14 @@ pub(crate) struct StackEntry<F = Box<[usize]>> {
 }
 
 /// Where a table entry's frames are in its stripe's frame array.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Frames {
     start: usize,
     len: usize,
 }
 
 impl<F> StackEntry<F> {
-    fn new(ips: F, spans: SpanPath) -> Self {
+    pub(crate) fn new(ips: F, spans: SpanPath) -> Self {
         Self {
             ips,
             spans,
@@ -108,40 +107,6 @@ impl<F> StackEntry<F> {
             lifetimes: MillisHistogram::new(),
             peak: crate::engine::peak::PeakSlot::default(),
         }
-    }
-}
-
-impl<F> StackEntry<F> {
-    /// The same figures with frames `ips`.
-    fn with_ips<G>(&self, ips: G) -> StackEntry<G> {
-        StackEntry {
-            ips,
-            spans: self.spans,
-            alloc_count: self.alloc_count,
-            alloc_bytes: self.alloc_bytes,
-            live_count: self.live_count,
-            live_bytes: self.live_bytes,
-            freed_count: self.freed_count,
-            freed_bytes: self.freed_bytes,
-            samples: self.samples,
-            live_samples: self.live_samples,
-            lifetimes: self.lifetimes,
-            peak: self.peak,
-            next_same_hash: self.next_same_hash,
-        }
-    }
-
-    /// Adds `other`'s figures (the same stack's entry in another stripe).
-    pub(crate) fn absorb<G>(&mut self, other: &StackEntry<G>) {
-        self.alloc_count += other.alloc_count;
-        self.alloc_bytes += other.alloc_bytes;
-        self.live_count += other.live_count;
-        self.live_bytes += other.live_bytes;
-        self.freed_count += other.freed_count;
-        self.freed_bytes += other.freed_bytes;
-        self.samples += other.samples;
-        self.live_samples += other.live_samples;
-        self.lifetimes.merge(&other.lifetimes);
     }
 }
 
@@ -351,11 +316,6 @@ fn stack_id(stripe: usize, index: u32) -> u32 {
     ((stripe as u32) << STRIPE_SHIFT) | index
 }
 
-/// Whether `id` is a stripe's overflow entry.
-fn is_overflow(id: u32) -> bool {
-    id & ((1 << STRIPE_SHIFT) - 1) == 0
-}
-
 /// The stripe and the index in it of stack id `id`.
 fn split(id: u32) -> (&'static SpinMutex<StackTable>, u32) {
     let stripe = (id >> STRIPE_SHIFT) as usize % STACK_STRIPES;
@@ -378,80 +338,6 @@ pub(crate) fn resize_sample(id: u32, old: Weight, new: Option<Weight>, freed_byt
 pub(crate) fn split_sample(id: u32, w: Weight) {
     let (stripe, index) = split(id);
     stripe.lock().split_sample(index, w);
-}
-
-/// One stack's entries from every stripe of the stack table, summed.
-#[derive(Debug)]
-pub(crate) struct MergedStack {
-    /// The overflow entry (stacks not kept once the table was full).
-    pub(crate) overflow: bool,
-    /// The stack ids that make it (one per stripe that sampled it), for the ages of live blocks.
-    pub(crate) ids: Vec<u32>,
-    pub(crate) entry: StackEntry,
-}
-
-/// Every stack in the table, its stripes' entries summed (snapshots).
-pub(crate) fn merged_stacks() -> Vec<MergedStack> {
-    // Each stripe is copied under its lock into room reserved before the lock is taken, then
-    // given boxes of its own outside it: the host's allocator is never called with a table
-    // lock held (a thread sampling in a signal handler may hold the host's allocator lock and
-    // wait for ours).
-    let mut copied: Vec<(u32, StackEntry<Frames>)> = Vec::new();
-    let mut frames: Vec<usize> = Vec::new();
-    for (stripe, t) in STACKS.iter().enumerate() {
-        loop {
-            let (n, f) = {
-                let t = t.lock();
-                (t.entries.len(), t.frames.len())
-            };
-            copied.reserve(n);
-            frames.reserve(f);
-            let t = t.lock();
-            if copied.capacity() - copied.len() < t.entries.len()
-                || frames.capacity() - frames.len() < t.frames.len()
-            {
-                continue; // The stripe grew in between: reserve again.
-            }
-            let base = frames.len();
-            frames.extend_from_slice(&t.frames);
-            copied.extend(t.entries.iter().enumerate().map(|(i, e)| {
-                let at = Frames { start: base + e.ips.start, len: e.ips.len };
-                (stack_id(stripe, i as u32), e.with_ips(at))
-            }));
-            break;
-        }
-    }
-    let entries = copied
-        .iter()
-        .map(|(id, e)| {
-            let ips = frames.get(e.ips.start..e.ips.start + e.ips.len).unwrap_or(&[]);
-            (*id, e.with_ips(Box::from(ips)))
-        })
-        .collect();
-    drop((copied, frames));
-    merge(entries)
-}
-
-/// Sums the entries of the same stack (and span path) from different stripes; each stripe's
-/// overflow entry joins the others, not a real stack that happens to be empty.
-fn merge(entries: Vec<(u32, StackEntry)>) -> Vec<MergedStack> {
-    let mut out: Vec<MergedStack> = Vec::with_capacity(entries.len());
-    let mut index = HashMap::new();
-    for (id, e) in entries {
-        let overflow = is_overflow(id);
-        match index.entry((overflow, e.ips.clone(), e.spans)) {
-            std::collections::hash_map::Entry::Occupied(i) => {
-                let m: &mut MergedStack = &mut out[*i.get()];
-                m.ids.push(id);
-                m.entry.absorb(&e);
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(out.len());
-                out.push(MergedStack { overflow, ids: vec![id], entry: e });
-            }
-        }
-    }
-    out
 }
 
 /// Calls `f(stripe, index, entry)` for every entry of the stack table, one stripe at a time
@@ -488,10 +374,6 @@ pub(crate) fn estimated_bytes() -> (f64, f64) {
     })
 }
 
-/// Distinct stacks kept in all stripes (the overflow entries not counted).
-pub(crate) fn distinct_stacks() -> usize {
-    merged_stacks().iter().filter(|m| !m.overflow).count()
-}
 static LIVE: [Padded<LiveShard>; SHARDS] =
     [const { Padded(SpinMutex::new(ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena))) };
         SHARDS];
@@ -644,34 +526,5 @@ mod tests {
         assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a, "found behind a colliding entry");
         assert_eq!(t.frames_of(&t.entries[d as usize]), &[9, 9]);
         assert_eq!(t.entries.len(), 5, "overflow bucket + four distinct keys");
-    }
-
-    fn entry(ips: &[usize], samples: u64, bytes: f64) -> StackEntry {
-        let mut e = StackEntry::new(Box::from(ips), [0; SPAN_DEPTH]);
-        e.samples = samples;
-        e.alloc_bytes = bytes;
-        e.lifetimes.add_weighted(5.0, samples as f64);
-        e
-    }
-
-    #[test]
-    fn one_stack_from_two_stripes_is_one_entry() {
-        let stripe = |s: usize, i: u32| stack_id(s, i);
-        let merged = merge(vec![
-            (stripe(0, 0), entry(&[], 1, 10.0)),
-            (stripe(0, 1), entry(&[1, 2], 2, 100.0)),
-            (stripe(1, 0), entry(&[], 3, 30.0)),
-            (stripe(1, 1), entry(&[1, 2], 5, 50.0)),
-            (stripe(1, 2), entry(&[], 7, 70.0)),
-        ]);
-        assert_eq!(merged.len(), 3, "[1, 2], the overflow entries, and the empty stack");
-        let m = merged.iter().find(|m| *m.entry.ips == [1, 2]).unwrap();
-        assert_eq!((m.entry.samples, m.entry.alloc_bytes), (7, 150.0));
-        assert_eq!(m.entry.lifetimes.total(), 7.0);
-        assert_eq!(m.ids, [stripe(0, 1), stripe(1, 1)]);
-        let o = merged.iter().find(|m| m.overflow).unwrap();
-        assert_eq!((o.entry.samples, o.ids.len()), (4, 2));
-        let empty = merged.iter().find(|m| !m.overflow && m.entry.ips.is_empty()).unwrap();
-        assert_eq!(empty.entry.samples, 7, "a real empty stack is not the overflow entry");
     }
 }

@@ -328,6 +328,15 @@ impl Builder {
     }
 }
 
+/// Distinct stacks (and span paths) in the engine's table, the stripes' entries of one stack
+/// counted once and the overflow entry not at all: the stripes merged as [`take`] merges them,
+/// without symbolizing. The caller holds the re-entrancy guard.
+pub(crate) fn distinct_stacks() -> usize {
+    let mut b = Builder::new();
+    tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
+    b.rows.iter().filter(|r| b.locs[r.range()] != [0]).count()
+}
+
 /// Takes the stack table of the engine now, with the kept peak its rows' figures at the peak
 /// add up to (see the module docs). The caller holds the re-entrancy guard.
 pub(crate) fn take() -> (StackTable, Option<Peak>) {
@@ -622,5 +631,45 @@ impl StackTable {
             spans: self.spans_of(r).to_vec(),
             ..fig.stats()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(samples: u64, bytes: f64) -> StackEntry<Frames> {
+        let mut e = StackEntry::new(Frames::default(), SpanPath::default());
+        e.samples = samples;
+        e.alloc_bytes = bytes;
+        e.lifetimes.add_weighted(5.0, samples as f64);
+        e
+    }
+
+    /// A stack sampled on threads of two stripes is one row with the sums of both entries;
+    /// each stripe's overflow entry (index 0) joins the others, not a real stack that happens
+    /// to be empty.
+    #[test]
+    fn one_stack_from_two_stripes_is_one_row() {
+        let mut b = Builder::new();
+        b.add(0, 0, &entry(1, 10.0), &[]);
+        b.add(0, 1, &entry(2, 100.0), &[1, 2]);
+        b.add(1, 0, &entry(3, 30.0), &[]);
+        b.add(1, 1, &entry(5, 50.0), &[1, 2]);
+        b.add(1, 2, &entry(7, 70.0), &[]);
+        b.add(2, 1, &entry(0, 0.0), &[3]);
+        assert_eq!(b.rows.len(), 3, "[1, 2], the overflow entries, the empty stack");
+        let row = |locs: &[u32]| b.rows.iter().find(|r| &b.locs[r.range()] == locs).unwrap();
+        let (one, two) = (b.ip_index[&1], b.ip_index[&2]);
+        let s = row(&[one, two]);
+        assert_eq!((s.fig.samples, s.fig.est[ALLOC_BYTES]), (7, 150.0));
+        assert_eq!(
+            b.extra_entries.iter().filter(|&&(r, _)| b.rows[r as usize].entry == s.entry).count(),
+            1
+        );
+        let overflow = row(&[0]);
+        assert_eq!(overflow.fig.samples, 4);
+        assert_eq!(row(&[]).fig.samples, 7, "a real empty stack is not the overflow entry");
+        assert!(!b.ip_index.contains_key(&3), "an entry with no sample makes no row");
     }
 }
