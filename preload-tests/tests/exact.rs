@@ -86,10 +86,7 @@ fn exact_mode_retained_bytes_match_per_marker() {
     c.check(r.has("txt") && r.has("folded") && r.has("svg"), "incomplete report set");
     let folded = r.folded();
     let m = r.manifest();
-    c.check(
-        m.sample_interval_bytes == 1,
-        "the report does not show exact mode",
-    );
+    c.check(m.sample_interval_bytes == 1, "the report does not show exact mode");
     for &(marker, live, _) in MARKERS {
         let (allocated, freed) = chunks(&c, marker);
         let retained = allocated - freed;
@@ -122,10 +119,7 @@ fn exact_mode_allocated_bytes_match_per_marker() {
     let r = c.main_report();
     let folded = r.folded();
     let m = r.manifest();
-    c.check(
-        m.ranked_by == "allocated",
-        "the report is not ranked by allocated bytes",
-    );
+    c.check(m.ranked_by == "allocated", "the report is not ranked by allocated bytes");
     // Each entry leads with the figure it is ranked by (marker_churn retains nothing: its
     // entry must not open with "retained 0 B").
     let raw = r.text();

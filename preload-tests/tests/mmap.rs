@@ -198,8 +198,9 @@ fn python_dict(
         .map(|r| (r.manifest(), r))
         .max_by_key(|(m, _)| m.totals.retained_bytes);
     c.check(best.is_some(), "no report from python");
-    let (exact, sampled) =
-        best.as_ref().map_or((0, 0), |(m, _)| (m.totals.retained_bytes, m.estimated.retained_bytes));
+    let (exact, sampled) = best
+        .as_ref()
+        .map_or((0, 0), |(m, _)| (m.totals.retained_bytes, m.estimated.retained_bytes));
     // The human header's advice (its wording is what is tested).
     let text = best.map(|(_, r)| r.text()).unwrap_or_default();
     c.check(

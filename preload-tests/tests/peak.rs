@@ -182,7 +182,10 @@ fn sqlite_in_memory_table_shows_at_the_peak() {
         "the top stack at the peak does not go through sqlite3BtreeInsert",
     );
     // The table's pages are most of the peak (the exact figure includes the rest).
-    c.check(held as f64 >= 0.8 * peak.estimated_bytes as f64, format!("sqlite3BtreeInsert held {held}"));
+    c.check(
+        held as f64 >= 0.8 * peak.estimated_bytes as f64,
+        format!("sqlite3BtreeInsert held {held}"),
+    );
     // Debian's libsqlite3 is stripped: the functions between the allocator and the exported
     // sqlite3BtreeInsert have no names, so the flat cost goes to an unnamed address and the
     // check is on the cumulative view.

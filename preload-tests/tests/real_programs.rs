@@ -20,10 +20,7 @@ fn check_main_report(c: &Comparison, exe: &str) {
     let r = c.main_report();
     c.check(r.exe == exe, format!("main report named after {:?}, expected {exe:?}", r.exe));
     c.check(r.has("txt") && r.has("folded") && r.has("svg"), "incomplete report set");
-    c.check(
-        r.manifest().pid == c.with.pid,
-        "the report's pid header is not the process's pid",
-    );
+    c.check(r.manifest().pid == c.with.pid, "the report's pid header is not the process's pid");
 }
 
 /// No report thread, a fixed seed, a sample every 4 KiB on average: small programs (the gcc

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use preload_tests::{EXACT, EXACT_ALLOCATED, Run, TestDir, Manifest, compare, report_sets};
+use preload_tests::{EXACT, EXACT_ALLOCATED, Manifest, Run, TestDir, compare, report_sets};
 
 /// Reads a protobuf varint at `*at`.
 fn varint(buf: &[u8], at: &mut usize) -> u64 {
