@@ -641,8 +641,8 @@ def main():
         if m("stacks_profiler_memory"):
             md.append("")
             md.append(
-                "Profiler memory in that report's header (held when the report began): %s."
-                % m("stacks_profiler_memory")
+                "Profiler memory in that report's header (held when the report began): %s bytes."
+                % fbytes(m("stacks_profiler_memory"))
             )
     else:
         md.append("not measured: %s" % m("stacks_error", "the run failed"))

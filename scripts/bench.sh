@@ -529,6 +529,13 @@ stacks_exit_s() {
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 size_of() { find "$WORK/stacks" -type f -name "*$1" -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# manifest_field KEY FILE: a figure of a report set's manifest (`<set>.json`, whose schema is in
+# src/report/manifest.rs), KEY a dotted path such as `totals.profiler_bytes`; the human text
+# report is not parsed for figures.
+manifest_field() {
+    python3 -c 'import functools, json, sys
+print(functools.reduce(lambda v, k: v[k], sys.argv[1].split("."), json.load(open(sys.argv[2]))))' "$1" "$2"
+}
 STACKS_OK=1
 : >"$WORK/stacks_times"
 : >"$WORK/stacks_none_times"
@@ -537,7 +544,8 @@ for ((i = 0; i < STACKS_REPS; i++)); do
     stacks_exit_s true "$WORK/stacks" >>"$WORK/stacks_times" || STACKS_OK=0
     stacks_exit_s false "$WORK/stacks-none" >>"$WORK/stacks_none_times" || STACKS_OK=0
 done
-if [ "$STACKS_OK" = 1 ] && ls "$WORK"/stacks/*.txt >/dev/null 2>&1; then
+stacks_json=$(find "$WORK/stacks" -name '*.json' 2>/dev/null | head -n 1)
+if [ "$STACKS_OK" = 1 ] && [ -n "$stacks_json" ]; then
     meta stacks_allocs "$STACKS_ALLOCS"
     meta stacks_reps "$STACKS_REPS"
     meta stacks_write_s "$(median <"$WORK/stacks_times")"
@@ -547,8 +555,8 @@ if [ "$STACKS_OK" = 1 ] && ls "$WORK"/stacks/*.txt >/dev/null 2>&1; then
     meta stacks_folded "$(size_of .folded)"
     meta stacks_pbgz "$(size_of .pb.gz)"
     meta stacks_total_bytes "$(($(size_of .txt) + $(size_of .svg) + $(size_of .folded) + $(size_of .pb.gz)))"
-    meta stacks_count "$(awk '/^stacks:/ { print $2; exit }' "$WORK"/stacks/*.txt)"
-    meta stacks_profiler_memory "$(awk -F': *' '/^profiler memory:/ { print $2; exit }' "$WORK"/stacks/*.txt)"
+    meta stacks_count "$(manifest_field stacks.sampled "$stacks_json")"
+    meta stacks_profiler_memory "$(manifest_field totals.profiler_bytes "$stacks_json")"
 else
     meta stacks_error "bench/stacks.c under the shim failed: $(tail -n 1 "$WORK/stacks.log")"
 fi
@@ -562,10 +570,6 @@ python3 bench/endpoint.py "$LIBYING" "$STACKS_ALLOCS" --meta "$META" >"$WORK/end
 # What a report costs the profiler, at ~10,000 and ~100,000 stacks
 # ---------------------------------------------------------------------------------------------
 say "report memory: $BIN/stacks with 10000 and 100000 stacks, every allocation sampled"
-# header_bytes KEY FILE: the byte count in parentheses on the text report's line `KEY: ...`.
-header_bytes() {
-    awk -v k="$1:" 'index($0, k) == 1 { sub(/^[^(]*\(/, ""); print $1; exit }' "$2"
-}
 # report_mem_run N AT_EXIT DIR [env...]: one measured run of bench/stacks.c with N stacks; sets
 # RM_S (seconds from main's last timestamp to the process's exit) and RM_RSS (peak RSS, kB).
 report_mem_run() {
@@ -597,11 +601,11 @@ for n in 10000 100000; do
         report_mem_run "$n" false "$WORK/rmem-none" YING_ENABLED=false || RMEM_OK=0
         echo "$RM_RSS" >>"$WORK/rmem_rss_plain"
     done
-    txt=$(find "$WORK/rmem" -name '*.txt' 2>/dev/null | head -n 1)
-    if [ "$RMEM_OK" = 1 ] && [ -n "$txt" ]; then
-        meta "rmem${n}_stacks" "$(awk '/^stacks:/ { print $2; exit }' "$txt")"
-        meta "rmem${n}_before" "$(header_bytes 'profiler memory' "$txt")"
-        meta "rmem${n}_peak" "$(header_bytes 'profiler peak' "$txt")"
+    json=$(find "$WORK/rmem" -name '*.json' 2>/dev/null | head -n 1)
+    if [ "$RMEM_OK" = 1 ] && [ -n "$json" ]; then
+        meta "rmem${n}_stacks" "$(manifest_field stacks.sampled "$json")"
+        meta "rmem${n}_before" "$(manifest_field totals.profiler_bytes "$json")"
+        meta "rmem${n}_peak" "$(manifest_field totals.profiler_peak_bytes "$json")"
         meta "rmem${n}_write_s" "$(median <"$WORK/rmem_times")"
         meta "rmem${n}_rss" "$(median <"$WORK/rmem_rss")"
         meta "rmem${n}_rss_noreport" "$(median <"$WORK/rmem_rss_none")"

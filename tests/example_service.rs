@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use serde_json::Value;
+
 const LEAK_FN: &str = "leak_loop";
 /// Inlined into `handle_request` (`#[inline(always)]`): named in the default view all the same.
 const AUDIT_FN: &str = "record_audit";
@@ -25,6 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 struct ReportSet {
     txt: Option<PathBuf>,
+    json: Option<PathBuf>,
     svg: Option<PathBuf>,
     folded: Option<PathBuf>,
 }
@@ -46,6 +49,7 @@ fn report_sets(dir: &Path) -> BTreeMap<u64, ReportSet> {
         let set = sets.entry(seq).or_default();
         match ext.as_str() {
             "txt" => set.txt = Some(path),
+            "json" => set.json = Some(path),
             "svg" => set.svg = Some(path),
             "folded" => set.folded = Some(path),
             _ => {}
@@ -54,14 +58,14 @@ fn report_sets(dir: &Path) -> BTreeMap<u64, ReportSet> {
     sets
 }
 
-/// One stack of a text report.
+/// One listed entry of a report set (read from its manifest).
 #[derive(Debug)]
 struct Block {
     retained: u64,
     allocated: u64,
-    /// The `span:` line, if any.
+    /// The span path (`a > b`), if any.
     span: Option<String>,
-    /// Frame lines as printed (function, location, `[inlined]`).
+    /// Frame lines as the text report prints them (function, location, `[inlined]`).
     lines: Vec<String>,
 }
 
@@ -106,56 +110,27 @@ fn without_generics(f: &str) -> String {
     out
 }
 
-/// The number in `(<n> bytes` on a line.
-fn bytes_on(line: &str) -> u64 {
-    let start = line.find('(').expect("a `(<n> bytes` figure") + 1;
-    let digits: String = line[start..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().unwrap_or_else(|_| panic!("no byte figure in {line:?}"))
-}
-
-fn ranked_by(report: &str) -> &str {
-    report
-        .lines()
-        .find_map(|l| l.strip_prefix("ranked by:"))
-        .map(str::trim_start)
-        .and_then(|r| r.split_whitespace().next())
-        .expect("report header names its ranking")
-}
-
-fn parse_blocks(report: &str) -> Vec<Block> {
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut lines = report.lines().peekable();
-    while let Some(line) = lines.next() {
-        // A block leads with the figure its report ranks by: retained, or allocated.
-        let Some((_, figure)) = line.strip_prefix('#').and_then(|l| l.split_once(' ')) else {
-            continue;
-        };
-        let second = lines.next().expect("the block's second figure line");
-        let (retained, allocated) = if figure.starts_with("allocated ") {
-            (bytes_on(second), bytes_on(line))
-        } else {
-            (bytes_on(line), bytes_on(second))
-        };
-        let mut frames = Vec::new();
-        let mut span = None;
-        for l in lines.by_ref() {
-            if let Some(sp) = l.trim().strip_prefix("span: ") {
-                span = Some(sp.to_string());
+/// The listed entries of a set's manifest (`<set>.json`), as blocks.
+fn blocks_of(manifest: &Value) -> Vec<Block> {
+    let n = |e: &Value, k: &str| e[k].as_u64().unwrap_or_else(|| panic!("no {k} in {e}"));
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect()
+    };
+    manifest["entries"]
+        .as_array()
+        .expect("the manifest lists its entries")
+        .iter()
+        .map(|e| {
+            let spans = strings(&e["spans"]);
+            Block {
+                retained: n(e, "retained_bytes"),
+                allocated: n(e, "allocated_bytes"),
+                // As the text report's `span:` line joins them.
+                span: (!spans.is_empty()).then(|| spans.join(" > ")),
+                lines: strings(&e["frames"]),
             }
-            if l.trim() == "frames:" {
-                break;
-            }
-        }
-        while let Some(l) = lines.peek() {
-            if l.trim().is_empty() || l.starts_with('#') {
-                break;
-            }
-            frames.push(l.trim().to_string());
-            lines.next();
-        }
-        blocks.push(Block { retained, allocated, span, lines: frames });
-    }
-    blocks
+        })
+        .collect()
 }
 
 /// Sum of folded-stack values over lines that mention any of `names`.
@@ -242,6 +217,8 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
     let mut allocated_sets = Vec::new();
     for (seq, set) in &sets {
         let txt = read(&set.txt, "text report");
+        let manifest: Value = serde_json::from_str(&read(&set.json, "manifest"))
+            .unwrap_or_else(|e| panic!("report {seq}: manifest: {e}"));
         let svg = read(&set.svg, "flamegraph");
         let folded = read(&set.folded, "folded stacks");
         assert!(
@@ -251,9 +228,9 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
         );
         assert!(svg.trim_end().ends_with("</svg>"), "report {seq}: SVG is cut short");
         assert!(svg.contains(LEAK_FN), "report {seq}: flamegraph does not name {LEAK_FN}");
-        match ranked_by(&txt) {
-            "retained" => retained_sets.push((txt, folded)),
-            "allocated" => allocated_sets.push((txt, folded)),
+        match manifest["ranked_by"].as_str().expect("the manifest names its ranking") {
+            "retained" => retained_sets.push((txt, folded, manifest)),
+            "allocated" => allocated_sets.push((txt, folded, manifest)),
             other => panic!("report {seq}: unknown ranking {other}"),
         }
     }
@@ -266,8 +243,8 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
     assert_eq!(allocated_sets.len(), 1, "one allocated-ranked report at the end");
 
     // The runner's last report: the leak is the top retained stack, named, without async glue.
-    let (last_txt, last_folded) = retained_sets.last().expect("a retained report");
-    let blocks = parse_blocks(last_txt);
+    let (last_txt, last_folded, last_manifest) = retained_sets.last().expect("a retained report");
+    let blocks = blocks_of(last_manifest);
     let top = blocks.first().expect("the last report lists stacks");
     assert!(top.names(LEAK_FN), "#1 retained stack does not name {LEAK_FN}:\n{last_txt}");
     assert!(top.retained >= 8 << 20, "the leak retains several MiB: {top:?}");
@@ -277,9 +254,7 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
     if cfg!(feature = "profile_spans") {
         // The leak is attributed to the leaking span, and the churn to the request spans.
         let span_of = |needle: &str| {
-            last_txt.split("\n#").find(|b| b.contains(needle)).and_then(|b| {
-                b.lines().find_map(|l| l.trim().strip_prefix("span: ").map(str::to_string))
-            })
+            blocks.iter().find(|b| b.lines.iter().any(|l| l.contains(needle)))?.span.clone()
         };
         assert_eq!(span_of(LEAK_FN).as_deref(), Some("ying_example::leak_loop"), "{last_txt}");
         assert!(
@@ -309,8 +284,8 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
     assert!(leak_folded >= top.retained, "folded leak weight {leak_folded} < {}", top.retained);
 
     // The allocated-ranked report: the cache churns, allocating far more than it retains.
-    let (alloc_txt, alloc_folded) = &allocated_sets[0];
-    let alloc_blocks = parse_blocks(alloc_txt);
+    let (alloc_txt, alloc_folded, alloc_manifest) = &allocated_sets[0];
+    let alloc_blocks = blocks_of(alloc_manifest);
     let cache = alloc_blocks
         .iter()
         .take(3)

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use serde_json::Value;
+
 use ying_profiler::YingProfiler;
 use ying_profiler::utils::{ProfilerRunner, ProfilerRunnerBuilder};
 
@@ -151,22 +153,23 @@ impl Child {
     fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.out.stderr).into_owned()
     }
-    /// The stems (`ying.<exe>.<pid>.<seq>.<time>`) of the report sets written.
+    /// The stems (`ying.<exe>.<pid>.<seq>.<time>`) of the report sets written (complete: their
+    /// manifest, written last, is there).
     fn sets(&self) -> Vec<String> {
         let mut v: Vec<String> = files(&self.dir.join("ying-profiles"))
             .into_iter()
-            .filter_map(|n| n.strip_suffix(".txt").map(str::to_string))
+            .filter_map(|n| n.strip_suffix(".json").map(str::to_string))
             .collect();
         v.sort();
         v
     }
-    fn text(&self, stem: &str) -> String {
-        std::fs::read_to_string(self.dir.join("ying-profiles").join(format!("{stem}.txt")))
-            .unwrap_or_else(|e| panic!("{stem}.txt: {e}\n{}", self.describe()))
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join("ying-profiles").join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", self.describe()))
     }
     /// Asserts exactly one complete report set, written by the child itself, and returns its
-    /// text report.
-    fn only_set(&self) -> String {
+    /// text report and its manifest.
+    fn only_set(&self) -> (String, Value) {
         let sets = self.sets();
         assert_eq!(sets.len(), 1, "exactly one report set expected\n{}", self.describe());
         let stem = &sets[0];
@@ -176,7 +179,9 @@ impl Child {
             let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
             assert!(len > 0, "{} missing or empty\n{}", p.display(), self.describe());
         }
-        self.text(stem)
+        let manifest = serde_json::from_str(&self.read(&format!("{stem}.json")))
+            .unwrap_or_else(|e| panic!("{stem}.json: {e}\n{}", self.describe()));
+        (self.read(&format!("{stem}.txt")), manifest)
     }
 }
 
@@ -210,6 +215,22 @@ fn entries(text: &str) -> Vec<&str> {
     text.lines().filter(|l| l.starts_with('#')).collect()
 }
 
+/// Whether a frame of `entry` (a manifest entry) names `func`.
+fn entry_names(entry: &Value, func: &str) -> bool {
+    entry["frames"]
+        .as_array()
+        .is_some_and(|fs| fs.iter().any(|f| f.as_str().is_some_and(|f| f.contains(func))))
+}
+
+/// Whether a listed entry of manifest `m` (now or at the peak) names `func`.
+fn names(m: &Value, func: &str) -> bool {
+    ["entries", "peak_entries"]
+        .iter()
+        .filter_map(|k| m[k].as_array())
+        .flatten()
+        .any(|e| entry_names(e, func))
+}
+
 fn parent() {
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("quick_start", vec![]),
@@ -239,14 +260,14 @@ fn parent() {
 
     // The quick start, with nothing configured: one set, naming what the program kept.
     let quick = &children[0];
-    let text = quick.only_set();
-    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    let (_, m) = quick.only_set();
+    assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     assert!(quick.stderr().is_empty(), "{}", quick.describe());
     println!("quick start: one report set at exit: ok");
 
     // A default builder: the same.
-    let text = children[1].only_set();
-    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    let (_, m) = children[1].only_set();
+    assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     println!("default builder: one report set at exit: ok");
 
     // YING_REPORT_AT_EXIT=false: nothing (the first check, at 300 s, never comes).
@@ -270,28 +291,29 @@ fn parent() {
 
     // Ranked by allocated bytes: every entry leads with its allocated figure, and the churn
     // (which retains nothing) is listed first.
-    let text = children[4].only_set();
-    assert!(text.contains("ranked by:          allocated bytes"), "{text}");
+    let (text, m) = children[4].only_set();
+    assert_eq!(m["ranked_by"], "allocated", "{m:#}");
+    // The leading figure is the human wording: read in the text.
     let tops = entries(&text);
     assert!(!tops.is_empty(), "{text}");
     for line in &tops {
         let figure = line.split_once(' ').map(|(_, rest)| rest).unwrap_or("");
         assert!(figure.starts_with("allocated "), "entry not led by allocated bytes: {line}");
     }
-    let first = text.split("\n#2 ").next().unwrap();
-    assert!(first.contains("exit_report_marker_churn"), "{text}");
-    assert!(first.contains("\n   retained 0 B (0 bytes, "), "{text}");
+    let first = &m["entries"][0];
+    assert!(entry_names(first, "exit_report_marker_churn"), "{m:#}");
+    assert_eq!(first["retained_bytes"], 0, "{m:#}");
     println!("allocated-ranked exit report leads with allocated bytes: ok");
 
     // A fork child that sampled and called `exit` writes nothing; the parent its one set.
     let fork = &children[5];
-    let text = fork.only_set();
-    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    let (_, m) = fork.only_set();
+    assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     println!("fork child writes no exit report of its own: ok");
 
     // Other threads still allocating at exit: the report is written all the same, once.
-    let text = children[6].only_set();
-    assert!(text.contains("exit_report_marker_kept"), "{text}");
+    let (_, m) = children[6].only_set();
+    assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     println!("exit report while other threads allocate: ok");
 
     let _ = std::fs::remove_dir_all(

@@ -23,17 +23,17 @@ static YING_ALLOC: YingProfiler = YingProfiler::default();
 const CASE_VAR: &str = "YING_TEST_TRIGGER_CASE";
 const DIR_VAR: &str = "YING_TEST_TRIGGER_DIR";
 
-/// The text reports in `dir`.
-fn texts(dir: &Path) -> Vec<PathBuf> {
+/// The manifests (`<set>.json`, written last of a set) in `dir`.
+fn manifests(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    v.retain(|p| p.extension().is_some_and(|e| e == "txt"));
+    v.retain(|p| p.extension().is_some_and(|e| e == "json"));
     v.sort();
     v
 }
 
-/// Seconds since the epoch of a `time:` value such as `2026-12-02T11:30:11Z`.
+/// Seconds since the epoch of a `taken_at` value such as `2026-12-02T11:30:11Z`.
 fn epoch_secs(t: &str) -> u64 {
     let num = |r: std::ops::Range<usize>| -> i64 { t[r].parse().expect("time field") };
     let (y, m, d) = (num(0..4), num(5..7), num(8..10));
@@ -51,27 +51,26 @@ fn now_secs() -> u64 {
 }
 
 /// In the child: waits (at most 30 s) for a set, then half a second more, and prints how many
-/// sets there are, the reason lines, and how many seconds after the request (`asked`, epoch
-/// seconds) the first set's snapshot was taken (its `time:` line, one-second resolution).
+/// sets there are, their manifests' reasons (`reason: ...` lines), and how many seconds after
+/// the request (`asked`, epoch seconds) the first set's snapshot was taken (its manifest's
+/// `taken_at`, one-second resolution).
 fn report_sets_after(dir: &Path, asked: u64) {
     let end = Instant::now() + Duration::from_secs(30);
-    while texts(dir).is_empty() && Instant::now() < end {
+    while manifests(dir).is_empty() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let all = texts(dir);
+    let all = manifests(dir);
     println!("sets {}", all.len());
     for (i, p) in all.iter().enumerate() {
-        let text = std::fs::read_to_string(p).unwrap();
-        for l in text.lines().take_while(|l| !l.trim().is_empty()) {
-            if l.starts_with("reason:") {
-                println!("{l}");
-            }
-            if let Some(t) = l.strip_prefix("time:")
-                && i == 0
-            {
-                println!("taken after {} s", epoch_secs(t.trim()).saturating_sub(asked));
-            }
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).expect("a manifest");
+        if let Some(why) = m["reason"].as_str() {
+            println!("reason: {why}");
+        }
+        if i == 0 {
+            let t = m["taken_at"].as_str().expect("taken_at");
+            println!("taken after {} s", epoch_secs(t).saturating_sub(asked));
         }
     }
 }
@@ -110,8 +109,8 @@ fn as_child(case: &str) -> Option<String> {
 }
 
 /// Checks the child's output: exactly one set, the given reason, and its snapshot taken within
-/// a second of the request (the report thread looks every 100 ms), at the `time:` line's
-/// one-second resolution.
+/// a second of the request (the report thread looks every 100 ms), at `taken_at`'s one-second
+/// resolution.
 fn check_one_set(out: &str, reason_start: &str) {
     let sets: Option<u64> = out.split("sets ").nth(1).and_then(|r| r.lines().next()?.parse().ok());
     assert_eq!(sets, Some(1), "{out}");
@@ -184,7 +183,7 @@ fn near_limit_dump_with_a_fake_limit() {
         let limit = rss() + (100 << 20);
         let (h, kept) = start(runner(&dir).memory_limit_bytes(limit));
         std::thread::sleep(Duration::from_millis(200));
-        assert!(texts(Path::new(&dir)).is_empty(), "no set before the growth");
+        assert!(manifests(Path::new(&dir)).is_empty(), "no set before the growth");
         let asked = now_secs();
         let big: Vec<Vec<u8>> = (0..10).map(|_| vec![1u8; 10 << 20]).collect();
         report_sets_after(Path::new(&dir), asked);

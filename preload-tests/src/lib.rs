@@ -16,8 +16,10 @@
 //! `__attribute__((noinline))` marker functions with distinctive sizes, and
 //! [`Folded::bytes_through`] sums the bytes of every stack that passes through a marker. The
 //! `.folded` file is the easiest report to parse (`root;...;leaf <bytes>`, retained bytes by
-//! default, allocated bytes with `YING_MEASURE_ALLOCATED_NOT_RETAINED=true`); the text report
-//! is parsed by [`TextReport`] to check counts and that frames name `file:line`.
+//! default, allocated bytes with `YING_MEASURE_ALLOCATED_NOT_RETAINED=true`); the set's
+//! manifest (`<set>.json`), read by [`ReportSet::manifest`] into a [`Manifest`], gives the
+//! header figures, the counts of the listed entries and their frames (`file:line`). The human
+//! text report is read only by tests of its wording.
 //!
 //! # Rules every test follows
 //!
@@ -82,7 +84,7 @@
 //! | `shim` | where things are: the shim under test, the workspace, the test programs, optional tools; the `YING_*` settings most tests use ([`EXACT`], [`QUIET`]) |
 //! | `programs` | [`TestDir`]: the per-test scratch directory that compiles the C, C++ and Rust programs; [`tagged_line`], [`chunk_counts`] |
 //! | `child` | [`Run`] and [`Outcome`]: one child with a timeout in its own process group; [`compare`]: the plain run against the shim's |
-//! | `reports` | [`ReportSet`], [`report_sets`], [`parse_report_name`]: the sets a run wrote; [`Folded`] and [`TextReport`]: their contents |
+//! | `reports` | [`ReportSet`], [`report_sets`], [`parse_report_name`]: the sets a run wrote; [`Folded`] and [`Manifest`]: their contents |
 //!
 //! Everything is re-exported here, so tests name it `preload_tests::...` whatever its module.
 //!

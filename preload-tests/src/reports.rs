@@ -1,9 +1,11 @@
 //! Reading what the shim wrote: report sets in a directory (named `ying.<exe>.<pid>.<seq>.<UTC>`),
-//! their `.folded` files and their text reports, parsed into the figures and frames tests
-//! compare with the programs' own arithmetic.
+//! their `.folded` files and their manifests (`<set>.json`), read into the figures and frames
+//! tests compare with the programs' own arithmetic.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
 
 /// Lists a directory (names and sizes), for failure messages.
 pub fn list_dir(dir: &Path) -> String {
@@ -58,9 +60,13 @@ impl ReportSet {
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.path("txt").display()))
     }
 
-    /// The parsed text report.
-    pub fn text_report(&self) -> TextReport {
-        TextReport::parse(&self.text())
+    /// The manifest, `<set>.json`: the set's figures and listed entries, for programs.
+    pub fn manifest(&self) -> Manifest {
+        let p = self.path("json");
+        Manifest::parse(
+            &std::fs::read_to_string(&p)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display())),
+        )
     }
 
     /// The raw folded file.
@@ -169,9 +175,11 @@ impl Folded {
     }
 }
 
-/// One frame line of a text report: `     function (file:line)` with an optional ` [inlined]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextFrame {
+/// One frame of a manifest entry, read from its text `function (file:line)` with an optional
+/// ` [inlined]`, as the text report prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub struct Frame {
     /// The function (C++ parameter lists included).
     pub function: String,
     /// `file:line` or `file`, when given.
@@ -180,10 +188,37 @@ pub struct TextFrame {
     pub inlined: bool,
 }
 
-/// One `#N` block of a text report.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StackBlock {
-    /// Rank (`#N`).
+impl From<String> for Frame {
+    /// Splits `function (location)` where the location looks like a path or `file:line`.
+    fn from(line: String) -> Self {
+        let mut s = line.trim();
+        let mut inlined = false;
+        if let Some(x) = s.strip_suffix(" [inlined]") {
+            s = x;
+            inlined = true;
+        }
+        if let Some(i) = s.rfind(" (").filter(|_| s.ends_with(')')) {
+            let loc = &s[i + 2..s.len() - 1];
+            let looks_like_location = loc.contains('/')
+                || loc.rsplit_once(':').is_some_and(|(f, l)| {
+                    !f.is_empty() && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
+                });
+            if looks_like_location {
+                return Frame {
+                    function: s[..i].to_string(),
+                    location: Some(loc.to_string()),
+                    inlined,
+                };
+            }
+        }
+        Frame { function: s.to_string(), location: None, inlined }
+    }
+}
+
+/// One listed entry of a manifest (`entries` or `peak_entries`): a stack and its figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Entry {
+    /// Rank in its list, from 1.
     pub rank: u64,
     /// Retained bytes.
     pub retained_bytes: u64,
@@ -197,242 +232,159 @@ pub struct StackBlock {
     pub freed_bytes: u64,
     /// Frees.
     pub frees: u64,
-    /// Frames, innermost first.
-    pub frames: Vec<TextFrame>,
-}
-
-impl StackBlock {
-    /// Whether a frame is `func`.
-    pub fn goes_through(&self, func: &str) -> bool {
-        self.frames.iter().any(|f| frame_is(&f.function, func))
-    }
-}
-
-/// One `peak #N` block of a text report's PEAK section.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PeakBlock {
-    /// Rank (`peak #N`).
-    pub rank: u64,
     /// Bytes retained at the kept peak.
-    pub bytes: u64,
-    /// Allocations retained at the kept peak.
-    pub count: u64,
+    pub peak_retained_bytes: u64,
+    /// Samples taken at this stack.
+    pub samples: u64,
+    /// Of them, still live.
+    pub live_samples: u64,
+    /// The spans the stack ran in.
+    pub spans: Vec<String>,
     /// Frames, innermost first.
-    pub frames: Vec<TextFrame>,
+    pub frames: Vec<Frame>,
 }
 
-impl PeakBlock {
-    /// Whether a frame is `func`.
+impl Entry {
+    /// Whether a frame is `func` (see [`frame_is`]).
     pub fn goes_through(&self, func: &str) -> bool {
         self.frames.iter().any(|f| frame_is(&f.function, func))
     }
 }
 
-/// A text report's PEAK section.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PeakSection {
-    /// The high-water mark of the sampled estimate.
-    pub high_water: u64,
+/// The header totals of a manifest: what the shim counted exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Totals {
+    /// Bytes allocated (exact).
+    pub allocated_bytes: u64,
+    /// Bytes freed (exact).
+    pub freed_bytes: u64,
+    /// Bytes retained (exact).
+    pub retained_bytes: u64,
+    /// The profiler's own memory.
+    pub profiler_bytes: u64,
+    /// The most the profiler held since start.
+    pub profiler_peak_bytes: u64,
+}
+
+/// The sampled estimates of the totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Estimated {
+    /// Bytes allocated (sampled).
+    pub allocated_bytes: u64,
+    /// Bytes retained (sampled).
+    pub retained_bytes: u64,
+}
+
+/// The kept peak.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Peak {
     /// The estimated retained bytes at the kept peak.
-    pub estimated: u64,
+    pub estimated_bytes: u64,
     /// The exact retained bytes at the kept peak, when read.
-    pub exact: Option<u64>,
-    /// The `peak #N` blocks in order.
-    pub blocks: Vec<PeakBlock>,
+    pub exact_bytes: Option<u64>,
+    /// The high-water mark of the sampled estimate.
+    pub high_water_bytes: u64,
+    /// When it was kept (UTC).
+    pub at: String,
+    /// How many peaks were kept.
+    pub captures: u64,
 }
 
-/// A parsed text report: the header lines (`key: value`) and the stack blocks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TextReport {
-    /// Header fields before the first blank line, keyed by the text before the first `:`.
-    pub header: BTreeMap<String, String>,
-    /// The `#N` blocks in order.
-    pub blocks: Vec<StackBlock>,
-    /// The PEAK section, when there is one with a kept peak.
-    pub peak: Option<PeakSection>,
+/// The anonymous mappings counted (absent when not counted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Mapped {
+    /// Bytes retained in anonymous mappings.
+    pub bytes: u64,
+    /// Regions.
+    pub regions: u64,
 }
 
-/// Parses the lines of a PEAK section (after its `PEAK` line) up to its end.
-fn parse_peak<'a>(lines: &mut impl Iterator<Item = &'a str>) -> Option<PeakSection> {
-    let mut p = PeakSection::default();
-    let mut kept = false;
-    let mut cur: Option<PeakBlock> = None;
-    let mut in_frames = false;
-    for line in lines {
-        let t = line.trim_start();
-        if let Some(rest) = t.strip_prefix("high-water (sampled):") {
-            p.high_water = paren_bytes(rest).unwrap_or_else(|| bad_line(line));
-        } else if let Some(rest) = t.strip_prefix("kept peak:") {
-            kept = true;
-            let (est, exact) = rest.split_once(" estimated, ").unwrap_or_else(|| bad_line(line));
-            p.estimated = paren_bytes(est).unwrap_or_else(|| bad_line(line));
-            p.exact = paren_bytes(exact);
-        } else if let Some(rest) = line.strip_prefix("peak #") {
-            if let Some(b) = cur.take() {
-                p.blocks.push(b);
-            }
-            let (rank, rest) = rest.split_once(": ").unwrap_or_else(|| bad_line(line));
-            cur = Some(PeakBlock {
-                rank: rank.parse().unwrap_or_else(|_| bad_line(line)),
-                bytes: paren_bytes(rest).unwrap_or_else(|| bad_line(line)),
-                count: number_before(rest, " allocations").unwrap_or_else(|| bad_line(line)),
-                frames: Vec::new(),
-            });
-            in_frames = false;
-        } else if t == "frames:" {
-            in_frames = true;
-        } else if t.is_empty() {
-            in_frames = false;
-        } else if in_frames && t != "[no frames]" {
-            if let Some(b) = cur.as_mut() {
-                b.frames.push(parse_frame(t));
-            }
-        } else if line.starts_with("giant allocation refused") {
-            break;
-        }
-    }
-    if let Some(b) = cur.take() {
-        p.blocks.push(b);
-    }
-    kept.then_some(p)
+/// The stack counts of a report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Stacks {
+    /// Stacks sampled.
+    pub sampled: u64,
+    /// Entries as printed.
+    pub entries: u64,
+    /// Live samples.
+    pub live_samples: u64,
+    /// Dropped samples.
+    pub dropped_samples: u64,
+    /// Address conflicts.
+    pub address_conflicts: u64,
+    /// Giant allocations refused.
+    pub giant_refused: u64,
 }
 
-fn bad_line<T>(line: &str) -> T {
-    panic!("cannot parse text report line {line:?}")
+/// A report set's manifest, `<set>.json` (schema: `src/report/manifest.rs`): the figures tests
+/// compare with the programs' own arithmetic, read without parsing the human text report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Manifest {
+    /// `ying-report-set`.
+    pub format: String,
+    /// The format version.
+    pub version: u64,
+    /// The set's stem.
+    pub set: String,
+    /// The process.
+    pub pid: u32,
+    /// Its executable.
+    pub exe: String,
+    /// When the snapshot was taken (UTC, `2026-12-05T07:15:00Z`).
+    pub taken_at: String,
+    /// Why the report was written, when given.
+    pub reason: Option<String>,
+    /// Whether it is the exit report.
+    pub exiting: bool,
+    /// The mean sampling interval.
+    pub sample_interval_bytes: u64,
+    /// `requested` or `chunk`: the bytes every figure counts.
+    pub unit: String,
+    /// The exact totals.
+    pub totals: Totals,
+    /// The sampled estimates.
+    pub estimated: Estimated,
+    /// The kept peak, when one was kept.
+    pub peak: Option<Peak>,
+    /// Anonymous mappings, when counted.
+    pub mapped: Option<Mapped>,
+    /// The owner of a `malloc` Ying does not see, when there is one.
+    pub foreign_malloc: Option<String>,
+    /// Stack counts.
+    pub stacks: Stacks,
+    /// `retained` or `allocated`: what `entries` is ranked by.
+    pub ranked_by: String,
+    /// The listed entries, ranked by `ranked_by`.
+    pub entries: Vec<Entry>,
+    /// The entries of the PEAK section, ranked by bytes retained at the kept peak.
+    pub peak_entries: Vec<Entry>,
 }
 
-/// The first number in parentheses followed by ` bytes`, e.g. `1.0 MiB (1100100 bytes, ...)`.
-fn paren_bytes(s: &str) -> Option<u64> {
-    let open = s.find('(')?;
-    let rest = &s[open + 1..];
-    let end = rest.find(" bytes")?;
-    rest[..end].trim().parse().ok()
-}
-
-/// The number just before `word` (e.g. `in 100 allocations`).
-fn number_before(s: &str, word: &str) -> Option<u64> {
-    let i = s.find(word)?;
-    s[..i].split_whitespace().last()?.parse().ok()
-}
-
-/// Splits `function (location)` where the location looks like a path or `file:line`.
-fn parse_frame(line: &str) -> TextFrame {
-    let mut s = line.trim();
-    let mut inlined = false;
-    if let Some(x) = s.strip_suffix(" [inlined]") {
-        s = x;
-        inlined = true;
-    }
-    if let Some(i) = s.rfind(" (").filter(|_| s.ends_with(')')) {
-        let loc = &s[i + 2..s.len() - 1];
-        let looks_like_location = loc.contains('/')
-            || loc.rsplit_once(':').is_some_and(|(f, l)| {
-                !f.is_empty() && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
-            });
-        if looks_like_location {
-            return TextFrame {
-                function: s[..i].to_string(),
-                location: Some(loc.to_string()),
-                inlined,
-            };
-        }
-    }
-    TextFrame { function: s.to_string(), location: None, inlined }
-}
-
-/// Reads a block's `retained ...` or `allocated ...; freed ...` line (`t`, without its rank or
-/// indentation) into `b`; false when `t` is neither.
-fn parse_figures(b: &mut StackBlock, t: &str, line: &str) -> bool {
-    if let Some(rest) = t.strip_prefix("retained ") {
-        b.retained_bytes = paren_bytes(rest).unwrap_or_else(|| bad_line(line));
-        b.retained_count = number_before(rest, " allocations").unwrap_or_else(|| bad_line(line));
-        true
-    } else if let Some(rest) = t.strip_prefix("allocated ") {
-        let (alloc, freed) = rest.split_once("; freed ").unwrap_or_else(|| bad_line(line));
-        b.allocated_bytes = paren_bytes(alloc).unwrap_or_else(|| bad_line(line));
-        b.allocations = number_before(alloc, " allocations").unwrap_or_else(|| bad_line(line));
-        b.freed_bytes = number_before(freed, " bytes").unwrap_or_else(|| bad_line(line));
-        b.frees = number_before(freed, " frees").unwrap_or_else(|| bad_line(line));
-        true
-    } else {
-        false
-    }
-}
-
-impl TextReport {
-    /// Parses the format written by `src/report/text.rs`: each block leads with the figure the
-    /// report ranks by (retained, or allocated with `YING_MEASURE_ALLOCATED_NOT_RETAINED`).
+impl Manifest {
+    /// Parses a manifest.
     ///
     /// # Panics
-    /// When a `#N` block's figures cannot be read.
-    pub fn parse(text: &str) -> Self {
-        let mut r = TextReport::default();
-        let mut in_header = true;
-        let mut cur: Option<StackBlock> = None;
-        let mut in_frames = false;
-        let mut lines = text.lines();
-        while let Some(line) = lines.next() {
-            if line == "PEAK" {
-                r.peak = parse_peak(&mut lines);
-                break;
-            }
-            if in_header {
-                if line.trim().is_empty() {
-                    in_header = false;
-                } else if let Some((k, v)) = line.split_once(':') {
-                    r.header.insert(k.trim().to_string(), v.trim().to_string());
-                }
-                continue;
-            }
-            if let Some(rest) = line.strip_prefix('#') {
-                if let Some(b) = cur.take() {
-                    r.blocks.push(b);
-                }
-                let (rank, rest) = rest.split_once(' ').unwrap_or_else(|| bad_line(line));
-                let mut b = StackBlock {
-                    rank: rank.parse().unwrap_or_else(|_| bad_line(line)),
-                    ..StackBlock::default()
-                };
-                // The figure the report ranks by comes first: retained or allocated.
-                if !parse_figures(&mut b, rest, line) {
-                    bad_line::<()>(line);
-                }
-                cur = Some(b);
-                in_frames = false;
-                continue;
-            }
-            let Some(b) = cur.as_mut() else { continue };
-            let t = line.trim_start();
-            if !in_frames && parse_figures(b, t, line) {
-                continue;
-            }
-            if t == "frames:" {
-                in_frames = true;
-            } else if in_frames && !t.is_empty() && t != "[no frames]" {
-                b.frames.push(parse_frame(t));
-            } else if t.is_empty() {
-                in_frames = false;
-            }
-        }
-        if let Some(b) = cur.take() {
-            r.blocks.push(b);
-        }
-        r
+    /// When `json` is not a manifest of version 1.
+    pub fn parse(json: &str) -> Self {
+        let m: Manifest = serde_json::from_str(json)
+            .unwrap_or_else(|e| panic!("not a report-set manifest ({e}):\n{json}"));
+        assert!(
+            m.format == "ying-report-set" && m.version == 1,
+            "unexpected manifest format {:?} version {}",
+            m.format,
+            m.version
+        );
+        m
     }
 
-    /// A header value's `(N bytes)` figure, e.g. `retained (exact)`.
-    pub fn header_bytes(&self, key: &str) -> Option<u64> {
-        paren_bytes(self.header.get(key)?)
+    /// The entries whose stack goes through `func`.
+    pub fn entries_through<'a>(&'a self, func: &'a str) -> impl Iterator<Item = &'a Entry> {
+        self.entries.iter().filter(move |e| e.goes_through(func))
     }
 
-    /// The blocks whose stack goes through `func`.
-    pub fn blocks_through<'a>(&'a self, func: &'a str) -> impl Iterator<Item = &'a StackBlock> {
-        self.blocks.iter().filter(move |b| b.goes_through(func))
-    }
-
-    /// The frames named `func` in any block.
-    pub fn frames_named<'a>(&'a self, func: &'a str) -> impl Iterator<Item = &'a TextFrame> {
-        self.blocks.iter().flat_map(|b| &b.frames).filter(move |f| frame_is(&f.function, func))
+    /// The frames named `func` in any entry.
+    pub fn frames_named<'a>(&'a self, func: &'a str) -> impl Iterator<Item = &'a Frame> {
+        self.entries.iter().flat_map(|e| &e.frames).filter(move |f| frame_is(&f.function, func))
     }
 }
 
@@ -470,37 +422,47 @@ mod tests {
     }
 
     #[test]
-    fn text_blocks_parse() {
-        let t = "Ying memory profile\nretained (exact):   1.1 MiB (1107712 bytes)\n\n\
-                 #1 retained 1.0 MiB (1100100 bytes, 99.4% of estimated) in 100 allocations\n   \
-                 allocated 1.0 MiB (1100100 bytes, 97.0% of estimated) in 100 allocations; freed 5 bytes in 2 frees\n   \
-                 samples: 100 (100 live)\n   frames:\n     marker_keep (/tmp/yt/m.c:5)\n     \
-                 marker_new(unsigned long) (/x/cxx.cpp:9) [inlined]\n     operator new(unsigned long)\n     _start\n\n";
-        let r = TextReport::parse(t);
-        assert_eq!(r.header_bytes("retained (exact)"), Some(1107712));
-        let b = &r.blocks[0];
-        assert_eq!((b.rank, b.retained_bytes, b.retained_count), (1, 1100100, 100));
-        assert_eq!(
-            (b.allocated_bytes, b.allocations, b.freed_bytes, b.frees),
-            (1100100, 100, 5, 2)
-        );
-        assert_eq!(b.frames[0].location.as_deref(), Some("/tmp/yt/m.c:5"));
-        assert_eq!(b.frames[1].function, "marker_new(unsigned long)");
-        assert!(b.frames[1].inlined);
-        assert_eq!(b.frames[2].location, None);
-        assert_eq!(b.frames[2].function, "operator new(unsigned long)");
-        assert!(b.goes_through("marker_new"));
-        // Ranked by allocated bytes, the allocated line leads.
-        let t = "Ying memory profile\n\n\
-                 #1 allocated 2.0 MiB (2097152 bytes, 99.4% of estimated) in 16 allocations; freed 2097152 bytes in 16 frees\n   \
-                 retained 0 B (0 bytes, 0.0% of estimated) in 0 allocations\n   \
-                 samples: 4 (0 live)\n   frames:\n     marker_churn (/tmp/yt/m.c:7)\n\n";
-        let b = &TextReport::parse(t).blocks[0];
-        assert_eq!((b.rank, b.retained_bytes, b.retained_count), (1, 0, 0));
-        assert_eq!(
-            (b.allocated_bytes, b.allocations, b.freed_bytes, b.frees),
-            (2097152, 16, 2097152, 16)
-        );
-        assert!(b.goes_through("marker_churn"));
+    fn manifest_parses() {
+        let j = r#"{"format":"ying-report-set","version":1,"set":"ying.m.7.0.20261205T071500Z",
+          "pid":7,"exe":"/tmp/m","taken_at":"2026-12-05T07:15:00Z","reason":null,"exiting":true,
+          "sample_interval_bytes":1,"unit":"chunk",
+          "totals":{"allocated_bytes":1100105,"freed_bytes":5,"retained_bytes":1100100,
+                    "profiler_bytes":4096,"profiler_peak_bytes":8192},
+          "estimated":{"allocated_bytes":1100105,"retained_bytes":1100100},
+          "peak":{"estimated_bytes":1100100,"exact_bytes":null,"high_water_bytes":1100100,
+                  "at":"2026-12-05T07:15:00Z","captures":3},
+          "mapped":null,"rss_kib":null,"anon_rss_kib":null,"foreign_malloc":null,
+          "stacks":{"sampled":2,"entries":2,"live_samples":100,"dropped_samples":0,
+                    "address_conflicts":0,"giant_refused":0},
+          "files":{"text":"ying.m.7.0.20261205T071500Z.txt","folded":null,"svg":null,
+                   "pprof":null,"peak_folded":null,"peak_svg":null,"peak_pprof":null},
+          "ranked_by":"retained",
+          "entries":[{"rank":1,"retained_bytes":1100100,"retained_count":100,
+            "allocated_bytes":1100105,"allocations":102,"freed_bytes":5,"frees":2,
+            "peak_retained_bytes":1100100,"samples":102,"live_samples":100,"spans":[],
+            "frames":["marker_keep (/tmp/yt/m.c:5)",
+                      "marker_new(unsigned long) (/x/cxx.cpp:9) [inlined]",
+                      "operator new(unsigned long)","_start"]}],
+          "peak_entries":[]}"#;
+        let m = Manifest::parse(j);
+        assert_eq!((m.totals.retained_bytes, m.estimated.allocated_bytes), (1100100, 1100105));
+        assert_eq!(m.peak.as_ref().map(|p| (p.exact_bytes, p.captures)), Some((None, 3)));
+        assert!(m.mapped.is_none() && m.unit == "chunk");
+        let e = &m.entries[0];
+        assert_eq!((e.rank, e.retained_bytes, e.retained_count, e.frees), (1, 1100100, 100, 2));
+        assert_eq!(e.frames[0].location.as_deref(), Some("/tmp/yt/m.c:5"));
+        assert_eq!(e.frames[1].function, "marker_new(unsigned long)");
+        assert!(e.frames[1].inlined && !e.frames[0].inlined);
+        assert_eq!(e.frames[2].location, None);
+        assert_eq!(e.frames[2].function, "operator new(unsigned long)");
+        assert_eq!(m.entries_through("marker_new").count(), 1);
+        assert_eq!(m.entries_through("marker").count(), 0);
+        assert_eq!(m.frames_named("operator new").count(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "not a report-set manifest")]
+    fn a_manifest_missing_a_figure_is_refused() {
+        Manifest::parse(r#"{"format":"ying-report-set","version":1}"#);
     }
 }

@@ -39,9 +39,8 @@ fn invalid_sample_interval_warns_once_and_uses_the_default() {
         "expected exactly the one warning line about YING_SAMPLE_INTERVAL_BYTES=banana",
     );
     // The rest of the configuration still applies: the report is written, with the default.
-    let text = c.main_report().text_report();
     c.check(
-        text.header.get("sample interval").map(String::as_str) == Some("524288 bytes (mean)"),
+        c.main_report().manifest().sample_interval_bytes == 524288,
         "the report does not use the default interval",
     );
 }
@@ -170,11 +169,12 @@ fn giant_allocation_is_refused_and_the_program_continues() {
         lines.iter().filter(|l| l.starts_with("ying: refused")).count() == 1,
         "expected exactly one refusal",
     );
-    let text = c.main_report().text();
     c.check(
-        text.contains(" 1 giant allocations refused)"),
+        c.main_report().manifest().stacks.giant_refused == 1,
         "the report does not count the refusal",
     );
+    // The refusal's listing is for humans: its wording is what is tested.
+    let text = c.main_report().text();
     c.check(
         text.contains("giant allocation refused (refusal #1): 1.0 TiB (1099511627776 bytes)")
             && text.contains("    marker_giant ("),

@@ -57,18 +57,18 @@ fn check_bytes(c: &Comparison, retained: bool) {
 /// Markers are named demangled, with their `file:line` (a report lists only the stacks with a
 /// non-zero figure of its measure, hence `retained`).
 fn check_names(c: &Comparison, retained: bool) {
-    let text = c.main_report().text_report();
+    let m = c.main_report().manifest();
     for &(marker, _) in MARKERS.iter().filter(|m| !retained || m.1) {
         let want = format!("{marker}(unsigned long)");
         c.check(
-            text.frames_named(marker).any(|f| {
+            m.frames_named(marker).any(|f| {
                 f.function == want && f.location.as_deref().is_some_and(|l| l.contains("cxx.cpp:"))
             }),
             format!("no frame `{want} (.../cxx.cpp:N)` in the text report"),
         );
     }
     c.check(
-        text.frames_named("operator new")
+        m.frames_named("operator new")
             .any(|f| f.function.starts_with("operator new(unsigned long")),
         "`operator new(unsigned long...)` is not named (demangled) in the text report",
     );

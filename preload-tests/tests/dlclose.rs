@@ -39,10 +39,10 @@ fn a_library_loaded_where_a_closed_one_was_is_named_and_unwound_as_itself() {
     }
     let sets = c.main_reports();
     c.check(sets.len() >= 2, "expected a periodic report before the final one");
-    let text = c.main_report().text_report();
+    let m = c.main_report().manifest();
     let chunk = |size: u64| size..size + 32; // glibc's chunk: the request, its header, rounding
     let b_blocks: Vec<_> =
-        text.blocks.iter().filter(|b| chunk(B_SIZE).contains(&b.retained_bytes)).collect();
+        m.entries.iter().filter(|b| chunk(B_SIZE).contains(&b.retained_bytes)).collect();
     c.check(b_blocks.len() == 1, format!("expected one stack retaining B's block: {b_blocks:#?}"));
     let b = b_blocks[0];
     c.check(
@@ -54,7 +54,7 @@ fn a_library_loaded_where_a_closed_one_was_is_named_and_unwound_as_itself() {
         format!("B's stack does not reach main (a stale unwind rule?): {:#?}", b.frames),
     );
     c.check(
-        text.blocks.iter().any(|b| chunk(A_SIZE).contains(&b.retained_bytes)),
+        m.entries.iter().any(|b| chunk(A_SIZE).contains(&b.retained_bytes)),
         "A's block is missing from the report",
     );
 }

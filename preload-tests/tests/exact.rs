@@ -64,11 +64,11 @@ fn run_exact(name: &str, vars: &[(&str, &str)]) -> (TestDir, Comparison) {
 /// The text report names each tagged marker that `listed` selects as `marker (/.../exact.c:N)`,
 /// N being the tagged line. (A report lists only stacks with a non-zero figure of its measure.)
 fn check_locations(c: &Comparison, listed: impl Fn(&str) -> bool) {
-    let text = c.main_report().text_report();
+    let m = c.main_report().manifest();
     for marker in TAGGED.iter().filter(|m| listed(m)) {
         let line = tagged_line("exact.c", &format!("TAG:{marker} "));
         let want = format!("exact.c:{line}");
-        let frames: Vec<_> = text.frames_named(marker).collect();
+        let frames: Vec<_> = m.frames_named(marker).collect();
         c.check(!frames.is_empty(), format!("the text report does not name {marker}"));
         c.check(
             frames.iter().any(|f| {
@@ -85,11 +85,8 @@ fn exact_mode_retained_bytes_match_per_marker() {
     let r = c.main_report();
     c.check(r.has("txt") && r.has("folded") && r.has("svg"), "incomplete report set");
     let folded = r.folded();
-    let text = r.text_report();
-    c.check(
-        text.header.get("sample interval").map(String::as_str) == Some("1 bytes (mean)"),
-        "the report does not show exact mode",
-    );
+    let m = r.manifest();
+    c.check(m.sample_interval_bytes == 1, "the report does not show exact mode");
     for &(marker, live, _) in MARKERS {
         let (allocated, freed) = chunks(&c, marker);
         let retained = allocated - freed;
@@ -98,7 +95,7 @@ fn exact_mode_retained_bytes_match_per_marker() {
             got == retained,
             format!("{marker}: folded retained {got} bytes, expected {retained}"),
         );
-        let blocks: Vec<_> = text.blocks_through(marker).collect();
+        let blocks: Vec<_> = m.entries_through(marker).collect();
         let bytes: u64 = blocks.iter().map(|b| b.retained_bytes).sum();
         let count: u64 = blocks.iter().map(|b| b.retained_count).sum();
         c.check(
@@ -109,8 +106,7 @@ fn exact_mode_retained_bytes_match_per_marker() {
     check_locations(&c, |m| MARKERS.iter().any(|x| x.0 == m && x.1 > 0));
     // Summed over every stack, the estimates are the exact totals (the shim's start-up
     // allocations, made before sampling is switched on, aside).
-    let h = |k: &str| text.header_bytes(k).unwrap_or_else(|| panic!("no `{k}` in the header"));
-    let (exact, sampled) = (h("retained (exact)"), h("retained (sampled)"));
+    let (exact, sampled) = (m.totals.retained_bytes, m.estimated.retained_bytes);
     c.check(
         exact >= sampled && exact - sampled < 64 * 1024,
         format!("retained: exact {exact} bytes, sampled {sampled}"),
@@ -122,11 +118,8 @@ fn exact_mode_allocated_bytes_match_per_marker() {
     let (_dir, c) = run_exact("exact-allocated", EXACT_ALLOCATED);
     let r = c.main_report();
     let folded = r.folded();
-    let text = r.text_report();
-    c.check(
-        text.header.get("ranked by").is_some_and(|v| v.starts_with("allocated bytes")),
-        "the report is not ranked by allocated bytes",
-    );
+    let m = r.manifest();
+    c.check(m.ranked_by == "allocated", "the report is not ranked by allocated bytes");
     // Each entry leads with the figure it is ranked by (marker_churn retains nothing: its
     // entry must not open with "retained 0 B").
     let raw = r.text();
@@ -143,9 +136,8 @@ fn exact_mode_allocated_bytes_match_per_marker() {
             got == allocated,
             format!("{marker}: folded allocated {got} bytes, expected {allocated}"),
         );
-        let blocks: Vec<_> = text.blocks_through(marker).collect();
-        let sum =
-            |f: fn(&preload_tests::StackBlock) -> u64| blocks.iter().map(|b| f(b)).sum::<u64>();
+        let blocks: Vec<_> = m.entries_through(marker).collect();
+        let sum = |f: fn(&preload_tests::Entry) -> u64| blocks.iter().map(|b| f(b)).sum::<u64>();
         let (a, n, fb, nf) = (
             sum(|b| b.allocated_bytes),
             sum(|b| b.allocations),

@@ -47,9 +47,9 @@ fn fork_without_exec_child_and_parent_report() {
             ),
         );
         if s.pid != c.with.pid {
-            let text = s.text_report();
+            let m = s.manifest();
             c.check(
-                text.frames_named("marker_child")
+                m.frames_named("marker_child")
                     .any(|f| f.location.as_deref().is_some_and(|l| l.contains("fork.c:"))),
                 "the child's text report does not name marker_child (fork.c:N)",
             );

@@ -47,31 +47,30 @@ fn run_regions(
 fn exact_mode_retains_what_each_function_left_mapped() {
     let (_dir, c, markers, total) = run_regions("mmap-exact", EXACT);
     let r = c.main_report();
-    let text = r.text_report();
+    let m = r.manifest();
     let folded = r.folded();
     for (marker, want) in &markers {
         let got = folded.bytes_through(marker);
         c.check(got == *want, format!("{marker}: folded retains {got} bytes, expected {want}"));
-        let text_bytes: u64 = text.blocks_through(marker).map(|b| b.retained_bytes).sum();
+        let listed: u64 = m.entries_through(marker).map(|b| b.retained_bytes).sum();
         c.check(
-            text_bytes == *want,
-            format!("{marker}: the text report retains {text_bytes} bytes, expected {want}"),
+            listed == *want,
+            format!("{marker}: the report's entries retain {listed} bytes, expected {want}"),
         );
     }
     // map_keep is 5 pages kept whole: one allocation, shown at its own stack.
     c.check(
-        text.blocks_through("map_keep").any(|b| b.retained_count == 1),
+        m.entries_through("map_keep").any(|b| b.retained_count == 1),
         "map_keep's mapping is not one retained allocation",
     );
     // Every counted byte is the program's: glibc's mapping of the 3 MiB malloc, the
     // reservations and the file mappings are not in the mapped total.
-    let mapped = text.header_bytes("mapped (exact)");
+    let mapped = m.mapped.as_ref().map(|x| x.bytes);
     c.check(mapped == Some(total), format!("mapped (exact) is {mapped:?}, expected {total}"));
     // The big malloc is a malloc'd chunk, at its own stack.
     c.check(folded.bytes_through("big_malloc") >= 3 << 20, "big_malloc's block is not retained");
     // Exact mode: the estimates are the exact totals, mappings included.
-    let h = |k: &str| text.header_bytes(k).unwrap_or_else(|| panic!("no `{k}` in the header"));
-    let (exact, sampled) = (h("retained (exact)"), h("retained (sampled)"));
+    let (exact, sampled) = (m.totals.retained_bytes, m.estimated.retained_bytes);
     c.check(
         exact >= sampled && exact - sampled < 64 * 1024,
         format!("retained: exact {exact} bytes, sampled {sampled}"),
@@ -84,15 +83,15 @@ fn nothing_is_counted_with_tracking_off() {
     vars.push(("YING_TRACK_MMAP", "false"));
     let (_dir, c, markers, _) = run_regions("mmap-off", &vars);
     let r = c.main_report();
-    let text = r.text_report();
     let folded = r.folded();
     for (marker, _) in &markers {
         let got = folded.bytes_through(marker);
         c.check(got == 0, format!("{marker}: {got} bytes retained with YING_TRACK_MMAP=false"));
     }
+    // Not counted: no mapped figure, and the human header says why.
+    c.check(r.manifest().mapped.is_none(), "the manifest counts mappings");
     c.check(
-        text.header.get("mapped").is_some_and(|v| v.contains("YING_TRACK_MMAP=false"))
-            && !text.header.contains_key("mapped (exact)"),
+        r.text().lines().any(|l| l.starts_with("mapped:") && l.contains("YING_TRACK_MMAP=false")),
         "the header does not say that mappings are not counted",
     );
     // The malloc family is still seen.
@@ -140,8 +139,7 @@ fn threads_and_forks_mapping_at_once_keep_the_count() {
         c.check(c.with.success(), "mmap_threads.c failed");
         c.assert_no_ying_lines();
         let kept = kept_bytes(&c);
-        let text = c.main_report().text_report();
-        let mapped = text.header_bytes("mapped (exact)");
+        let mapped = c.main_report().manifest().mapped.map(|x| x.bytes);
         c.check(mapped == Some(kept), format!("{name}: mapped (exact) {mapped:?}, kept {kept}"));
         if name == "exact" {
             let got = c.main_report().folded().bytes_through("keep_region");
@@ -153,7 +151,7 @@ fn threads_and_forks_mapping_at_once_keep_the_count() {
 /// Builds a dict of 300,000 entries of small objects (ints, strings, floats and tuples, all
 /// from pymalloc's arenas), writes how much the resident set grew meanwhile to `$RSS_FILE`,
 /// then, under the shim, waits with the dict alive until a periodic report is written (its
-/// text file comes last), so that the report sees the dict.
+/// manifest comes last), so that the report sees the dict.
 const PY_DICT: &str = r#"
 import os, time
 def rss():
@@ -167,7 +165,7 @@ with open(os.environ["RSS_FILE"], "w") as f:
 rep = os.environ.get("YING_REPORTING_PATH")
 deadline = time.monotonic() + 50
 while rep and time.monotonic() < deadline:
-    if os.path.isdir(rep) and any(n.endswith(".txt") for n in os.listdir(rep)):
+    if os.path.isdir(rep) and any(n.endswith(".json") for n in os.listdir(rep)):
         break
     time.sleep(0.05)
 print(len(d), sum(len(v[0]) for v in d.values()))
@@ -197,14 +195,16 @@ fn python_dict(
     let best = c
         .main_reports()
         .into_iter()
-        .map(|r| r.text_report())
-        .max_by_key(|t| t.header_bytes("retained (exact)").unwrap_or(0));
+        .map(|r| (r.manifest(), r))
+        .max_by_key(|(m, _)| m.totals.retained_bytes);
     c.check(best.is_some(), "no report from python");
-    let text = best.unwrap_or_default();
-    let h = |k: &str| text.header_bytes(k).unwrap_or(0);
-    let (exact, sampled) = (h("retained (exact)"), h("retained (sampled)"));
+    let (exact, sampled) = best
+        .as_ref()
+        .map_or((0, 0), |(m, _)| (m.totals.retained_bytes, m.estimated.retained_bytes));
+    // The human header's advice (its wording is what is tested).
+    let text = best.map(|(_, r)| r.text()).unwrap_or_default();
     c.check(
-        text.header.get("python").is_some_and(|v| v.contains("PYTHONMALLOC=malloc")),
+        text.lines().any(|l| l.starts_with("python:") && l.contains("PYTHONMALLOC=malloc")),
         "the header of a Python report does not mention PYTHONMALLOC=malloc",
     );
     Some((c, grown, exact, sampled))

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use preload_tests::{Comparison, PeakSection, Run, TestDir, compare, python3, require_tool};
+use preload_tests::{Comparison, Manifest, Peak, Run, TestDir, compare, python3, require_tool};
 
 /// The shim's default mean sampling interval.
 const R: f64 = 524_288.0;
@@ -22,48 +22,49 @@ fn sigma(total: u64) -> f64 {
     (total as f64 * R).sqrt()
 }
 
-/// The PEAK section of the started process's exit report set, whose files are all there.
-fn peak_of(c: &Comparison) -> (PeakSection, preload_tests::ReportSet) {
+/// The manifest of the started process's exit report set, whose files are all there, and its
+/// kept peak.
+fn peak_of(c: &Comparison) -> (Manifest, Peak, preload_tests::ReportSet) {
     let r = c.main_report();
     for ext in ["txt", "folded", "svg", "pb.gz", "peak.folded", "peak.svg", "peak.pb.gz"] {
         c.check(r.has(ext), format!("report set without its .{ext}"));
     }
-    let text = r.text_report();
-    let peak = text.peak.clone();
-    c.check(peak.is_some(), "the report has no PEAK section with a kept peak");
+    let m = r.manifest();
+    let peak = m.peak.clone();
+    c.check(peak.is_some(), "the report has no kept peak");
     let peak = peak.unwrap_or_default();
-    let exact = peak.exact.unwrap_or(0);
-    c.check(peak.exact.is_some(), "the kept peak has no exact figure");
-    let diff = (peak.estimated as f64 - exact as f64).abs();
+    let exact = peak.exact_bytes.unwrap_or(0);
+    c.check(peak.exact_bytes.is_some(), "the kept peak has no exact figure");
+    let diff = (peak.estimated_bytes as f64 - exact as f64).abs();
     c.check(
         diff <= 4.0 * sigma(exact),
         format!(
             "kept peak estimated {} bytes, exact {exact} at that moment: off by {diff:.0}, more \
              than 4 sigma ({:.0})",
-            peak.estimated,
+            peak.estimated_bytes,
             4.0 * sigma(exact)
         ),
     );
-    c.check(peak.high_water >= peak.estimated, "high-water below the kept peak");
+    c.check(peak.high_water_bytes >= peak.estimated_bytes, "high-water below the kept peak");
     // Nothing retained at exit: the current flamegraph says so and points at the peak's.
     let svg = std::fs::read_to_string(r.path("svg")).unwrap_or_default();
-    if !text.blocks.is_empty() {
-        return (peak, r);
+    if !m.entries.is_empty() {
+        return (m, peak, r);
     }
     c.check(!svg.contains("no samples"), "the current flamegraph says \"no samples\"");
     c.check(
         svg.contains("see the peak flamegraph") && svg.contains(".peak.svg"),
         format!("the empty current flamegraph does not point at the peak's:\n{svg}"),
     );
-    (peak, r)
+    (m, peak, r)
 }
 
-/// The estimate of the peak blocks whose frames satisfy `holds`.
-fn held_by(peak: &PeakSection, holds: impl Fn(&str) -> bool) -> u64 {
-    peak.blocks
+/// The estimate of the peak entries whose frames satisfy `holds`.
+fn held_by(m: &Manifest, holds: impl Fn(&str) -> bool) -> u64 {
+    m.peak_entries
         .iter()
         .filter(|b| b.frames.iter().any(|f| holds(&f.function)))
-        .map(|b| b.bytes)
+        .map(|b| b.peak_retained_bytes)
         .sum()
 }
 
@@ -128,13 +129,13 @@ fn python_strings_freed_before_exit_show_at_the_peak() {
     c.check(c.with.success(), "python failed");
     let full: u64 =
         c.with.stdout_str().split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (peak, r) = peak_of(&c);
+    let (m, _, r) = peak_of(&c);
     let unicode = |f: &str| f.contains("Unicode") || f.contains("unicode") || f.contains("json");
     c.check(
-        peak.blocks.first().is_some_and(|b| b.frames.iter().any(|f| unicode(&f.function))),
+        m.peak_entries.first().is_some_and(|b| b.frames.iter().any(|f| unicode(&f.function))),
         "the top stack at the peak does not go through json or unicode code",
     );
-    check_estimate(&c, "the strings' stacks", held_by(&peak, unicode), full);
+    check_estimate(&c, "the strings' stacks", held_by(&m, unicode), full);
     if let Some(top) = pprof_top(&r.path("peak.pb.gz"), &[]) {
         let rows = top_rows(&top, 5);
         c.check(rows.iter().any(|f| unicode(f)), format!("pprof's top 5 {rows:?}:\n{top}"));
@@ -149,13 +150,13 @@ fn cxx_map_dying_at_the_end_of_main_shows_at_the_peak() {
     c.check(c.with.success(), "peak_index failed");
     let full: u64 =
         c.with.stdout_str().split_whitespace().nth(3).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (peak, r) = peak_of(&c);
+    let (m, _, r) = peak_of(&c);
     let build = |f: &str| f.starts_with("build_index");
     c.check(
-        peak.blocks.first().is_some_and(|b| b.frames.iter().any(|f| build(&f.function))),
+        m.peak_entries.first().is_some_and(|b| b.frames.iter().any(|f| build(&f.function))),
         "the top stack at the peak does not go through build_index",
     );
-    check_estimate(&c, "build_index's stacks", held_by(&peak, build), full);
+    check_estimate(&c, "build_index's stacks", held_by(&m, build), full);
     if let Some(top) = pprof_top(&r.path("peak.pb.gz"), &[]) {
         let rows = top_rows(&top, 5);
         c.check(rows.iter().any(|f| build(f)), format!("pprof's top 5 {rows:?}:\n{top}"));
@@ -173,15 +174,18 @@ fn sqlite_in_memory_table_shows_at_the_peak() {
     let dir = TestDir::new("peak-sqlite");
     let c = compare(&Run::new(&sqlite).args(&[":memory:", SQL]), &[], &dir.reports("sqlite"));
     c.check(c.with.success() && c.with.stdout_str().trim() == "1000000", "sqlite3 failed");
-    let (peak, r) = peak_of(&c);
+    let (m, peak, r) = peak_of(&c);
     let insert = |f: &str| f.starts_with("sqlite3BtreeInsert");
-    let held = held_by(&peak, insert);
+    let held = held_by(&m, insert);
     c.check(
-        peak.blocks.first().is_some_and(|b| b.frames.iter().any(|f| insert(&f.function))),
+        m.peak_entries.first().is_some_and(|b| b.frames.iter().any(|f| insert(&f.function))),
         "the top stack at the peak does not go through sqlite3BtreeInsert",
     );
     // The table's pages are most of the peak (the exact figure includes the rest).
-    c.check(held as f64 >= 0.8 * peak.estimated as f64, format!("sqlite3BtreeInsert held {held}"));
+    c.check(
+        held as f64 >= 0.8 * peak.estimated_bytes as f64,
+        format!("sqlite3BtreeInsert held {held}"),
+    );
     // Debian's libsqlite3 is stripped: the functions between the allocator and the exported
     // sqlite3BtreeInsert have no names, so the flat cost goes to an unnamed address and the
     // check is on the cumulative view.

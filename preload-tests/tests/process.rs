@@ -141,10 +141,10 @@ fn a_program_with_its_own_malloc_is_named_and_its_reports_say_so() {
             && lines[0].contains(&named),
         format!("expected one warning naming {named}, got {lines:?}"),
     );
-    let r = c.main_report().text_report();
-    let line = r.header.get("heap not seen").cloned().unwrap_or_default();
-    c.check(line.contains(&named), format!("no `heap not seen` header naming {named}: {line:?}"));
-    c.check(r.header_bytes("allocated (exact)") == Some(0), "the shim saw allocations after all?");
+    let m = c.main_report().manifest();
+    let owner = m.foreign_malloc.clone().unwrap_or_default();
+    c.check(owner.contains(&named), format!("no foreign malloc naming {named}: {owner:?}"));
+    c.check(m.totals.allocated_bytes == 0, "the shim saw allocations after all?");
 }
 
 /// A position-dependent executable that takes `malloc`'s address makes its PLT stub the
@@ -158,9 +158,9 @@ fn a_position_dependent_program_taking_mallocs_address_is_not_called_foreign() {
     c.check(c.with.success(), "malloc_address failed");
     let lines = c.with.ying_lines();
     c.check(lines.is_empty(), format!("expected no ying line, got {lines:?}"));
-    let r = c.main_report().text_report();
-    c.check(!r.header.contains_key("heap not seen"), "the report says the heap was not seen");
-    let allocated = r.header_bytes("allocated (exact)").unwrap_or(0);
+    let m = c.main_report().manifest();
+    c.check(m.foreign_malloc.is_none(), "the report says the heap was not seen");
+    let allocated = m.totals.allocated_bytes;
     c.check(allocated >= 8 << 20, format!("allocated (exact) {allocated} < 8 MiB"));
 }
 
@@ -197,7 +197,7 @@ fn rustc_with_its_own_jemalloc_is_named() {
     );
     let sets = report_sets(&c.reports);
     c.check(
-        sets.iter().any(|s| s.text_report().header.contains_key("heap not seen")),
+        sets.iter().any(|s| s.manifest().foreign_malloc.is_some()),
         "no report header saying Ying saw nothing of rustc's heap",
     );
 }
@@ -234,7 +234,6 @@ fn a_rust_program_with_the_jemalloc_crate_is_named() {
             && lines[0].contains(&named),
         format!("expected one warning naming {named}, got {lines:?}"),
     );
-    let r = c.main_report().text_report();
-    let line = r.header.get("heap not seen").cloned().unwrap_or_default();
-    c.check(line.contains(&named), format!("no `heap not seen` header naming {named}: {line:?}"));
+    let owner = c.main_report().manifest().foreign_malloc.unwrap_or_default();
+    c.check(owner.contains(&named), format!("no foreign malloc naming {named}: {owner:?}"));
 }

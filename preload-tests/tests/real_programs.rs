@@ -20,11 +20,7 @@ fn check_main_report(c: &Comparison, exe: &str) {
     let r = c.main_report();
     c.check(r.exe == exe, format!("main report named after {:?}, expected {exe:?}", r.exe));
     c.check(r.has("txt") && r.has("folded") && r.has("svg"), "incomplete report set");
-    let text = r.text_report();
-    c.check(
-        text.header.get("pid").map(String::as_str) == Some(c.with.pid.to_string().as_str()),
-        "the report's pid header is not the process's pid",
-    );
+    c.check(r.manifest().pid == c.with.pid, "the report's pid header is not the process's pid");
 }
 
 /// No report thread, a fixed seed, a sample every 4 KiB on average: small programs (the gcc
@@ -203,22 +199,22 @@ fn node_stacks_are_named() {
     c.check(c.with.success(), "node failed under the shim");
     c.check(c.with.stdout_str() == "200000\n", "unexpected output");
     check_main_report(&c, &file);
-    let text = c.main_report().text_report();
-    let total: u64 = text.blocks.iter().map(|b| b.allocated_bytes).sum();
-    let unnamed: u64 = text
-        .blocks
+    let m = c.main_report().manifest();
+    let total: u64 = m.entries.iter().map(|b| b.allocated_bytes).sum();
+    let unnamed: u64 = m
+        .entries
         .iter()
         .filter(|b| {
             b.frames.iter().all(|f| f.function.starts_with('[') || f.function.contains('+'))
         })
         .map(|b| b.allocated_bytes)
         .sum();
-    c.check(text.blocks.len() >= 5, format!("only {} stacks", text.blocks.len()));
+    c.check(m.entries.len() >= 5, format!("only {} stacks", m.entries.len()));
     c.check(
         unnamed * 10 < total,
         format!("{unnamed} of {total} allocated bytes in the top stacks have no named frame"),
     );
-    for b in text.blocks.iter().take(5) {
+    for b in m.entries.iter().take(5) {
         let named = b.frames.iter().filter(|f| f.function.contains("::")).count();
         c.check(
             named >= 2,

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use preload_tests::{EXACT, EXACT_ALLOCATED, Run, TestDir, TextReport, compare, report_sets};
+use preload_tests::{EXACT, EXACT_ALLOCATED, Manifest, Run, TestDir, compare, report_sets};
 
 /// Reads a protobuf varint at `*at`.
 fn varint(buf: &[u8], at: &mut usize) -> u64 {
@@ -72,10 +72,6 @@ fn pprof_sums(pb_gz: &Path) -> [i64; 4] {
     sums
 }
 
-fn header(t: &TextReport, key: &str) -> u64 {
-    t.header_bytes(key).unwrap_or_else(|| panic!("no `{key}` in the header: {:#?}", t.header))
-}
-
 #[test]
 fn interval_one_header_stacks_and_pprof_agree() {
     let dir = TestDir::new("realloc-exact");
@@ -85,17 +81,17 @@ fn interval_one_header_stacks_and_pprof_agree() {
         c.check(c.with.success(), "realloc_patterns failed");
         c.assert_no_ying_lines();
         let r = c.main_report();
-        let t = r.text_report();
+        let t = r.manifest();
+        c.check(t.unit == "chunk", "the manifest does not say the shim counts glibc chunks");
+        let (ret, alloc) = (t.totals.retained_bytes, t.totals.allocated_bytes);
         c.check(
-            t.header.get("bytes counted").is_some_and(|v| v.starts_with("glibc chunk bytes")),
-            "the header does not say the shim counts glibc chunks",
+            t.estimated.retained_bytes == ret && t.estimated.allocated_bytes == alloc,
+            format!(
+                "{name}: the sampled totals differ from the exact ones: {:#?} {:#?}",
+                t.totals, t.estimated
+            ),
         );
-        let (ret, alloc) = (header(&t, "retained (exact)"), header(&t, "allocated (exact)"));
-        c.check(
-            header(&t, "retained (sampled)") == ret && header(&t, "allocated (sampled)") == alloc,
-            format!("{name}: the sampled header lines differ from the exact ones: {:#?}", t.header),
-        );
-        let sum = |f: fn(&preload_tests::StackBlock) -> u64| t.blocks.iter().map(f).sum::<u64>();
+        let sum = |f: fn(&preload_tests::Entry) -> u64| t.entries.iter().map(f).sum::<u64>();
         let pprof = pprof_sums(&r.path("pb.gz"));
         if name == "retained" {
             c.check(
@@ -126,7 +122,7 @@ fn interval_one_header_stacks_and_pprof_agree() {
                 ),
             );
             // Allocated is retained plus freed, per stack.
-            for b in &t.blocks {
+            for b in &t.entries {
                 c.check(
                     b.allocated_bytes == b.retained_bytes + b.freed_bytes
                         && b.allocations == b.retained_count + b.frees,
@@ -157,10 +153,14 @@ fn check_unbiased(dir: &TestDir, exe: &Path, mode: &str, n: &str, seeds: u64) {
             .run();
         out.assert_success("realloc_patterns under the shim");
         let sets = report_sets(&reports);
-        let t = sets.last().expect("no report").text_report();
-        for (i, what) in ["retained", "allocated"].iter().enumerate() {
-            let exact = header(&t, &format!("{what} (exact)")) as f64;
-            ratios[i].push(header(&t, &format!("{what} (sampled)")) as f64 / exact);
+        let t: Manifest = sets.last().expect("no report").manifest();
+        let (t, e) = (&t.totals, &t.estimated);
+        for (i, (exact, sampled)) in
+            [(t.retained_bytes, e.retained_bytes), (t.allocated_bytes, e.allocated_bytes)]
+                .into_iter()
+                .enumerate()
+        {
+            ratios[i].push(sampled as f64 / exact as f64);
         }
     }
     for (i, what) in ["retained", "allocated"].iter().enumerate() {

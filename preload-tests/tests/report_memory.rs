@@ -25,16 +25,11 @@ fn a_report_of_many_stacks_stays_within_its_memory_formula() {
     let c = compare(&run, EXACT, &dir.reports("exact"));
     c.check(c.with.success(), "many_stacks failed under the shim");
     c.assert_no_ying_lines();
-    let text = c.main_report().text_report();
-    let stacks: u64 = text
-        .header
-        .get("stacks")
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let m = c.main_report().manifest();
+    let stacks = m.stacks.sampled;
     // Shallow recursions have few paths, so some i share one (17,594 distinct stacks).
     c.check(stacks > STACKS * 8 / 10, format!("{stacks} stacks in the report"));
-    let before = text.header_bytes("profiler memory").unwrap_or(u64::MAX);
-    let peak = text.header_bytes("profiler peak").unwrap_or(u64::MAX);
+    let (before, peak) = (m.totals.profiler_bytes, m.totals.profiler_peak_bytes);
     println!("{stacks} stacks: profiler memory {before} bytes before the report, peak {peak}");
     let bound = stacks * (PER_STACK + PER_FRAME * MAX_FRAMES) + FIXED;
     c.check(

@@ -99,7 +99,9 @@ fn run_one(exe: &Path, dir: &TestDir, case: Case) -> Comparison {
         // The report thread, which a filter without TSYNC does not cover, wrote the exit
         // report while the exiting thread waited for it.
         c.check(
-            c.main_reports().iter().any(|r| r.has("txt") && r.text().contains(BY_THREAD)),
+            c.main_reports().iter().any(|r| {
+                r.has("json") && r.manifest().reason.is_some_and(|why| why.contains(BY_THREAD))
+            }),
             format!("{name}: no exit report written by the report thread"),
         );
     }

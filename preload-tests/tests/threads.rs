@@ -52,8 +52,8 @@ fn sixteen_threads_with_cross_thread_frees_exact_retained() {
     );
     let handoff = f.bytes_through("marker_thread_handoff");
     c.check(handoff == 0, format!("marker_thread_handoff retains {handoff} bytes, all were freed"));
-    let text = c.main_report().text_report();
-    let live: u64 = text.blocks_through("marker_thread_keep").map(|b| b.retained_count).sum();
+    let m = c.main_report().manifest();
+    let live: u64 = m.entries_through("marker_thread_keep").map(|b| b.retained_count).sum();
     c.check(
         live == NTHREADS * 10,
         format!("{live} live blocks under marker_thread_keep, expected 160"),
@@ -70,8 +70,8 @@ fn sixteen_threads_with_cross_thread_frees_exact_allocated() {
     let (want, freed_want) = chunks(&c, "marker_thread_handoff");
     let got = f.bytes_through("marker_thread_handoff");
     c.check(got == want, format!("marker_thread_handoff allocated {got} bytes, expected {want}"));
-    let text = r.text_report();
-    let blocks: Vec<_> = text.blocks_through("marker_thread_handoff").collect();
+    let m = r.manifest();
+    let blocks: Vec<_> = m.entries_through("marker_thread_handoff").collect();
     let n: u64 = blocks.iter().map(|b| b.allocations).sum();
     let frees: u64 = blocks.iter().map(|b| b.frees).sum();
     let freed: u64 = blocks.iter().map(|b| b.freed_bytes).sum();
@@ -90,9 +90,8 @@ fn sixteen_threads_with_default_sampling() {
         let c = compare(&Run::new(&exe), QUIET, &dir.reports(&format!("default-{i}")));
         c.check(c.with.success(), "threads.c failed");
         c.assert_no_ying_lines();
-        let text = c.main_report().text_report();
         // Exact totals do not depend on sampling: at least everything still kept.
-        let retained = text.header_bytes("retained (exact)").unwrap_or(0);
+        let retained = c.main_report().manifest().totals.retained_bytes;
         c.check(retained >= KEEP, format!("exact retained total {retained} < {KEEP} kept"));
     }
 }

@@ -142,9 +142,9 @@ fn send(sig: &str, pid: u32) {
     assert!(st.success(), "kill -{sig} {pid} failed");
 }
 
-/// The complete sets of `pid` in `dir` (the text report is written last).
+/// The complete sets of `pid` in `dir` (the manifest is written last).
 fn sets_of(dir: &Path, pid: u32) -> Vec<ReportSet> {
-    report_sets(dir).into_iter().filter(|s| s.pid == pid && s.has("txt")).collect()
+    report_sets(dir).into_iter().filter(|s| s.pid == pid && s.has("json")).collect()
 }
 
 /// Waits (at most [`TIMEOUT`]) until `pid` has `n` complete sets in `dir`.
@@ -159,16 +159,12 @@ fn wait_sets(dir: &Path, pid: u32, n: usize) -> Vec<ReportSet> {
     }
 }
 
-/// The value of the text report's header line `label:`.
-fn header(set: &ReportSet, label: &str) -> Option<String> {
-    let text = set.text();
-    let prefix = format!("{label}:");
-    text.lines()
-        .take_while(|l| !l.trim().is_empty())
-        .find_map(|l| Some(l.strip_prefix(&prefix)?.trim().to_string()))
+/// Why the set was written (the manifest's `reason`), None for the exit report.
+fn reason(set: &ReportSet) -> Option<String> {
+    set.manifest().reason
 }
 
-/// Seconds since the epoch of a `time:` value such as `2026-12-02T11:30:11Z`.
+/// Seconds since the epoch of a `taken_at` value such as `2026-12-02T11:30:11Z`.
 fn epoch_secs(t: &str) -> u64 {
     let b = t.as_bytes();
     let num = |r: std::ops::Range<usize>| -> i64 { t[r].parse().expect("time field") };
@@ -191,7 +187,7 @@ fn now_secs() -> u64 {
 
 /// Asserts that `set`'s snapshot was taken at most a second after `asked` (epoch seconds).
 fn assert_prompt(set: &ReportSet, asked: u64) {
-    let taken = epoch_secs(&header(set, "time").expect("time line"));
+    let taken = epoch_secs(&set.manifest().taken_at);
     assert!(
         taken <= asked + 1,
         "the set {} was taken at {taken}, more than a second after the trigger at {asked}",
@@ -258,7 +254,7 @@ fn a_signal_writes_one_report_set_within_a_second() {
     assert_eq!(sets.len(), 1, "no set after the signal:\n{}", list_dir(&reports));
     let all = sets_of(&reports, pid);
     assert_eq!(all.len(), 1, "one signal, one set:\n{}", list_dir(&reports));
-    assert_eq!(header(&all[0], "reason").as_deref(), Some("signal SIGUSR2"));
+    assert_eq!(reason(&all[0]).as_deref(), Some("signal SIGUSR2"));
     assert_prompt(&all[0], asked);
 }
 
@@ -292,7 +288,7 @@ fn control_files_write_one_report_set_each_within_a_second() {
     assert_eq!(second.len(), 2, "no set after touching dump:\n{}", list_dir(&reports));
     let all = sets_of(&reports, pid);
     assert_eq!(all.len(), 2, "two touches, two sets:\n{}", list_dir(&reports));
-    let reasons: Vec<String> = all.iter().map(|s| header(s, "reason").unwrap()).collect();
+    let reasons: Vec<String> = all.iter().map(|s| reason(s).unwrap()).collect();
     assert!(reasons[0].ends_with(&format!("/dump.{pid}")), "{reasons:?}");
     assert!(reasons[1].starts_with("control file ") && reasons[1].ends_with("/dump"));
     assert_prompt(&all[1], asked);
@@ -358,7 +354,7 @@ fn without_a_safe_point_the_signal_is_held_and_the_exit_report_is_the_only_set()
     assert_eq!(d.stdout, plain.stdout);
     let all = sets_of(&reports, pid);
     assert_eq!(all.len(), 1, "the exit report only:\n{}", list_dir(&reports));
-    assert_eq!(header(&all[0], "reason"), None, "the exit report names no trigger");
+    assert_eq!(reason(&all[0]), None, "the exit report names no trigger");
 }
 
 /// The commands of a program that grows to about 232 MiB in 8 MiB steps, falls back to about
@@ -415,7 +411,7 @@ fn passing_ninety_percent_of_the_fake_limit_writes_one_set_per_crossing() {
     let all = sets_of(&reports, pid);
     assert_eq!(all.len(), 2, "one set per crossing of 180 MiB:\n{}", list_dir(&reports));
     for s in &all {
-        let r = header(s, "reason").expect("a reason line");
+        let r = reason(s).expect("a reason line");
         assert!(r.starts_with("near memory limit: "), "{r}");
         let rss = reason_figure(&r, "rss");
         assert!((180 * MIB..200 * MIB).contains(&rss), "crossed at {rss} bytes: {r}");
@@ -526,7 +522,7 @@ fn in_a_real_cgroup_one_near_limit_set_before_the_kill() {
     assert_eq!(d.stdout, plain.stdout);
     let all = sets_of(&reports, pid);
     assert_eq!(all.len(), 1, "one near-limit set before the kill:\n{}", list_dir(&reports));
-    let r = header(&all[0], "reason").expect("a reason line");
+    let r = reason(&all[0]).expect("a reason line");
     assert!(r.starts_with("near memory limit: "), "{r}");
     assert!(r.contains(&format!("limit {limit} bytes")), "the cgroup's limit: {r}");
     let rss = reason_figure(&r, "rss");
@@ -564,7 +560,7 @@ fn new_peak_dumps_fire_each_time_the_total_doubles() {
     let figures: Vec<(u64, u64)> = all
         .iter()
         .map(|s| {
-            let r = header(s, "reason").expect("a reason line");
+            let r = reason(s).expect("a reason line");
             assert!(r.starts_with("new peak: "), "{r}");
             (reason_figure(&r, "retained"), reason_figure(&r, "high"))
         })
