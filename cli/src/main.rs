@@ -127,7 +127,7 @@ enum Cmd {
     },
     /// Write one HTML page for a directory of report sets, and print its path.
     ///
-    /// Reads every report set in DIR back from its .pb.gz (and .peak.pb.gz and .txt when
+    /// Reads every report set in DIR back from its .pb.gz (and .peak.pb.gz and .json when
     /// present), sets of older runs and of several processes included (one section per
     /// process), and writes DIR/ying.view.html: memory over the dumps, each dump's top stacks
     /// and flamegraph, and a diff of any two dumps. The page is self-contained (it makes no

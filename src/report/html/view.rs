@@ -4,8 +4,8 @@
 //! `ying.<exe>.<pid>.html`.
 //!
 //! A set is read from its `.pb.gz` (the current figures of every stack), its `.peak.pb.gz` (the
-//! stacks at the kept peak) and the exact totals and RSS in the header of its `.txt`, when they
-//! are there. Stacks are shown as reports show them (stacks printed alike are one entry,
+//! stacks at the kept peak) and the exact totals and RSS of its manifest (`.json`, see
+//! [`crate::report::manifest`]), when it is there. Stacks are shown as reports show them (stacks printed alike are one entry,
 //! framework runs folded), and only the stacks a dump keeps in a process's timeline are kept
 //! (see [`crate::report::timeline`]).
 
@@ -65,13 +65,6 @@ fn stamp_ms(s: &str) -> u64 {
     let days = era * 146_097 + doe - 719_468;
     let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
     u64::try_from(secs).unwrap_or(0) * 1000
-}
-
-/// The figure in parentheses `(N bytes)` on the header line starting with `key`.
-fn header_bytes(txt: &str, key: &str) -> Option<u64> {
-    let line = txt.lines().take(30).find(|l| l.starts_with(key))?;
-    let open = line.find('(')?;
-    line[open + 1..].split_whitespace().next()?.parse().ok()
 }
 
 /// The stacks of `p` as reports show them, each stack's values for `types` summed over the
@@ -155,7 +148,8 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
         .and_then(|b| read_profile(&b).ok())
         .map(|pp| stacks_of(t, &pp, &["inuse_space"]))
         .unwrap_or_default();
-    let txt = read("txt").map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let manifest: serde_json::Value =
+        read("json").ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let pos = |v: i64| u64::try_from(v).unwrap_or(0);
     let mut all: BTreeMap<u32, StackFigures> = BTreeMap::new();
     for (&stack, v) in &cur {
@@ -202,14 +196,9 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
     let t_ms = if time_ms > 0 { time_ms } else { stamp_ms(&set.stamp) };
     let at = Point {
         t_ms,
-        retained: header_bytes(&txt, "retained (exact):").unwrap_or(est_retained),
-        allocated: header_bytes(&txt, "allocated (exact):").unwrap_or(est_allocated),
-        rss: txt
-            .lines()
-            .take(30)
-            .find_map(|l| l.strip_prefix("rss:"))
-            .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024),
+        retained: manifest["totals"]["retained_bytes"].as_u64().unwrap_or(est_retained),
+        allocated: manifest["totals"]["allocated_bytes"].as_u64().unwrap_or(est_allocated),
+        rss: manifest["rss_kib"].as_u64().map_or(0, |kb| kb * 1024),
         peak: peak_estimated,
     };
     t.points.push_back(at);
