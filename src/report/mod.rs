@@ -276,9 +276,9 @@ pub(crate) fn write_set(
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     drop(txt);
     // The manifest after every file of the set, which it lists.
-    let json = manifest::render(r, &stem, &paths);
-    keep(files::write_atomic(dir, &format!("{stem}.json"), json.as_bytes()), &mut paths.manifest);
-    drop(json);
+    let json =
+        dir.write_atomic_with(&format!("{stem}.json"), |w| manifest::write(r, &stem, &paths, w));
+    keep(json, &mut paths.manifest);
     if in_timeline {
         let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
         let page = timeline::record_dump(r, seq, &stem, |t| html::render(&[t], &title));
