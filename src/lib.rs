@@ -171,6 +171,11 @@ pub(crate) mod source;
 
 pub use callstack::{Frame, Measurement, StackStats};
 pub use engine::histogram;
+/// The sampling settings of a [`YingProfiler`] ([`YingProfiler::settings`]): interval, giant
+/// limit, seed, on/off, adjustable while the program runs.
+pub use engine::host::Settings;
+/// The kept peak of the retained total a [`Snapshot`] carries ([`Snapshot::peak`]).
+pub use engine::peak::Peak;
 pub use engine::sampler::ByteUnit;
 pub use engine::totals::Totals;
 pub use profiler::YingProfiler;
