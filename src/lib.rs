@@ -162,6 +162,10 @@ pub(crate) mod symbols;
 pub(crate) mod sys;
 pub(crate) mod triggers;
 
+// What the preload shim (`preload/`) calls to drive the engine: see the module's doc.
+#[doc(hidden)]
+pub mod front_end;
+
 mod profiler;
 pub mod profiles;
 #[doc(hidden)]
@@ -185,52 +189,3 @@ pub use report::snapshot::{GiantRefusal, Snapshot};
 /// 0.3.0 API gave them (the source is `src/runner/`).
 #[doc(inline)]
 pub use runner as utils;
-
-#[doc(hidden)]
-pub mod __private {
-    //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
-    pub use crate::engine::{filter, hooks, mapped, sampler, thread_state};
-    pub use crate::report::set_foreign_malloc;
-    pub use crate::runner::{
-        apply_sampling_config, before_exit, exiting, program_threads_ended, stop_profiler_threads,
-    };
-    pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};
-    pub use crate::sys::{save_stderr, seccomp, stack_bounds, warn, write_stderr};
-
-    /// Taking snapshots of the engine's tables (the shim's report source).
-    pub mod snapshot {
-        pub use crate::report::snapshot::*;
-    }
-
-    /// `fork` prepare: takes every profiler lock, the symbol cache's first (report side), then
-    /// the engine's and the unwinder's. Here, above both sides, so that the engine never calls
-    /// into the report side.
-    pub fn fork_prepare() {
-        crate::symbols::lock_for_fork();
-        hooks::fork_prepare();
-    }
-
-    /// `fork` parent: releases what [`fork_prepare`] took, in reverse order.
-    pub fn fork_parent() {
-        hooks::fork_parent();
-        crate::symbols::unlock_after_fork();
-    }
-
-    /// `fork` child: the engine's child handler (`ts`: the surviving thread's state), then
-    /// releases the symbol cache's lock.
-    pub fn fork_child(ts: Option<&thread_state::ThreadState>) {
-        hooks::fork_child(ts);
-        crate::symbols::unlock_after_fork();
-    }
-
-    /// Looks up what the caching unwinder needs from glibc, at start-up.
-    pub fn warm_unwinder() {
-        crate::stack::unwind::warm()
-    }
-
-    /// Forgets the unwinder's cached rules (the shim's `dlclose`, after an object was closed).
-    pub fn flush_unwind_cache() {
-        crate::stack::unwind::flush()
-    }
-    pub use backtrace;
-}

@@ -16,12 +16,12 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use ying_profiler::__private::hooks::{self, Host, Settings};
-use ying_profiler::__private::sampler::ByteUnit;
-use ying_profiler::__private::snapshot::{self, Snapshot};
-use ying_profiler::__private::thread_state::ThreadState;
 use ying_profiler::YingProfiler;
+use ying_profiler::front_end::hooks::{self, Host};
+use ying_profiler::front_end::snapshot;
+use ying_profiler::front_end::thread_state::ThreadState;
 use ying_profiler::report::heap_profile;
+use ying_profiler::{ByteUnit, Settings, Snapshot};
 
 thread_local! {
     static TS: ThreadState = const { ThreadState::new() };

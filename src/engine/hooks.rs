@@ -136,7 +136,7 @@ pub fn fork_child(ts: Option<&ThreadState>) {
 }
 
 /// `fork` prepare: takes every lock of the engine and the unwinder. The front end's handler
-/// takes the symbol cache's first (`__private::fork_prepare` does both).
+/// takes the symbol cache's first (`front_end::fork_prepare` does both).
 pub fn fork_prepare() {
     crate::engine::mapped::lock_for_fork();
     tables::lock_all_for_fork();

@@ -53,20 +53,24 @@
 //! and the in-memory profiles alike.
 
 mod handle;
-mod lifecycle;
+// `lifecycle` and `settings` hold the front end's exit and start-up calls too
+// (`crate::front_end` re-exports them; they are not the runner's API).
+pub(crate) mod lifecycle;
 mod report_loop;
-mod settings;
+pub(crate) mod settings;
 mod write;
 
 pub use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, ProfileSource};
 pub use handle::RunnerHandle;
-pub use lifecycle::{before_exit, exiting, program_threads_ended, stop_profiler_threads};
 pub use settings::{
     DEFAULT_CHECK_INTERVAL_SECS, DEFAULT_MAX_REPORT_SETS, DEFAULT_PCT_CHANGE_TRIGGER,
     DEFAULT_REPORTING_PATH, DEFAULT_TOP_K, ProfilerRunner, ProfilerRunnerBuilder,
-    ProfilerRunnerBuilderError, apply_sampling_config,
+    ProfilerRunnerBuilderError,
 };
 pub use write::{gen_flamegraph, write_report_now};
+
+use lifecycle::{exiting, program_threads_ended};
+use settings::apply_sampling_config;
 
 use std::alloc::GlobalAlloc;
 use std::io;
