@@ -122,7 +122,7 @@
 //! each time the estimated retained total exceeds the last kept one by 5 %, with every stack's
 //! retained estimate at that moment ([`StackStats::peak_retained_bytes`]). A report set writes
 //! the peak's `.peak.svg` flamegraph, `.peak.folded` stacks and `.peak.pb.gz` pprof heap profile
-//! beside the current ones, and a PEAK section in its `.txt` ([`report::peak`]). It costs nothing
+//! beside the current ones, and a PEAK section in its `.txt`. It costs nothing
 //! on the unsampled path and O(1) per sample.
 //!
 //! # Giant allocations

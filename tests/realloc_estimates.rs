@@ -484,8 +484,8 @@ fn check_exact(name: &str, pattern: Pattern, unit: Unit) {
         (est.allocated, est.freed),
         "{name}: exact totals"
     );
-    let pprof = heap_profile::build(&snap, &[], "");
-    let col = |i: usize| pprof.samples.iter().map(|s| s.values[i] as f64).sum::<f64>();
+    let pprof = heap_profile::build(&snap, "");
+    let col = |i: usize| pprof.sample.iter().map(|s| s.value[i] as f64).sum::<f64>();
     assert_eq!(
         [col(0), col(1), col(2), col(3)],
         [est.allocations, est.allocated, est.retained_count, est.retained],

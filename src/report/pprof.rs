@@ -156,6 +156,7 @@ impl PprofProfile {
     }
 
     /// Serialises and gzips (what `go tool pprof` and every backend read; files end in .pb.gz).
+    #[cfg(test)]
     pub fn encode_gzip(&self) -> io::Result<Vec<u8>> {
         let mut gz = gzip(Vec::new());
         self.write_to(&mut gz)?;

@@ -30,7 +30,7 @@
 //! The reporting path is resolved once, when the runner starts ([`ProfilerRunner::spawn_for`],
 //! or the first report of a runner that was never spawned): a relative path is joined to the
 //! working directory of that moment, the directory is created without following any symbolic
-//! link and identified by (absolute path, device, inode) (see [`crate::report::files`]); every later
+//! link and identified by (absolute path, device, inode) (see `src/report/files.rs`); every later
 //! report opens that same directory again, checks it is still the one identified, writes and
 //! closes it, whatever the program does with its working directory. No descriptor of Ying's
 //! stays open between reports, and a report opens nothing while fewer than
