@@ -55,10 +55,11 @@
 /// Allocation hooks, the [`Host`](hooks::Host) a front end implements, and the profiler's guard.
 pub mod hooks {
     pub use crate::engine::hooks::{
-        DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET, charge_missed, enter_forever,
-        enter_guard, free_slow, internal_alloc, internal_free, is_guarded, leave_guard, on_alloc,
-        on_free, on_realloc, restart_sampling, run_guarded, thread_exit, thread_started,
+        charge_missed, enter_forever, enter_guard, free_slow, internal_alloc, internal_free,
+        is_guarded, leave_guard, on_alloc, on_free, on_realloc, restart_sampling, run_guarded,
+        thread_exit, thread_started,
     };
+    pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET};
 }
 
 /// Per-thread state, and the offsets of its fields a fast path outside Rust reads.

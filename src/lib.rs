@@ -146,6 +146,7 @@
 //!   in pprof profiles.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 // The source tree follows the data (ARCHITECTURE.md): `engine/` runs inside `malloc`, `stack/`
 // walks the program's stack for it, `symbols/` and `report/` run at report time, `sys/` holds
