@@ -100,7 +100,6 @@ pub mod seccomp {
 }
 
 pub use crate::report::files::ReportDir;
-pub use crate::report::set_foreign_malloc;
 pub use crate::runner::lifecycle::{
     before_exit, exiting, program_threads_ended, stop_profiler_threads,
 };
@@ -129,6 +128,12 @@ pub fn fork_parent() {
 pub fn fork_child(ts: Option<&thread_state::ThreadState>) {
     crate::engine::hooks::fork_child(ts);
     crate::symbols::unlock_after_fork();
+}
+
+/// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
+/// shim: reports then say that the profiler saw nothing of that heap.
+pub fn set_foreign_malloc(owner: String) {
+    crate::report::set_foreign_malloc(owner)
 }
 
 /// Looks up what the caching unwinder needs from glibc, at start-up.

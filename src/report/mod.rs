@@ -289,9 +289,9 @@ pub(crate) fn write_set(
 static FOREIGN_MALLOC: OnceLock<String> = OnceLock::new();
 
 /// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
-/// profiler: reports then say that the profiler saw nothing of that heap (the shim's start-up).
-#[doc(hidden)]
-pub fn set_foreign_malloc(owner: String) {
+/// profiler: reports then say that the profiler saw nothing of that heap (the shim's start-up,
+/// through `crate::front_end::set_foreign_malloc`).
+pub(crate) fn set_foreign_malloc(owner: String) {
     let _ = FOREIGN_MALLOC.set(owner);
 }
 
