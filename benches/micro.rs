@@ -22,8 +22,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::Instant;
 
-use ying_profiler::__private::{filter, sampler};
 use ying_profiler::YingProfiler;
+use ying_profiler::front_end::{filter, sampler};
 
 /// Never samples: every call takes the unsampled path.
 static UNSAMPLED: YingProfiler = YingProfiler::default().with_sample_interval(1 << 40);

@@ -122,7 +122,7 @@
 //! each time the estimated retained total exceeds the last kept one by 5 %, with every stack's
 //! retained estimate at that moment ([`StackStats::peak_retained_bytes`]). A report set writes
 //! the peak's `.peak.svg` flamegraph, `.peak.folded` stacks and `.peak.pb.gz` pprof heap profile
-//! beside the current ones, and a PEAK section in its `.txt` ([`report::peak`]). It costs nothing
+//! beside the current ones, and a PEAK section in its `.txt`. It costs nothing
 //! on the unsampled path and O(1) per sample.
 //!
 //! # Giant allocations
@@ -146,6 +146,7 @@
 //!   in pprof profiles.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 // The source tree follows the data (ARCHITECTURE.md): `engine/` runs inside `malloc`, `stack/`
 // walks the program's stack for it, `symbols/` and `report/` run at report time, `sys/` holds
@@ -162,6 +163,10 @@ pub(crate) mod symbols;
 pub(crate) mod sys;
 pub(crate) mod triggers;
 
+// What the preload shim (`preload/`) calls to drive the engine: see the module's doc.
+#[doc(hidden)]
+pub mod front_end;
+
 mod profiler;
 pub mod profiles;
 #[doc(hidden)]
@@ -171,6 +176,11 @@ pub(crate) mod source;
 
 pub use callstack::{Frame, Measurement, StackStats};
 pub use engine::histogram;
+/// The sampling settings of a [`YingProfiler`] ([`YingProfiler::settings`]): interval, giant
+/// limit, seed, on/off, adjustable while the program runs.
+pub use engine::host::Settings;
+/// The kept peak of the retained total a [`Snapshot`] carries ([`Snapshot::peak`]).
+pub use engine::peak::Peak;
 pub use engine::sampler::ByteUnit;
 pub use engine::totals::Totals;
 pub use profiler::YingProfiler;
@@ -180,52 +190,3 @@ pub use report::snapshot::{GiantRefusal, Snapshot};
 /// 0.3.0 API gave them (the source is `src/runner/`).
 #[doc(inline)]
 pub use runner as utils;
-
-#[doc(hidden)]
-pub mod __private {
-    //! Items the preload shim and this crate's own tests and benchmarks need; not a public API.
-    pub use crate::engine::{filter, hooks, mapped, sampler, thread_state};
-    pub use crate::report::set_foreign_malloc;
-    pub use crate::runner::{
-        apply_sampling_config, before_exit, exiting, program_threads_ended, stop_profiler_threads,
-    };
-    pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};
-    pub use crate::sys::{save_stderr, seccomp, stack_bounds, warn, write_stderr};
-
-    /// Taking snapshots of the engine's tables (the shim's report source).
-    pub mod snapshot {
-        pub use crate::report::snapshot::*;
-    }
-
-    /// `fork` prepare: takes every profiler lock, the symbol cache's first (report side), then
-    /// the engine's and the unwinder's. Here, above both sides, so that the engine never calls
-    /// into the report side.
-    pub fn fork_prepare() {
-        crate::symbols::lock_for_fork();
-        hooks::fork_prepare();
-    }
-
-    /// `fork` parent: releases what [`fork_prepare`] took, in reverse order.
-    pub fn fork_parent() {
-        hooks::fork_parent();
-        crate::symbols::unlock_after_fork();
-    }
-
-    /// `fork` child: the engine's child handler (`ts`: the surviving thread's state), then
-    /// releases the symbol cache's lock.
-    pub fn fork_child(ts: Option<&thread_state::ThreadState>) {
-        hooks::fork_child(ts);
-        crate::symbols::unlock_after_fork();
-    }
-
-    /// Looks up what the caching unwinder needs from glibc, at start-up.
-    pub fn warm_unwinder() {
-        crate::stack::unwind::warm()
-    }
-
-    /// Forgets the unwinder's cached rules (the shim's `dlclose`, after an object was closed).
-    pub fn flush_unwind_cache() {
-        crate::stack::unwind::flush()
-    }
-    pub use backtrace;
-}

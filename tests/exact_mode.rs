@@ -105,8 +105,8 @@ fn exact_per_stack_bytes_and_counts() {
     // Summed over every stack, the estimates are the exact totals, and so are the pprof values.
     let t = &snap.totals;
     assert_eq!(snap.estimated_totals(), (t.allocated_bytes, t.retained_bytes()), "{t:?}");
-    let pprof = ying_profiler::report::heap_profile::build(&snap, &[], "");
-    let col = |i: usize| pprof.samples.iter().map(|s| s.values[i] as u64).sum::<u64>();
+    let pprof = ying_profiler::report::heap_profile::build(&snap, "");
+    let col = |i: usize| pprof.sample.iter().map(|s| s.value[i] as u64).sum::<u64>();
     let sum = |f: fn(&StackStats) -> u64| snap.stacks.iter().map(f).sum::<u64>();
     assert_eq!(
         [col(0), col(1), col(2), col(3)],

@@ -194,7 +194,7 @@ fn modules_of_src_import_each_other_without_a_cycle() {
             } else if let Some(m) = aliases.get(&first) {
                 m.clone()
             } else {
-                continue; // `crate::__private` and other items of the root itself
+                continue; // `crate::front_end` and other items of the root itself
             };
             if to == from || ALLOWED.contains(&(from.as_str(), to.as_str())) {
                 continue;

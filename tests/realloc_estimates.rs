@@ -16,12 +16,12 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use ying_profiler::__private::hooks::{self, Host, Settings};
-use ying_profiler::__private::sampler::ByteUnit;
-use ying_profiler::__private::snapshot::{self, Snapshot};
-use ying_profiler::__private::thread_state::ThreadState;
 use ying_profiler::YingProfiler;
+use ying_profiler::front_end::hooks::{self, Host};
+use ying_profiler::front_end::snapshot;
+use ying_profiler::front_end::thread_state::ThreadState;
 use ying_profiler::report::heap_profile;
+use ying_profiler::{ByteUnit, Settings, Snapshot};
 
 thread_local! {
     static TS: ThreadState = const { ThreadState::new() };
@@ -484,8 +484,8 @@ fn check_exact(name: &str, pattern: Pattern, unit: Unit) {
         (est.allocated, est.freed),
         "{name}: exact totals"
     );
-    let pprof = heap_profile::build(&snap, &[], "");
-    let col = |i: usize| pprof.samples.iter().map(|s| s.values[i] as f64).sum::<f64>();
+    let pprof = heap_profile::build(&snap, "");
+    let col = |i: usize| pprof.sample.iter().map(|s| s.value[i] as f64).sum::<f64>();
     assert_eq!(
         [col(0), col(1), col(2), col(3)],
         [est.allocations, est.allocated, est.retained_count, est.retained],

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
-use ying_profiler::__private::snapshot::Peak;
+use ying_profiler::Peak;
 use ying_profiler::callstack::StdCallstack;
 use ying_profiler::histogram::MillisHistogram;
 use ying_profiler::report::{ReportContext, flamegraph, folded, text};

@@ -4,7 +4,7 @@
 //! probability `p` is `n * s^2 * (1 - p) / p` (bytes) and `n * (1 - p) / p` (counts).
 
 use std::hint::black_box;
-use ying_profiler::{__private::sampler::sample_probability, StackStats, YingProfiler};
+use ying_profiler::{StackStats, YingProfiler, front_end::sampler::sample_probability};
 
 const R: u64 = 64 * 1024;
 

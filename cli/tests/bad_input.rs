@@ -85,28 +85,47 @@ fn malformed_files_give_one_error_line_naming_the_path() {
     ying().args(&["top", &good_path]).cwd(dir.path()).run().assert_success("top of a good profile");
 }
 
-/// A valid profile, gzipped, written with the library's own writer.
+/// A valid profile, gzipped: Go's four heap sample types, 50 stacks `leaf` < `main`.
 fn valid_profile_gz() -> Vec<u8> {
-    use ying_profiler::report::pprof::{PprofLine, PprofLocation, PprofProfile, PprofSample};
-    let line = |f: &str| PprofLine {
-        function: f.into(),
-        system_name: "".into(),
-        file: "x.c".into(),
-        line: 1,
+    use ying_profiler::report::proto::{
+        Function, Line, Location, Profile, Sample, ValueType, encode_gzip,
     };
-    let p = PprofProfile {
-        samples: (0..50)
-            .map(|i| PprofSample {
-                locations: vec![
-                    PprofLocation { address: 0x1000 + i, lines: vec![line("leaf")], mapping: None },
-                    PprofLocation { address: 0x9000, lines: vec![line("main")], mapping: None },
-                ],
-                values: [1, 1000, 1, 1000],
-                labels: vec![],
-                num_labels: vec![],
-            })
-            .collect(),
+    let strings = [
+        "",
+        "alloc_objects",
+        "count",
+        "alloc_space",
+        "bytes",
+        "inuse_objects",
+        "inuse_space",
+        "leaf",
+        "main",
+        "x.c",
+    ];
+    let function = |id: u64, name: i64| Function { id, name, filename: 9, ..Default::default() };
+    let location = |id: u64, address: u64, function_id: u64| Location {
+        id,
+        address,
+        line: vec![Line { function_id, line: 1, column: 0 }],
         ..Default::default()
     };
-    p.encode_gzip().unwrap()
+    let p = Profile {
+        sample_type: [(1, 2), (3, 4), (5, 2), (6, 4)]
+            .map(|(r#type, unit)| ValueType { r#type, unit })
+            .to_vec(),
+        sample: (0..50)
+            .map(|i| Sample {
+                location_id: vec![2 + i, 1],
+                value: vec![1, 1000, 1, 1000],
+                label: vec![],
+            })
+            .collect(),
+        location: std::iter::once(location(1, 0x9000, 2))
+            .chain((0..50).map(|i| location(2 + i, 0x1000 + i, 1)))
+            .collect(),
+        function: vec![function(1, 7), function(2, 8)],
+        string_table: strings.map(String::from).to_vec(),
+        ..Default::default()
+    };
+    encode_gzip(&p).unwrap()
 }

@@ -6,17 +6,18 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use ying_profiler::__private::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
-use ying_profiler::__private::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
-use ying_profiler::__private::thread_state::ThreadState;
-use ying_profiler::__private::thread_state::{
+use ying_profiler::Settings;
+use ying_profiler::front_end::hooks::{self, DEFAULT_MAX_ALLOC_BYTES, Host};
+use ying_profiler::front_end::sampler::DEFAULT_SAMPLE_INTERVAL_BYTES;
+use ying_profiler::front_end::thread_state::ThreadState;
+use ying_profiler::front_end::thread_state::{
     BUDGET_OFFSET, FILTER_OFFSET, FREED_OFFSET, REJECT_OFFSET,
 };
 
 // The C block's layout (src/tls.c) names these offsets, and its all-ones map is 2^19 bytes.
 const _: () =
     assert!(BUDGET_OFFSET == 0 && FREED_OFFSET == 16 && FILTER_OFFSET == 24 && REJECT_OFFSET == 32);
-const _: () = assert!(ying_profiler::__private::filter::CELL_BITS == 19);
+const _: () = assert!(ying_profiler::front_end::filter::CELL_BITS == 19);
 const _: () = assert!(std::mem::size_of::<ThreadState>() <= 128);
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -186,8 +187,7 @@ fn exit_key() -> Option<libc::pthread_key_t> {
 pub(crate) struct ShimHost;
 
 impl Host for ShimHost {
-    const UNIT: ying_profiler::__private::sampler::ByteUnit =
-        ying_profiler::__private::sampler::ByteUnit::Chunk;
+    const UNIT: ying_profiler::ByteUnit = ying_profiler::ByteUnit::Chunk;
 
     #[inline(always)]
     fn thread_state() -> &'static ThreadState {
@@ -225,12 +225,12 @@ impl Host for ShimHost {
     }
 
     fn real_filter() -> *const u8 {
-        ying_profiler::__private::filter::byte_map()
+        ying_profiler::front_end::filter::byte_map()
     }
 
     #[inline(always)]
     fn may_be_sampled(map: *const u8, ptr: usize) -> bool {
-        ying_profiler::__private::filter::may_contain_in_bytes(map, ptr)
+        ying_profiler::front_end::filter::may_contain_in_bytes(map, ptr)
     }
 }
 

@@ -7,7 +7,7 @@
 //! starts (`thread_start`), and the blocking calls tell when the report thread can start
 //! (`safe_points`), with `sigaction` and the `signal` family, which say whether a thread is
 //! inside a signal handler (`signals`). `exit` is exported so that threads calling it at once
-//! cannot end the process under the exit report (`ying_profiler::__private::before_exit`);
+//! cannot end the process under the exit report (`ying_profiler::front_end::before_exit`);
 //! `setuid` and its relatives so that a worker dropping privileges keeps a directory it may
 //! write in (`start::change_user`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
@@ -25,16 +25,16 @@ mod thread_start;
 
 use std::ffi::c_void;
 
-use ying_profiler::__private::hooks::{self, on_alloc, on_realloc};
-use ying_profiler::__private::mapped;
+use ying_profiler::front_end::hooks::{self, on_alloc, on_realloc};
+use ying_profiler::front_end::mapped;
 
 use host::{SETTINGS, ShimHost, counted_size, usable_size};
 #[cfg(target_arch = "x86_64")]
 use host::{add_freed, filter_marked, tls_offset, tls_read};
 #[cfg(target_arch = "x86_64")]
-use ying_profiler::__private::filter::{CELL_BITS, CELL_SHIFT};
+use ying_profiler::front_end::filter::{CELL_BITS, CELL_SHIFT};
 #[cfg(target_arch = "x86_64")]
-use ying_profiler::__private::thread_state::{BUDGET_OFFSET, FILTER_OFFSET};
+use ying_profiler::front_end::thread_state::{BUDGET_OFFSET, FILTER_OFFSET};
 
 #[global_allocator]
 static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
@@ -262,7 +262,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
-    ying_profiler::__private::hooks::on_free::<ShimHost>(
+    ying_profiler::front_end::hooks::on_free::<ShimHost>(
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
         // header is readable.
@@ -440,7 +440,7 @@ pub unsafe extern "C" fn pthread_create(
 /// As for glibc's `exit`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn exit(status: libc::c_int) -> ! {
-    ying_profiler::__private::before_exit();
+    ying_profiler::front_end::before_exit();
     let real = start::real_exit();
     // SAFETY: glibc's `exit` (or `_exit` when it could not be found), with the caller's status.
     unsafe { real(status) }
@@ -475,7 +475,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
     if rc == 0 {
         // As profiler code: the flush holds the unwinder's fill lock, which a sample taken by a
         // signal handler on this thread would otherwise wait for forever.
-        hooks::run_guarded(host::thread_state(), ying_profiler::__private::flush_unwind_cache);
+        hooks::run_guarded(host::thread_state(), ying_profiler::front_end::flush_unwind_cache);
     }
     rc
 }

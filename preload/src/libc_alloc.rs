@@ -23,7 +23,7 @@ pub(crate) struct LibcAlloc;
 // (memalign above 16 bytes) and frees it with glibc's free; sizes are passed through unchanged.
 unsafe impl GlobalAlloc for LibcAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ying_profiler::__private::hooks::internal_alloc(layout.size());
+        ying_profiler::front_end::hooks::internal_alloc(layout.size());
         // SAFETY: plain glibc allocation calls with valid arguments.
         unsafe {
             if layout.align() <= MIN_ALIGN {
@@ -36,7 +36,7 @@ unsafe impl GlobalAlloc for LibcAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if layout.align() <= MIN_ALIGN {
-            ying_profiler::__private::hooks::internal_alloc(layout.size());
+            ying_profiler::front_end::hooks::internal_alloc(layout.size());
             // SAFETY: plain glibc allocation call.
             unsafe { __libc_calloc(1, layout.size()).cast() }
         } else {
@@ -51,7 +51,7 @@ unsafe impl GlobalAlloc for LibcAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        ying_profiler::__private::hooks::internal_free(layout.size());
+        ying_profiler::front_end::hooks::internal_free(layout.size());
         // SAFETY: `ptr` came from glibc through this allocator.
         unsafe { __libc_free(ptr.cast()) }
     }
@@ -61,8 +61,8 @@ unsafe impl GlobalAlloc for LibcAlloc {
             // SAFETY: `ptr` came from glibc's malloc family through this allocator.
             let p: *mut u8 = unsafe { __libc_realloc(ptr.cast(), new_size).cast() };
             if !p.is_null() {
-                ying_profiler::__private::hooks::internal_free(layout.size());
-                ying_profiler::__private::hooks::internal_alloc(new_size);
+                ying_profiler::front_end::hooks::internal_free(layout.size());
+                ying_profiler::front_end::hooks::internal_alloc(new_size);
             }
             return p;
         }

@@ -54,7 +54,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ying_profiler::__private::hooks;
+use ying_profiler::front_end::hooks;
 
 use crate::host::thread_state;
 

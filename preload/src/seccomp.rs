@@ -41,8 +41,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ying_profiler::__private::seccomp::{self, ALL_THREADS, PROGRAM_THREADS};
-use ying_profiler::__private::{hooks, mapped};
+use ying_profiler::front_end::seccomp::{self, ALL_THREADS, PROGRAM_THREADS};
+use ying_profiler::front_end::{hooks, mapped};
 
 use crate::host::{SETTINGS, thread_state};
 
@@ -183,15 +183,15 @@ fn before_filter(all: bool, what: &str) {
             } else {
                 "Ying takes no more samples; its report thread and endpoint, if running, go on with the samples taken so far (the exit report too, if the filter lets the exiting thread wait for them)"
             };
-            ying_profiler::__private::warn(&format!(
+            ying_profiler::front_end::warn(&format!(
                 "this program installs {what}, which may kill it for a system call of Ying's: from here on {then}"
             ));
         }
         SETTINGS.set_enabled(false);
         mapped::set_tracking(false);
         crate::start::no_more_threads();
-        if all && !ying_profiler::__private::stop_profiler_threads(STOP_WAIT) {
-            ying_profiler::__private::warn(
+        if all && !ying_profiler::front_end::stop_profiler_threads(STOP_WAIT) {
+            ying_profiler::front_end::warn(
                 "a thread of Ying's was still running 10 s later; the filter may kill the program when it next makes a system call",
             );
         }

@@ -9,9 +9,10 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 
-use ying_profiler::__private::hooks::{self, Host};
-use ying_profiler::__private::snapshot::{self, Snapshot};
+use ying_profiler::Snapshot;
 use ying_profiler::config::Config;
+use ying_profiler::front_end::hooks::{self, Host};
+use ying_profiler::front_end::snapshot;
 use ying_profiler::utils::{ProfileSource, ProfilerRunner};
 
 use crate::host::{OWN_END, OWN_START, SETTINGS, ShimHost, thread_state};
@@ -52,7 +53,7 @@ static SOURCE: ShimSource = ShimSource;
 static RUNNER: OnceLock<ProfilerRunner> = OnceLock::new();
 
 fn warn(msg: &str) {
-    ying_profiler::__private::warn(msg);
+    ying_profiler::front_end::warn(msg);
 }
 
 /// glibc's `exit`, as the shim's `exit` calls it.
@@ -90,10 +91,10 @@ fn init_guarded() {
     // glibc's waits and signal functions, found now rather than at a first call a signal
     // handler might make.
     crate::warm_lookups();
-    ying_profiler::__private::save_stderr();
+    ying_profiler::front_end::save_stderr();
     let (cfg, warnings) = Config::from_env();
     for w in &warnings {
-        ying_profiler::__private::write_stderr(format!("{w}\n").as_bytes());
+        ying_profiler::front_end::write_stderr(format!("{w}\n").as_bytes());
     }
     if !cfg.enabled {
         return;
@@ -105,26 +106,26 @@ fn init_guarded() {
             return; // Passive: exact counters only, no samples, no reports.
         }
     }
-    ying_profiler::__private::apply_sampling_config(&cfg, &SETTINGS);
+    ying_profiler::front_end::apply_sampling_config(&cfg, &SETTINGS);
     // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
     // any sample needs it.
-    ying_profiler::__private::backtrace::trace(|_| true);
+    ying_profiler::front_end::backtrace::trace(|_| true);
     // And ours: its object lookup is found once, here, not inside an allocation.
-    ying_profiler::__private::warm_unwinder();
+    ying_profiler::front_end::warm_unwinder();
     // SAFETY: the three handlers are plain extern "C" fns that only touch our own locks.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
     warn_if_allocator_is_elsewhere();
     SETTINGS.set_enabled(true);
-    ying_profiler::__private::mapped::set_tracking(cfg.track_mmap);
+    ying_profiler::front_end::mapped::set_tracking(cfg.track_mmap);
     hooks::restart_sampling(thread_state(), &SETTINGS);
     start_reporting(&cfg);
 }
 
 fn find_own_code() {
     let here = find_own_code as *const () as usize;
-    if let Some((start, end)) = ying_profiler::__private::code_range_of(here) {
+    if let Some((start, end)) = ying_profiler::front_end::code_range_of(here) {
         OWN_START.store(start, Ordering::Relaxed);
         OWN_END.store(end, Ordering::Relaxed);
     }
@@ -185,14 +186,14 @@ fn warn_if_allocator_is_elsewhere() {
     let (start, end) = (OWN_START.load(Ordering::Relaxed), OWN_END.load(Ordering::Relaxed));
     let seen = lookup(c"malloc");
     if seen != 0 && start < end && !(start..end).contains(&seen) && defines_malloc_at(seen) {
-        let mods = ying_profiler::__private::modules();
-        let owner = ying_profiler::__private::module_of(&mods, seen)
+        let mods = ying_profiler::front_end::modules();
+        let owner = ying_profiler::front_end::module_of(&mods, seen)
             .map(|m| m.name.to_string())
             .unwrap_or_else(|| format!("the object at {seen:#x}"));
         warn(&format!(
             "malloc is defined by {owner}, not by libying.so: this program allocates through its own allocator, and Ying sees nothing of its heap (reports will be empty)"
         ));
-        ying_profiler::__private::set_foreign_malloc(owner);
+        ying_profiler::front_end::set_foreign_malloc(owner);
         return;
     }
     for other in [c"_rjem_malloc", c"mi_malloc", c"je_malloc", c"tc_malloc"] {
@@ -301,10 +302,10 @@ fn start_thread(wait: Wait) {
     if hooks::is_guarded(thread_state()) {
         return;
     }
-    if ying_profiler::__private::seccomp::level() != ying_profiler::__private::seccomp::NONE {
+    if ying_profiler::front_end::seccomp::level() != ying_profiler::front_end::seccomp::NONE {
         return; // A seccomp filter may punish `clone3`, `mmap`, `mprotect`...
     }
-    if ying_profiler::__private::exiting() {
+    if ying_profiler::front_end::exiting() {
         return;
     }
     // A vfork child shares our memory and TLS: a thread started there would be the parent's
@@ -390,11 +391,11 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 // allocations (the child's new report thread) are the profiler's.
 extern "C" fn fork_prepare() {
     hooks::enter_guard(thread_state());
-    ying_profiler::__private::fork_prepare();
+    ying_profiler::front_end::fork_prepare();
 }
 
 extern "C" fn fork_parent() {
-    ying_profiler::__private::fork_parent();
+    ying_profiler::front_end::fork_parent();
     hooks::leave_guard(thread_state());
 }
 
@@ -402,7 +403,7 @@ extern "C" fn fork_child() {
     let ts = thread_state();
     OWN_PID.store(raw_pid(), Ordering::Relaxed);
     FORKED.store(true, Ordering::Relaxed);
-    ying_profiler::__private::fork_child(Some(ts));
+    ying_profiler::front_end::fork_child(Some(ts));
     crate::thread_start::count_after_fork_child();
     // The report thread did not survive the fork: the child, which writes its own files (its
     // pid is in every name), starts its own at its first safe point, like a new process (not
@@ -410,7 +411,7 @@ extern "C" fn fork_child() {
     // exit report is inherited with atexit.
     // (Never under a seccomp filter, which the child inherits.)
     if RUNNER.get().is_some_and(|r| r.check_interval_secs() > 0)
-        && ying_profiler::__private::seccomp::level() == ying_profiler::__private::seccomp::NONE
+        && ying_profiler::front_end::seccomp::level() == ying_profiler::front_end::seccomp::NONE
     {
         REPORT_THREAD.store(THREAD_DUE, Ordering::SeqCst);
     }
@@ -432,7 +433,7 @@ pub(crate) fn change_user(
     // SAFETY: `errno` is this thread's errno slot.
     let saved = unsafe { *errno };
     let prepared = match (new_euid, RUNNER.get()) {
-        (Some(uid), Some(runner)) if uid != euid && !ying_profiler::__private::exiting() => {
+        (Some(uid), Some(runner)) if uid != euid && !ying_profiler::front_end::exiting() => {
             hooks::run_guarded(thread_state(), || runner.dir_for_new_user(uid))
         }
         _ => None,

@@ -25,7 +25,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use ying_profiler::__private::hooks;
+use ying_profiler::front_end::hooks;
 
 use crate::host::{SETTINGS, ShimHost, thread_state};
 
@@ -91,7 +91,7 @@ static PROGRAM_KEY: AtomicU32 = AtomicU32::new(0);
 /// `pthread_exit` (the main thread too) or is cancelled, never on `exit`.
 extern "C" fn program_thread_ended(_: *mut c_void) {
     if PROGRAM_THREADS.fetch_sub(1, Ordering::SeqCst) == 1 {
-        ying_profiler::__private::program_threads_ended(true);
+        ying_profiler::front_end::program_threads_ended(true);
     }
 }
 
@@ -154,7 +154,7 @@ pub(crate) unsafe fn create(
     if program && PROGRAM_THREADS.fetch_add(1, Ordering::SeqCst) == 0 {
         // Only a thread that is not counted (see PROGRAM_THREADS) creates one after the count
         // reached zero: the program goes on.
-        ying_profiler::__private::program_threads_ended(false);
+        ying_profiler::front_end::program_threads_ended(false);
     }
     // The record is the profiler's own memory (the library's allocator goes straight to
     // glibc), freed by the new thread.
@@ -192,10 +192,10 @@ pub(crate) fn started() {
     let ts = thread_state();
     // Profiler code: `pthread_getattr_np`'s allocations are ours. Not under a seccomp filter:
     // it asks the kernel (`sched_getaffinity`); the unwinder then falls back to libgcc's.
-    let stack = if ying_profiler::__private::seccomp::restricted_here() {
+    let stack = if ying_profiler::front_end::seccomp::restricted_here() {
         None
     } else {
-        hooks::run_guarded(ts, ying_profiler::__private::stack_bounds)
+        hooks::run_guarded(ts, ying_profiler::front_end::stack_bounds)
     };
     hooks::thread_started::<ShimHost>(ts, &SETTINGS, stack);
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use crate::engine::capture::MAX_FRAMES;
 
 /// Refusals kept for report time (the most recent ones).
-pub const KEPT: usize = 16;
+pub(crate) const KEPT: usize = 16;
 
 struct Slot {
     /// 0: empty; odd: being written; otherwise `2 * number`, the refusal's number (from 1).

@@ -37,7 +37,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::engine::capture::{MAX_FRAMES, capture};
-pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET, Settings};
+pub(crate) use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use crate::engine::sample::{self, Sample, redraw};
 use crate::engine::sampler;
 use crate::engine::tables::{self, Record};
@@ -128,7 +128,7 @@ pub fn thread_exit(ts: &ThreadState) {
 
 /// `fork` child: only the calling thread survives; the others' counters join the retired
 /// totals and the locks taken by [`fork_prepare`] are released.
-pub fn fork_child(ts: Option<&ThreadState>) {
+pub(crate) fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
     totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
     crate::engine::mapped::unlock_after_fork();
@@ -136,15 +136,15 @@ pub fn fork_child(ts: Option<&ThreadState>) {
 }
 
 /// `fork` prepare: takes every lock of the engine and the unwinder. The front end's handler
-/// takes the symbol cache's first (`__private::fork_prepare` does both).
-pub fn fork_prepare() {
+/// takes the symbol cache's first (`front_end::fork_prepare` does both).
+pub(crate) fn fork_prepare() {
     crate::engine::mapped::lock_for_fork();
     tables::lock_all_for_fork();
     totals::lock_for_fork();
 }
 
 /// `fork` parent: releases every lock [`fork_prepare`] took.
-pub fn fork_parent() {
+pub(crate) fn fork_parent() {
     totals::unlock_after_fork();
     tables::unlock_all_after_fork();
     crate::engine::mapped::unlock_after_fork();
@@ -171,7 +171,7 @@ pub fn on_alloc<H: Host>(
 /// `real`, and the caller goes on to [`on_alloc`] (for a front end that keeps its slow path in a
 /// frame of its own).
 #[inline(always)]
-pub fn alloc_unsampled<H: Host>(
+pub(crate) fn alloc_unsampled<H: Host>(
     set: &Settings,
     size: usize,
     real: impl FnOnce() -> *mut u8,
@@ -195,7 +195,7 @@ pub fn alloc_unsampled<H: Host>(
 /// Rust): the charge happens before the call, which cannot use the budget up (the size is below
 /// it), and is taken back if the allocation fails; nothing is left to do after the call.
 #[inline(always)]
-pub fn alloc_unsampled_sized<H: Host>(
+pub(crate) fn alloc_unsampled_sized<H: Host>(
     size: usize,
     real: impl FnOnce() -> *mut u8,
 ) -> Option<*mut u8> {
@@ -226,7 +226,7 @@ fn uncharge<H: Host>(size: usize) {
 /// for a front end whose unsampled path is written out in its own code, the shim's.)
 #[cold]
 #[inline(never)]
-pub fn sampled_after<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
+pub(crate) fn sampled_after<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
     let ts = H::thread_state();
     sample::take::<H>(ts, set, charged, |s| {
         let Sample { stack, weight, born_ns } = s;
@@ -406,7 +406,7 @@ pub fn on_realloc<H: Host>(
 /// and exact in the Rust front end, which counts requests. A counted growth that uses the
 /// budget up after all makes the new block a sample, as in [`alloc_unsampled`].
 #[inline(always)]
-pub fn realloc_unsampled<H: Host>(
+pub(crate) fn realloc_unsampled<H: Host>(
     set: &Settings,
     old: *mut u8,
     old_counted: usize,

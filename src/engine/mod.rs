@@ -37,18 +37,18 @@
 //! [`totals`] (exact totals), [`mapped`] (anonymous mappings), [`giant`] (refused giant requests).
 
 pub(crate) mod capture;
-pub mod filter;
+pub(crate) mod filter;
 pub(crate) mod giant;
 pub mod histogram;
-pub mod hooks;
+pub(crate) mod hooks;
 pub(crate) mod host;
-pub mod mapped;
+pub(crate) mod mapped;
 pub(crate) mod peak;
 pub(crate) mod sample;
-pub mod sampler;
+pub(crate) mod sampler;
 pub(crate) mod tables;
-pub mod thread_state;
-pub mod totals;
+pub(crate) mod thread_state;
+pub(crate) mod totals;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -161,7 +161,7 @@ pub fn weight(size: u64, interval: u64) -> Weight {
 /// Probability that a sampled block of weight `old` (it was sampled with probability
 /// `1/old.count`) stays sampled when it shrinks to `new_size` counted bytes: `p(new) / p(old)`,
 /// so that it is sampled afterwards with probability `p(new)` (see the module docs).
-pub fn keep_probability(old: Weight, new_size: u64, interval: u64) -> f64 {
+pub(crate) fn keep_probability(old: Weight, new_size: u64, interval: u64) -> f64 {
     (sample_probability(new_size, interval) * old.count).min(1.0)
 }
 

@@ -24,7 +24,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub use crate::config::DEFAULT_FILE_MODE;
+pub(crate) use crate::config::DEFAULT_FILE_MODE;
 
 /// A reporting directory, identified once by (absolute path, device, inode) and opened again
 /// for each operation; see the module documentation.
@@ -401,21 +401,21 @@ impl ReportDir {
 }
 
 /// The extensions of a report set's files (see [`crate::report`]).
-pub const SET_EXTENSIONS: [&str; 7] =
+pub(crate) const SET_EXTENSIONS: [&str; 7] =
     ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz"];
 
 /// The sequence number of the report set `name` belongs to, when it is a file of a set of the
 /// process `exe` (the executable's file name as report names carry it) with `pid`:
 /// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.<ext>` with `<ext>` one of [`SET_EXTENSIONS`].
 /// Anything else, a temporary file included, is `None`.
-pub fn set_seq_of(name: &str, exe: &str, pid: u32) -> Option<u64> {
+pub(crate) fn set_seq_of(name: &str, exe: &str, pid: u32) -> Option<u64> {
     let (set, ext) = super::SetName::parse_file(name)?;
     (set.exe == exe && set.pid == pid && SET_EXTENSIONS.contains(&ext)).then_some(set.seq)
 }
 
 /// Where [`write_atomic`] writes: an identified [`ReportDir`], or a directory path opened for the one
 /// file (created if missing, relative to the working directory now, [`DEFAULT_FILE_MODE`]).
-pub trait ReportTarget {
+pub(crate) trait ReportTarget {
     /// Writes `bytes` to the file `name` atomically.
     fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf>;
 }
@@ -439,7 +439,7 @@ impl ReportTarget for PathBuf {
 }
 
 /// Writes `bytes` to the file `name` in `dir` atomically (see [`ReportTarget`]).
-pub fn write_atomic<T: ReportTarget + ?Sized>(
+pub(crate) fn write_atomic<T: ReportTarget + ?Sized>(
     dir: &T,
     name: &str,
     bytes: &[u8],
@@ -449,7 +449,7 @@ pub fn write_atomic<T: ReportTarget + ?Sized>(
 
 /// Makes a name safe as one path component: anything but `[A-Za-z0-9._-]` becomes `_`, at most
 /// 64 characters, never empty or a dot name.
-pub fn sanitize_component(s: &str) -> String {
+pub(crate) fn sanitize_component(s: &str) -> String {
     let mut out: String = s
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })

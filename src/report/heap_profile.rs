@@ -195,9 +195,17 @@ fn write_with(
     Ok(())
 }
 
+/// The pprof heap profile of `snap`, as a report set's `.pb.gz` holds it (Go's four values per
+/// stack), without mappings, decoded into the public profile type [`super::proto::Profile`]
+/// (what `ying` and the tests read).
+pub fn build(snap: &Snapshot, comment: &str) -> super::proto::Profile {
+    super::proto::read_profile(&build_raw(snap, &[], comment).encode())
+        .expect("a profile this crate writes decodes")
+}
+
 /// Builds the profile of `snap` in memory; `modules` are the process's loaded modules (see
 /// `symbolize::modules`).
-pub fn build(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile {
+fn build_raw(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile {
     let compact = StackTable::from_stacks(&snap.stacks);
     let samples = (0..compact.len() as u32)
         .map(|r| super::pprof::PprofSample {

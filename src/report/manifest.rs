@@ -1,10 +1,11 @@
 //! The manifest of a report set, `<set>.json`: what the set says, for programs. The `ying`
 //! command, the scripts and the tests read it instead of parsing the human text report.
 //!
-//! It is written last, after every other file of the set, from the same report model: the
-//! header's figures, the reason and the occasion, the files the set holds (names relative to
-//! its directory), and the listed entries of the text report (ranked by the report's measure)
-//! and of its PEAK section, each with its figures and its frames as the text prints them.
+//! It is written last, after every other file of the set, from the same report model
+//! (`src/report/model/`): the header's figures, the reason and the occasion, the files the set
+//! holds (names relative to its directory), and the listed entries of the text report (ranked by
+//! the report's measure) and of its PEAK section, each with its figures and its frames as the text
+//! prints them.
 //!
 //! ```json
 //! {"format":"ying-report-set","version":1,"set":"ying.app.4242.0.20261205T071500Z",

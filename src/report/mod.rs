@@ -16,28 +16,32 @@
 //! | `.txt` | the human report ([`text`]) |
 //! | `.folded` | collapsed stacks, bytes as weights ([`folded`]) |
 //! | `.svg` | flamegraph of the folded stacks, when flamegraphs are on ([`flamegraph`]) |
-//! | `.pb.gz` | gzipped pprof heap profile with Go's four sample types ([`pprof`]) |
-//! | `.peak.folded`, `.peak.svg`, `.peak.pb.gz` | the same of the kept peak of the retained total ([`peak`]) |
+//! | `.pb.gz` | gzipped pprof heap profile with Go's four sample types ([`heap_profile`]) |
+//! | `.peak.folded`, `.peak.svg`, `.peak.pb.gz` | the same of the kept peak of the retained total (`peak.rs`) |
 //! | `.json` | the manifest: the set's figures, files and listed entries, for programs ([`manifest`]) |
 //!
 //! The `.txt` has a PEAK section: when the retained total was at its kept peak, how high, and
 //! the stacks that held it (see [`crate::Snapshot::peak`]).
 //!
-//! Files are written atomically ([`files`]), so a reader never sees half a report.
+//! Files are written atomically (`files.rs`), so a reader never sees half a report.
 
-pub mod files;
+pub(crate) mod files;
 pub mod flamegraph;
 pub mod folded;
 pub mod heap_profile;
 pub mod html;
 pub mod manifest;
 pub(crate) mod model;
-pub mod peak;
-pub mod pprof;
+pub(crate) mod peak;
+pub(crate) mod pprof;
 pub mod proto;
 pub mod set_name;
 pub(crate) mod snapshot;
 pub mod text;
+// The HTML report's data, built by every dump of the runner; public only for
+// tests/html_report.rs's scale test, which builds a 100-dump timeline of 10,000 stacks in-process
+// (`html::render` of it) without running a program that long. Not an API.
+#[doc(hidden)]
 pub mod timeline;
 
 #[cfg(test)]
@@ -189,7 +193,8 @@ fn print_new_refusals(refusals: &[crate::report::snapshot::GiantRefusal]) {
 }
 
 /// Writes a full report set for `snap` into `dir` (created if missing, relative to the working
-/// directory now), as [`write_report_set_in`] does.
+/// directory now), each file atomically. Every file is attempted; the first error is returned
+/// after the others were written.
 pub fn write_report_set(
     snap: &Snapshot,
     ctx: &ReportContext,
@@ -197,18 +202,7 @@ pub fn write_report_set(
     dir: &Path,
 ) -> io::Result<ReportPaths> {
     let dir = files::ReportDir::open(dir, files::DEFAULT_FILE_MODE)?;
-    write_report_set_in(snap, ctx, opts, &dir)
-}
-
-/// Writes a full report set for `snap` into the open directory `dir` (see
-/// [`write_report_set`]).
-pub fn write_report_set_in(
-    snap: &Snapshot,
-    ctx: &ReportContext,
-    opts: &ReportOptions,
-    dir: &files::ReportDir,
-) -> io::Result<ReportPaths> {
-    write_set(&mut crate::report::snapshot::report_of(snap, ctx.clone(), opts), dir, false)
+    write_set(&mut crate::report::snapshot::report_of(snap, ctx.clone(), opts), &dir, false)
 }
 
 /// Writes a full report set of `r` into `dir`, one output at a time: the pprof profiles
@@ -298,9 +292,9 @@ pub(crate) fn write_set(
 static FOREIGN_MALLOC: OnceLock<String> = OnceLock::new();
 
 /// Records that the program's `malloc` is defined by `owner` (an object's path), not by the
-/// profiler: reports then say that the profiler saw nothing of that heap (the shim's start-up).
-#[doc(hidden)]
-pub fn set_foreign_malloc(owner: String) {
+/// profiler: reports then say that the profiler saw nothing of that heap (the shim's start-up,
+/// through `crate::front_end::set_foreign_malloc`).
+pub(crate) fn set_foreign_malloc(owner: String) {
     let _ = FOREIGN_MALLOC.set(owner);
 }
 

@@ -50,7 +50,7 @@ use flate2::write::GzEncoder;
 
 /// The four sample types, Go heap-profile style, as `(type, unit)` pairs; the order of
 /// [`PprofSample::values`].
-pub const SAMPLE_TYPES: [(&str, &str); 4] = [
+pub(crate) const SAMPLE_TYPES: [(&str, &str); 4] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
     ("inuse_objects", "count"),
@@ -59,7 +59,7 @@ pub const SAMPLE_TYPES: [(&str, &str); 4] = [
 
 /// The sample types of a profile of retained memory alone (the peak's heap profile, which
 /// keeps no allocated figures), in the order of its values: Go's two `inuse_*` types.
-pub const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
+pub(crate) const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
     [("inuse_objects", "count"), ("inuse_space", "bytes")];
 
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
@@ -71,7 +71,7 @@ const DEFAULT_SAMPLE_TYPE: &str = "inuse_space";
 /// One source-level frame of a location; a location's lines go innermost (inlined callee) first,
 /// the last one is the real (outermost) function, as profile.proto specifies.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PprofLine {
+pub(crate) struct PprofLine {
     /// Human-readable (demangled) function name (shared with the snapshot's frames).
     pub function: Arc<str>,
     /// Function name as the system knows it (e.g. the mangled symbol). When empty, `function`
@@ -86,7 +86,7 @@ pub struct PprofLine {
 
 /// One program address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PprofLocation {
+pub(crate) struct PprofLocation {
     /// Instruction address (return addresses for non-leaf frames, as captured).
     pub address: u64,
     /// Source frames at this address, innermost (inlined callee) first; empty if unsymbolised.
@@ -98,7 +98,7 @@ pub struct PprofLocation {
 
 /// A loaded module.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PprofMapping {
+pub(crate) struct PprofMapping {
     /// Address at which the module is loaded.
     pub memory_start: u64,
     /// End (exclusive) of the module's address range.
@@ -117,7 +117,7 @@ pub struct PprofMapping {
 
 /// One stack with its values.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PprofSample {
+pub(crate) struct PprofSample {
     /// The stack, leaf (innermost) first.
     pub locations: Vec<PprofLocation>,
     /// Values in [`SAMPLE_TYPES`] order: alloc_objects, alloc_space, inuse_objects, inuse_space.
@@ -131,7 +131,7 @@ pub struct PprofSample {
 
 /// A whole heap profile.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PprofProfile {
+pub(crate) struct PprofProfile {
     /// The samples, written in this order.
     pub samples: Vec<PprofSample>,
     /// Loaded modules; [`PprofLocation::mapping`] indexes into this list.
@@ -148,7 +148,7 @@ pub struct PprofProfile {
 
 impl PprofProfile {
     /// Serialises to uncompressed profile.proto bytes.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut raw = Vec::new();
         // Writing to a `Vec` cannot fail.
         let _ = self.write_to(&mut raw);
@@ -156,14 +156,15 @@ impl PprofProfile {
     }
 
     /// Serialises and gzips (what `go tool pprof` and every backend read; files end in .pb.gz).
-    pub fn encode_gzip(&self) -> io::Result<Vec<u8>> {
+    #[cfg(test)]
+    pub(crate) fn encode_gzip(&self) -> io::Result<Vec<u8>> {
         let mut gz = gzip(Vec::new());
         self.write_to(&mut gz)?;
         gz.finish()
     }
 
     /// Serialises to `out`, through a [`ProfileWriter`].
-    pub fn write_to(&self, out: impl Write) -> io::Result<()> {
+    pub(crate) fn write_to(&self, out: impl Write) -> io::Result<()> {
         let mut w = ProfileWriter::new(self.mappings.clone(), out)?;
         let mut ids = Vec::new();
         for s in &self.samples {
@@ -182,69 +183,69 @@ impl PprofProfile {
 }
 
 /// A gzip stream into `out` at the compression every profile uses.
-pub fn gzip<W: Write>(out: W) -> GzEncoder<W> {
+pub(crate) fn gzip<W: Write>(out: W) -> GzEncoder<W> {
     GzEncoder::new(out, Compression::default())
 }
 
 /// Field numbers from profile.proto, one module per message.
 mod field {
-    pub mod profile {
-        pub const SAMPLE_TYPE: u32 = 1;
-        pub const SAMPLE: u32 = 2;
-        pub const MAPPING: u32 = 3;
-        pub const LOCATION: u32 = 4;
-        pub const FUNCTION: u32 = 5;
-        pub const STRING_TABLE: u32 = 6;
-        pub const DROP_FRAMES: u32 = 7;
-        pub const TIME_NANOS: u32 = 9;
-        pub const DURATION_NANOS: u32 = 10;
-        pub const PERIOD_TYPE: u32 = 11;
-        pub const PERIOD: u32 = 12;
-        pub const COMMENT: u32 = 13;
-        pub const DEFAULT_SAMPLE_TYPE: u32 = 14;
+    pub(super) mod profile {
+        pub(crate) const SAMPLE_TYPE: u32 = 1;
+        pub(crate) const SAMPLE: u32 = 2;
+        pub(crate) const MAPPING: u32 = 3;
+        pub(crate) const LOCATION: u32 = 4;
+        pub(crate) const FUNCTION: u32 = 5;
+        pub(crate) const STRING_TABLE: u32 = 6;
+        pub(crate) const DROP_FRAMES: u32 = 7;
+        pub(crate) const TIME_NANOS: u32 = 9;
+        pub(crate) const DURATION_NANOS: u32 = 10;
+        pub(crate) const PERIOD_TYPE: u32 = 11;
+        pub(crate) const PERIOD: u32 = 12;
+        pub(crate) const COMMENT: u32 = 13;
+        pub(crate) const DEFAULT_SAMPLE_TYPE: u32 = 14;
     }
-    pub mod value_type {
-        pub const TYPE: u32 = 1;
-        pub const UNIT: u32 = 2;
+    pub(super) mod value_type {
+        pub(crate) const TYPE: u32 = 1;
+        pub(crate) const UNIT: u32 = 2;
     }
-    pub mod sample {
-        pub const LOCATION_ID: u32 = 1;
-        pub const VALUE: u32 = 2;
-        pub const LABEL: u32 = 3;
+    pub(super) mod sample {
+        pub(crate) const LOCATION_ID: u32 = 1;
+        pub(crate) const VALUE: u32 = 2;
+        pub(crate) const LABEL: u32 = 3;
     }
-    pub mod label {
-        pub const KEY: u32 = 1;
-        pub const STR: u32 = 2;
-        pub const NUM: u32 = 3;
-        pub const NUM_UNIT: u32 = 4;
+    pub(super) mod label {
+        pub(crate) const KEY: u32 = 1;
+        pub(crate) const STR: u32 = 2;
+        pub(crate) const NUM: u32 = 3;
+        pub(crate) const NUM_UNIT: u32 = 4;
     }
-    pub mod mapping {
-        pub const ID: u32 = 1;
-        pub const MEMORY_START: u32 = 2;
-        pub const MEMORY_LIMIT: u32 = 3;
-        pub const FILE_OFFSET: u32 = 4;
-        pub const FILENAME: u32 = 5;
-        pub const BUILD_ID: u32 = 6;
-        pub const HAS_FUNCTIONS: u32 = 7;
-        pub const HAS_FILENAMES: u32 = 8;
-        pub const HAS_LINE_NUMBERS: u32 = 9;
-        pub const HAS_INLINE_FRAMES: u32 = 10;
+    pub(super) mod mapping {
+        pub(crate) const ID: u32 = 1;
+        pub(crate) const MEMORY_START: u32 = 2;
+        pub(crate) const MEMORY_LIMIT: u32 = 3;
+        pub(crate) const FILE_OFFSET: u32 = 4;
+        pub(crate) const FILENAME: u32 = 5;
+        pub(crate) const BUILD_ID: u32 = 6;
+        pub(crate) const HAS_FUNCTIONS: u32 = 7;
+        pub(crate) const HAS_FILENAMES: u32 = 8;
+        pub(crate) const HAS_LINE_NUMBERS: u32 = 9;
+        pub(crate) const HAS_INLINE_FRAMES: u32 = 10;
     }
-    pub mod location {
-        pub const ID: u32 = 1;
-        pub const MAPPING_ID: u32 = 2;
-        pub const ADDRESS: u32 = 3;
-        pub const LINE: u32 = 4;
+    pub(super) mod location {
+        pub(crate) const ID: u32 = 1;
+        pub(crate) const MAPPING_ID: u32 = 2;
+        pub(crate) const ADDRESS: u32 = 3;
+        pub(crate) const LINE: u32 = 4;
     }
-    pub mod line {
-        pub const FUNCTION_ID: u32 = 1;
-        pub const LINE: u32 = 2;
+    pub(super) mod line {
+        pub(crate) const FUNCTION_ID: u32 = 1;
+        pub(crate) const LINE: u32 = 2;
     }
-    pub mod function {
-        pub const ID: u32 = 1;
-        pub const NAME: u32 = 2;
-        pub const SYSTEM_NAME: u32 = 3;
-        pub const FILENAME: u32 = 4;
+    pub(super) mod function {
+        pub(crate) const ID: u32 = 1;
+        pub(crate) const NAME: u32 = 2;
+        pub(crate) const SYSTEM_NAME: u32 = 3;
+        pub(crate) const FILENAME: u32 = 4;
     }
 }
 
@@ -375,7 +376,7 @@ struct LocationRow {
 /// One label of a sample, as [`ProfileWriter::sample`] takes it: a string label (`num` 0,
 /// `unit` empty) or a numeric one (`str` empty).
 #[derive(Debug, Clone, Copy)]
-pub struct Label<'a> {
+pub(crate) struct Label<'a> {
     /// The key, e.g. `span`.
     pub key: &'a str,
     /// The string value.
@@ -392,7 +393,7 @@ pub struct Label<'a> {
 /// Fields still go out in field-number order: sample types, samples, mappings, locations,
 /// functions, strings, then the scalars.
 #[derive(Debug)]
-pub struct ProfileWriter<W: Write> {
+pub(crate) struct ProfileWriter<W: Write> {
     out: W,
     strings: Strings,
     period_type: (i64, i64),
@@ -412,13 +413,13 @@ pub struct ProfileWriter<W: Write> {
 impl<W: Write> ProfileWriter<W> {
     /// Starts a profile of processes with the loaded modules `mappings` (indexed by
     /// [`PprofLocation::mapping`]) and writes its sample types to `out`.
-    pub fn new(mappings: Vec<PprofMapping>, out: W) -> io::Result<Self> {
+    pub(crate) fn new(mappings: Vec<PprofMapping>, out: W) -> io::Result<Self> {
         Self::with_sample_types(mappings, out, &SAMPLE_TYPES)
     }
 
     /// [`ProfileWriter::new`] with other sample types (`(type, unit)` pairs, the order of the
     /// values given to [`ProfileWriter::sample_values`]), such as [`INUSE_SAMPLE_TYPES`].
-    pub fn with_sample_types(
+    pub(crate) fn with_sample_types(
         mappings: Vec<PprofMapping>,
         mut out: W,
         types: &[(&str, &str)],
@@ -461,18 +462,18 @@ impl<W: Write> ProfileWriter<W> {
     /// Sets `Profile.drop_frames`: pprof drops the frames whose function name fully matches
     /// `regex` from every sample, with the frames they called (allocator entry points, so that
     /// the flat cost goes to the code that asked for the memory).
-    pub fn drop_frames(&mut self, regex: &str) {
+    pub(crate) fn drop_frames(&mut self, regex: &str) {
         self.drop_frames = self.strings.intern(regex);
     }
 
     /// Sets `Profile.default_sample_type`, the view pprof opens with (`inuse_space` unless
     /// set; `alloc_space` for an allocation profile such as `/debug/pprof/allocs`).
-    pub fn default_sample_type(&mut self, name: &str) {
+    pub(crate) fn default_sample_type(&mut self, name: &str) {
         self.default_sample_type = self.strings.intern(name);
     }
 
     /// Id of the location, adding it (and its functions) on first sight.
-    pub fn location_id(&mut self, loc: &PprofLocation) -> u64 {
+    pub(crate) fn location_id(&mut self, loc: &PprofLocation) -> u64 {
         let mapping_id = match loc.mapping {
             Some(index) if index < self.mappings.len() => index as u64 + 1,
             _ => 0,
@@ -507,7 +508,7 @@ impl<W: Write> ProfileWriter<W> {
 
     /// Writes one sample: its stack as location ids (leaf first, from
     /// [`ProfileWriter::location_id`]), its values in [`SAMPLE_TYPES`] order and its labels.
-    pub fn sample<'l>(
+    pub(crate) fn sample<'l>(
         &mut self,
         location_ids: &[u64],
         values: [i64; 4],
@@ -517,7 +518,7 @@ impl<W: Write> ProfileWriter<W> {
     }
 
     /// [`ProfileWriter::sample`] with as many values as the profile has sample types.
-    pub fn sample_values<'l>(
+    pub(crate) fn sample_values<'l>(
         &mut self,
         location_ids: &[u64],
         values: &[i64],
@@ -552,7 +553,7 @@ impl<W: Write> ProfileWriter<W> {
     }
 
     /// Writes everything after the samples and returns the output.
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         period: i64,
         time_nanos: i64,

@@ -16,7 +16,7 @@
 //! the re-encoded file exactly as it prints the original.
 //!
 //! The report sets' own profiles are still written by the streaming
-//! [`super::pprof::ProfileWriter`], not by prost. Measured on one profile of 100,000 stacks of
+//! `ProfileWriter` (`pprof.rs`), not by prost. Measured on one profile of 100,000 stacks of
 //! 40 frames (250,000 distinct addresses, 50,000 functions, 19.8 MB before gzip; `cargo test
 //! --release --lib writer_against_prost -- --ignored --nocapture` repeats it, each variant in a
 //! process of its own, on a 2-core machine shared with other builds), the streaming writer took

@@ -3,7 +3,7 @@
 //! summary, `ying top`/`diff` naming a set, the shim's tests.
 //!
 //! Each file of a set is the set's name, a dot and an extension (`txt`, `pb.gz`, `peak.svg`,
-//! ...; see [`crate::report::files::SET_EXTENSIONS`]). The executable's name may contain dots
+//! ...; see `SET_EXTENSIONS` in `files.rs`). The executable's name may contain dots
 //! (`python3.11`), so a name is read from the right: the time stamp is the last part of the
 //! form `yyyymmddThhmmssZ`, the sequence number and pid the two parts before it, the rest the
 //! executable. Numbers are written without leading zeros, and only such names are read as sets,
@@ -28,7 +28,7 @@ use std::str::FromStr;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SetName {
     /// The executable's file name as reports carry it (sanitized, see
-    /// [`crate::report::files::sanitize_component`]); never empty.
+    /// `sanitize_component` in `files.rs`); never empty.
     pub exe: String,
     /// The process id.
     pub pid: u32,

@@ -17,7 +17,7 @@ use crate::engine::totals::Totals;
 use crate::report::model::table::other;
 use crate::report::model::{Facts, Report};
 
-pub use crate::engine::peak::Peak;
+pub(crate) use crate::engine::peak::Peak;
 pub use crate::report::model::facts::GiantRefusal;
 
 /// Everything one report needs, taken at one moment.
@@ -105,7 +105,7 @@ pub(crate) fn sort_stacks(v: &mut [&StackStats], m: Measurement) {
 
 /// The `k` stacks ranked highest by `m` (as [`Snapshot::top_k`] ranks them), for the front end
 /// `H`: only those `k` are materialised, out of a report taken and dropped as profiler code.
-pub fn top_k<H: Host>(sample_interval: u64, k: usize, m: Measurement) -> Vec<StackStats> {
+pub(crate) fn top_k<H: Host>(sample_interval: u64, k: usize, m: Measurement) -> Vec<StackStats> {
     let ts = H::thread_state();
     let guard = ts.enter();
     let report = Report::take_raw(sample_interval, H::UNIT, k);

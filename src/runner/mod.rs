@@ -30,7 +30,7 @@
 //! The reporting path is resolved once, when the runner starts ([`ProfilerRunner::spawn_for`],
 //! or the first report of a runner that was never spawned): a relative path is joined to the
 //! working directory of that moment, the directory is created without following any symbolic
-//! link and identified by (absolute path, device, inode) (see [`crate::report::files`]); every later
+//! link and identified by (absolute path, device, inode) (see `src/report/files.rs`); every later
 //! report opens that same directory again, checks it is still the one identified, writes and
 //! closes it, whatever the program does with its working directory. No descriptor of Ying's
 //! stays open between reports, and a report opens nothing while fewer than
@@ -53,20 +53,24 @@
 //! and the in-memory profiles alike.
 
 mod handle;
-mod lifecycle;
+// `lifecycle` and `settings` hold the front end's exit and start-up calls too
+// (`crate::front_end` re-exports them; they are not the runner's API).
+pub(crate) mod lifecycle;
 mod report_loop;
-mod settings;
+pub(crate) mod settings;
 mod write;
 
 pub use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, ProfileSource};
 pub use handle::RunnerHandle;
-pub use lifecycle::{before_exit, exiting, program_threads_ended, stop_profiler_threads};
 pub use settings::{
     DEFAULT_CHECK_INTERVAL_SECS, DEFAULT_MAX_REPORT_SETS, DEFAULT_PCT_CHANGE_TRIGGER,
     DEFAULT_REPORTING_PATH, DEFAULT_TOP_K, ProfilerRunner, ProfilerRunnerBuilder,
-    ProfilerRunnerBuilderError, apply_sampling_config,
+    ProfilerRunnerBuilderError,
 };
 pub use write::{gen_flamegraph, write_report_now};
+
+use lifecycle::{exiting, program_threads_ended};
+use settings::apply_sampling_config;
 
 use std::alloc::GlobalAlloc;
 use std::io;

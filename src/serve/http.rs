@@ -14,13 +14,13 @@ use super::{Runner, Services};
 use crate::source::ProfileSource;
 
 /// The most bytes of a request's head (request line and headers), and of a body read.
-pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 16 * 1024;
 /// The most headers of a request.
-pub const MAX_HEADERS: usize = 32;
+pub(crate) const MAX_HEADERS: usize = 32;
 /// The longest a client may take to send its request.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest an answer may take to be written.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the routes need.
 pub(crate) struct Ctx {

@@ -8,7 +8,7 @@
 //!
 //! The engine never calls into this folder. A `fork` must find every profiler lock free, this
 //! folder's symbol cache lock too: [`lock_for_fork`] and [`unlock_after_fork`] are called by the
-//! crate's fork handlers (`__private::fork_prepare` and the others, in `lib.rs`), which sit
+//! crate's fork handlers (`front_end::fork_prepare` and the others, in `front_end.rs`), which sit
 //! above both sides.
 
 pub(crate) mod dwarf;

@@ -7,7 +7,7 @@
 //! [`write_stderr`] is one raw `write`. It imports nothing from the rest of the crate.
 
 pub(crate) mod clock;
-pub mod seccomp;
+pub(crate) mod seccomp;
 pub(crate) mod spin;
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -74,7 +74,7 @@ fn fd_free(fd: i32) -> bool {
 /// report time. A report holds at most 3 at once (two while walking the reporting path, then
 /// the directory and one file; or an ELF file being symbolized), so the program keeps at least
 /// 5 free slots of its own at every instant of a report.
-pub const FD_HEADROOM: usize = 8;
+pub(crate) const FD_HEADROOM: usize = 8;
 
 /// Whether at least [`FD_HEADROOM`] descriptor slots are free under the soft `RLIMIT_NOFILE`,
 /// so that what a report opens briefly never takes a program's last free slots. Opens nothing:
@@ -88,7 +88,7 @@ pub const FD_HEADROOM: usize = 8;
 /// without Ying, but only if it opens at least 5 within that window (tens of milliseconds) and
 /// ends at its limit. Closing it would need the kernel to reserve slots; a program that lives
 /// at its descriptor limit gets `EMFILE` from its own opens anyway. Accepted and documented.
-pub fn fd_headroom() -> bool {
+pub(crate) fn fd_headroom() -> bool {
     let _errno = ErrnoGuard::save();
     let mut free = 0;
     for fd in (0..nofile_limit()).rev() {
@@ -104,7 +104,7 @@ pub fn fd_headroom() -> bool {
 
 /// [`fd_headroom`], with one warning per process (the first time it is false) naming
 /// `RLIMIT_NOFILE` and what is skipped.
-pub fn fd_headroom_or_warn(what: &str) -> bool {
+pub(crate) fn fd_headroom_or_warn(what: &str) -> bool {
     static WARNED_PID: AtomicI32 = AtomicI32::new(0);
     if fd_headroom() {
         return true;
@@ -279,7 +279,7 @@ fn thread_alive(tid: i32) -> bool {
 /// [`spawn_profiler_thread`] in this process has ended; false if one is still running. For a
 /// program thread that is about to install a seccomp filter: until the filter is in, any
 /// system call is allowed.
-pub fn wait_profiler_threads_gone(timeout: std::time::Duration) -> bool {
+pub(crate) fn wait_profiler_threads_gone(timeout: std::time::Duration) -> bool {
     let start = std::time::Instant::now();
     loop {
         let mut running = false;

@@ -55,7 +55,7 @@ pub fn set_exit_by_report_thread(ok: bool) {
 /// Whether the exit report is to be written by the report thread while the exiting thread
 /// waits: only at [`PROGRAM_THREADS`] (the report thread is not covered; at [`ALL_THREADS`]
 /// it was stopped) and when every filter lets the exiting thread wait.
-pub fn exit_by_report_thread() -> bool {
+pub(crate) fn exit_by_report_thread() -> bool {
     level() == PROGRAM_THREADS && EXIT_BY_REPORT_THREAD.load(Ordering::SeqCst)
 }
 

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 /// The state of one process's look at its control files.
 #[derive(Debug)]
-pub struct ControlFiles {
+pub(crate) struct ControlFiles {
     shared: PathBuf,
     own: PathBuf,
     /// The newest `dump` handled (or the start).
@@ -26,12 +26,12 @@ pub struct ControlFiles {
 
 impl ControlFiles {
     /// The control files of `dir` for process `pid`; a `dump` older than `since` is ignored.
-    pub fn new(dir: &std::path::Path, pid: u32, since: SystemTime) -> Self {
+    pub(crate) fn new(dir: &std::path::Path, pid: u32, since: SystemTime) -> Self {
         Self { shared: dir.join("dump"), own: dir.join(format!("dump.{pid}")), seen: since }
     }
 
     /// One tick: the reason for a dump if a control file asks for one.
-    pub fn tick(&mut self) -> Option<String> {
+    pub(crate) fn tick(&mut self) -> Option<String> {
         let own = std::fs::symlink_metadata(&self.own).is_ok_and(|m| m.file_type().is_file())
             && std::fs::remove_file(&self.own).is_ok();
         let shared = match std::fs::symlink_metadata(&self.shared) {

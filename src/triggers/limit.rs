@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How often the cgroup limit is read again.
-pub const LIMIT_REREAD: Duration = Duration::from_secs(60);
+pub(crate) const LIMIT_REREAD: Duration = Duration::from_secs(60);
 
 /// v1's "no limit" is `PAGE_COUNTER_MAX` pages rounded, about 2^63: anything this large is none.
 const V1_UNLIMITED: u64 = 1 << 62;
@@ -34,7 +34,7 @@ const V1_UNLIMITED: u64 = 1 << 62;
 /// The smallest memory limit of the cgroup hierarchy the process is in, in bytes.
 /// `None` too while fewer than [`crate::sys::FD_HEADROOM`] descriptors are free (read again
 /// after [`LIMIT_REREAD`]).
-pub fn cgroup_limit() -> Option<u64> {
+pub(crate) fn cgroup_limit() -> Option<u64> {
     if !crate::sys::fd_headroom() {
         return None;
     }
@@ -118,7 +118,7 @@ fn smallest(
 
 /// The process's resident set size in bytes (`/proc/self/statm`); `None` when unreadable or
 /// while fewer than [`crate::sys::FD_HEADROOM`] descriptors are free.
-pub fn rss_bytes() -> Option<u64> {
+pub(crate) fn rss_bytes() -> Option<u64> {
     use std::io::Read;
     let mut buf = [0u8; 128];
     // Nothing opened while the program is near its descriptor limit (the trigger waits).
@@ -136,7 +136,7 @@ pub fn rss_bytes() -> Option<u64> {
 
 /// The near-limit trigger's state.
 #[derive(Debug)]
-pub struct NearLimit {
+pub(crate) struct NearLimit {
     pct: u64,
     fake: Option<u64>,
     limit: Option<u64>,
@@ -147,7 +147,7 @@ pub struct NearLimit {
 
 impl NearLimit {
     /// Reads the limit now (`fake` replaces the cgroup's); `pct` 0 turns the trigger off.
-    pub fn new(pct: u64, fake: Option<u64>) -> Self {
+    pub(crate) fn new(pct: u64, fake: Option<u64>) -> Self {
         let mut s = Self { pct, fake, limit: None, read_at: Instant::now(), fired: false };
         s.read_limit();
         s
@@ -159,12 +159,12 @@ impl NearLimit {
     }
 
     /// Whether the trigger watches a limit.
-    pub fn armed(&self) -> bool {
+    pub(crate) fn armed(&self) -> bool {
         self.limit.is_some()
     }
 
     /// One tick: the reason for a dump when the RSS first crosses the threshold.
-    pub fn tick(&mut self) -> Option<String> {
+    pub(crate) fn tick(&mut self) -> Option<String> {
         if self.pct == 0 {
             return None;
         }
@@ -202,24 +202,24 @@ impl NearLimit {
 /// The new-high trigger's state: a dump each time the exact retained total exceeds the last
 /// dumped high (at first: the total at the first tick) by `pct` percent.
 #[derive(Debug)]
-pub struct NewPeak {
+pub(crate) struct NewPeak {
     pct: u64,
     last: Option<u64>,
 }
 
 impl NewPeak {
     /// `pct` 0 turns the trigger off.
-    pub fn new(pct: u64) -> Self {
+    pub(crate) fn new(pct: u64) -> Self {
         Self { pct, last: None }
     }
 
     /// Whether the trigger is on.
-    pub fn armed(&self) -> bool {
+    pub(crate) fn armed(&self) -> bool {
         self.pct > 0
     }
 
     /// One tick with the retained total now.
-    pub fn judge(&mut self, retained: u64) -> Option<String> {
+    pub(crate) fn judge(&mut self, retained: u64) -> Option<String> {
         if self.pct == 0 {
             return None;
         }

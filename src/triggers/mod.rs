@@ -8,22 +8,22 @@
 //! write names its reason in the text report's `reason:` header line. Nothing here runs in an
 //! allocation hook; the signal handler only stores to an atomic (see [`signal`]).
 
-pub mod control_file;
-pub mod limit;
-pub mod reason;
-pub mod signal;
+pub(crate) mod control_file;
+pub(crate) mod limit;
+pub(crate) mod reason;
+pub(crate) mod signal;
 
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often the report thread looks at the triggers while one is armed.
-pub const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// The trigger settings of a runner (set by `ProfilerRunnerBuilder`, and from the `YING_*`
 /// table by `ProfilerRunner::from_config`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TriggerSettings {
+pub(crate) struct TriggerSettings {
     /// The dump signal's number, if any.
     pub(crate) dump_signal: Option<i32>,
     /// Whether the control files are watched.

@@ -71,7 +71,7 @@ const RTMAX: i32 = 64;
 ///
 /// A short reason for an unknown name, a number out of range, or a signal that cannot serve
 /// (`SIGKILL`, `SIGSTOP`, fault signals, `SIGCHLD`, glibc's reserved 32 and 33).
-pub fn parse(s: &str) -> Result<Option<i32>, String> {
+pub(crate) fn parse(s: &str) -> Result<Option<i32>, String> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(None);
@@ -118,7 +118,7 @@ fn rt_offset(rest: &str, sign: char) -> Result<i32, String> {
 }
 
 /// The name of signal `n` for messages, e.g. `SIGUSR2` or `SIGRTMIN+3`.
-pub fn name(n: i32) -> String {
+pub(crate) fn name(n: i32) -> String {
     match NAMES.iter().chain(REFUSED).find(|(_, k)| *k == n) {
         Some((name, _)) => format!("SIG{name}"),
         None if n >= RTMIN => format!("SIGRTMIN+{}", n - RTMIN),
@@ -149,7 +149,7 @@ fn current(sig: i32) -> Option<libc::sighandler_t> {
 /// # Errors
 ///
 /// What prevented it, as a sentence for a warning line.
-pub fn install(sig: i32) -> Result<(), String> {
+pub(crate) fn install(sig: i32) -> Result<(), String> {
     let nm = name(sig);
     if INSTALLED.load(Ordering::SeqCst) == sig {
         return Ok(());
@@ -184,7 +184,7 @@ pub fn install(sig: i32) -> Result<(), String> {
 
 /// What a tick found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tick {
+pub(crate) enum Tick {
     /// Nothing arrived.
     Quiet,
     /// The signal arrived since the last tick.
@@ -194,7 +194,7 @@ pub enum Tick {
 }
 
 /// The report thread's look at the signal trigger, each tick.
-pub fn tick(sig: i32) -> Tick {
+pub(crate) fn tick(sig: i32) -> Tick {
     if INSTALLED.load(Ordering::SeqCst) != sig {
         return Tick::Quiet;
     }
@@ -208,7 +208,7 @@ pub fn tick(sig: i32) -> Tick {
 }
 
 /// Whether our handler is installed for `sig` (and was not seen replaced).
-pub fn armed(sig: i32) -> bool {
+pub(crate) fn armed(sig: i32) -> bool {
     INSTALLED.load(Ordering::SeqCst) == sig
 }
 

@@ -77,7 +77,9 @@ fn short_exe(exe: &str) -> &str {
     exe.rsplit('/').next().unwrap_or(exe)
 }
 
-/// The page for the timelines of one or more processes, `title` in its heading.
+/// The page for the timelines of one or more processes, `title` in its heading. Hidden with
+/// [`crate::report::timeline`], for the same test: the runner renders its own page at each dump.
+#[doc(hidden)]
 pub fn render(timelines: &[&Timeline], title: &str) -> String {
     let mut o = String::with_capacity(64 * 1024);
     let _ = write!(
