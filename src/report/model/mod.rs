@@ -184,9 +184,12 @@ impl Report {
             v.dedup();
             v
         };
-        let rows = report.printed.rows_of(&listed);
-        let histograms = report.table.histograms(&rows, listed.len());
-        drop(rows);
+        let slot: HashMap<u32, u32, Build> =
+            listed.iter().enumerate().map(|(i, &e)| (e, i as u32)).collect();
+        let printed = &report.printed;
+        let histograms =
+            report.table.histograms(|r| slot.get(&printed.entry_of(r)).copied(), listed.len());
+        drop(slot);
         report.histograms = listed.into_iter().zip(histograms).collect();
         report
     }

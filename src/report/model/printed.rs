@@ -109,22 +109,9 @@ impl Printed {
         self.merged.get(&e).unwrap_or_else(|| &table.row(self.lead(e)).fig)
     }
 
-    /// `(row, slot)` for every row of the entries `entries` (slot `i` for `entries[i]`), sorted
-    /// by row: the rows whose histograms make those entries'.
-    pub(crate) fn rows_of(&self, entries: &[u32]) -> Vec<(u32, u32)> {
-        if self.entry_of.is_empty() {
-            let mut v: Vec<(u32, u32)> =
-                entries.iter().enumerate().map(|(i, &e)| (self.lead(e), i as u32)).collect();
-            v.sort_unstable();
-            return v;
-        }
-        let slot: HashMap<u32, u32, Build> =
-            entries.iter().enumerate().map(|(i, &e)| (e, i as u32)).collect();
-        self.entry_of
-            .iter()
-            .enumerate()
-            .filter_map(|(r, e)| slot.get(e).map(|&s| (r as u32, s)))
-            .collect()
+    /// The entry of row `r`.
+    pub(crate) fn entry_of(&self, r: u32) -> u32 {
+        if self.entry_of.is_empty() { r } else { self.entry_of[r as usize] }
     }
 }
 

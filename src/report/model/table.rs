@@ -489,45 +489,54 @@ impl StackTable {
         }
     }
 
-    /// The histograms of `slots` groups of rows: each `(row, slot)` of `rows` (sorted by row)
-    /// adds row `row`'s histograms to group `slot` (an entry of a report is one or more rows printed alike). For
-    /// a table taken from the engine they are read from the engine now, in one pass over the
+    /// The histograms of `slots` groups of rows: `slot_of(row)` names the group a row's
+    /// histograms join, if any (an entry of a report is one or more rows printed alike). For a
+    /// table taken from the engine they are read from the engine now, in one pass over the
     /// stack table and one over the live blocks: a report needs them for the few entries it
     /// lists, and keeping two 88-byte histograms for every stack would double what a report
     /// costs. So they describe the moment they are read, a little after the figures (the time
     /// it took to symbolize and rank).
-    pub(crate) fn histograms(&self, rows: &[(u32, u32)], slots: usize) -> Vec<Histograms> {
+    pub(crate) fn histograms(
+        &self,
+        slot_of: impl Fn(u32) -> Option<u32>,
+        slots: usize,
+    ) -> Vec<Histograms> {
         let mut out = vec![Histograms::default(); slots];
         if let Some(stored) = &self.stored_histograms {
-            for &(r, slot) in rows {
-                let h = &stored[r as usize];
-                out[slot as usize].lifetimes.merge(&h.lifetimes);
-                out[slot as usize].retained_age.merge(&h.retained_age);
+            for (r, h) in stored.iter().enumerate() {
+                if let Some(slot) = slot_of(r as u32) {
+                    out[slot as usize].lifetimes.merge(&h.lifetimes);
+                    out[slot as usize].retained_age.merge(&h.retained_age);
+                }
             }
             return out;
         }
-        // (engine entry, slot), sorted by entry: 12 bytes a row, looked up by binary search
-        // (an entry of a report may be most of the table's rows).
-        let mut want: Vec<(u64, u32)> = rows.iter().map(|&(r, s)| (self.row(r).entry, s)).collect();
-        debug_assert!(rows.is_sorted_by_key(|&(r, _)| r));
+        // (engine entry, slot), sorted by entry: 12 bytes a row listed, looked up by binary
+        // search (an entry of a report may be most of the table's rows).
+        let mut want: Vec<(u64, u32)> = Vec::new();
+        for (r, row) in self.rows.iter().enumerate() {
+            if let Some(slot) = slot_of(r as u32) {
+                want.push((row.entry, slot));
+            }
+        }
         for &(r, entry) in &self.extra_entries {
-            if let Ok(i) = rows.binary_search_by_key(&r, |&(r, _)| r) {
-                want.push((entry, rows[i].1));
+            if let Some(slot) = slot_of(r) {
+                want.push((entry, slot));
             }
         }
         want.sort_unstable();
-        let slot_of = |key: u64| {
+        let find = |key: u64| {
             want.binary_search_by_key(&key, |&(k, _)| k).ok().map(|i| want[i].1 as usize)
         };
         tables::for_each_stack(|stripe, index, e, _| {
-            if let Some(slot) = slot_of(entry_key(stripe, index)) {
+            if let Some(slot) = find(entry_key(stripe, index)) {
                 out[slot].lifetimes.merge(&e.lifetimes);
             }
         });
         let now = crate::sys::clock::now_ns();
         tables::for_each_live(|r| {
             let (stripe, index) = tables::stripe_and_index(r.stack);
-            if let Some(slot) = slot_of(entry_key(stripe, index)) {
+            if let Some(slot) = find(entry_key(stripe, index)) {
                 let age_ms = now.saturating_sub(r.born_ns) as f64 / 1e6;
                 out[slot].retained_age.add_weighted(age_ms, r.weight.bytes);
             }
