@@ -150,10 +150,12 @@ fn threads_and_forks_mapping_at_once_keep_the_count() {
 
 /// Builds a dict of 300,000 entries of small objects (ints, strings, floats and tuples, all
 /// from pymalloc's arenas), writes how much the resident set grew meanwhile to `$RSS_FILE`,
-/// then, under the shim, waits with the dict alive until a periodic report is written (its
-/// manifest comes last), so that the report sees the dict.
+/// then, under the shim, waits with the dict alive until a periodic report begun after the
+/// dict was built is written (its manifest comes last), so that the report sees the whole
+/// dict: a report written while the dict was being built (a loaded machine builds it for
+/// longer than the 1-second interval) does not count.
 const PY_DICT: &str = r#"
-import os, time
+import calendar, json, os, time
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -163,9 +165,22 @@ grown = rss() - before
 with open(os.environ["RSS_FILE"], "w") as f:
     f.write(str(grown))
 rep = os.environ.get("YING_REPORTING_PATH")
+built = time.time()
+def taken_after_built(name):
+    # A manifest's `taken_at` has whole seconds: a set taken in a later second than the
+    # dict's completion began after it.
+    try:
+        with open(os.path.join(rep, name)) as f:
+            taken = json.load(f)["taken_at"]
+    except (OSError, ValueError, KeyError):
+        return False
+    t = calendar.timegm(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ"))
+    return t > built
 deadline = time.monotonic() + 50
 while rep and time.monotonic() < deadline:
-    if os.path.isdir(rep) and any(n.endswith(".json") for n in os.listdir(rep)):
+    if os.path.isdir(rep) and any(
+        n.endswith(".json") and taken_after_built(n) for n in os.listdir(rep)
+    ):
         break
     time.sleep(0.05)
 print(len(d), sum(len(v[0]) for v in d.values()))
