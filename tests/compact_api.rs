@@ -1,4 +1,4 @@
-//! The 0.3.0 calls that read the stacks without a report set go through a compact snapshot too:
+//! The 0.3.0 calls that read the stacks without a report set go through the report model too:
 //! `utils::gen_flamegraph` folds every stack and leaves the profiler holding what it held
 //! before; `top_k_stacks_by_retained` materialises only the stacks it returns, ranked as a full
 //! snapshot ranks them.

@@ -341,7 +341,7 @@ pub(crate) fn split_sample(id: u32, w: Weight) {
 }
 
 /// Calls `f(stripe, index, entry)` for every entry of the stack table, one stripe at a time
-/// under its lock, without copying anything (reports build their compact snapshot from it). `f`
+/// under its lock, without copying anything (reports build their stack table from it). `f`
 /// must not take a profiler lock. Index 0 of a stripe is its overflow entry.
 pub(crate) fn for_each_stack(mut f: impl FnMut(usize, u32, &StackEntry<Frames>, &[usize])) {
     for (stripe, t) in STACKS.iter().enumerate() {

@@ -32,7 +32,7 @@ use crate::report::snapshot::Snapshot;
 /// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
 ///
 /// Both front ends keep their stacks in the same tables, so report sets are written from those
-/// tables directly (a compact snapshot, see `src/report/snapshot.rs`); a source supplies the
+/// tables directly (a report model, see `src/report/model/`); a source supplies the
 /// sample interval and the guard its reports run under.
 pub trait ProfileSource: Send + Sync + 'static {
     /// Everything known now.

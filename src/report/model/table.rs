@@ -194,7 +194,7 @@ pub(crate) type Build = BuildHasherDefault<AddrHasher>;
 /// A map in the profiler's own heap.
 type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
 
-/// Builds the rows of a compact snapshot from the stack table's entries, summing the entries of
+/// Builds the rows of a stack table from the stack table's entries, summing the entries of
 /// one (stack, span path) from different stripes. It runs with a stripe's lock held, so all its
 /// memory is in the profiler's own heap (`tables::arena`): growing it never calls the host's
 /// allocator, whose lock a thread sampling in a signal handler (and waiting for the stripe's
