@@ -171,6 +171,66 @@ fn root_reexports(lib: &str) -> BTreeMap<String, String> {
     names
 }
 
+/// A cycle of `edges` between `nodes` (its first node repeated at its end), found as a back
+/// edge of a depth-first search; None when there is none.
+fn find_cycle(
+    nodes: &BTreeSet<String>,
+    edges: &BTreeMap<String, BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let at = stack.iter().position(|s| s == m).unwrap();
+                    let mut cycle = stack[at..].to_vec();
+                    cycle.push(m.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(m, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    nodes.iter().find_map(|n| {
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
+            visit(n, edges, &mut state, &mut Vec::new())
+        } else {
+            None
+        }
+    })
+}
+
+/// Panics with the cycle of `edges` found, if any, each edge with `why` it exists.
+fn assert_acyclic(
+    nodes: &BTreeSet<String>,
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    why: &BTreeMap<(String, String), String>,
+    place: &str,
+) {
+    if let Some(cycle) = find_cycle(nodes, edges) {
+        let steps: Vec<String> = cycle
+            .windows(2)
+            .map(|w| format!("  {} -> {}: {}", w[0], w[1], why[&(w[0].clone(), w[1].clone())]))
+            .collect();
+        panic!("import cycle {place}:\n{}", steps.join("\n"));
+    }
+}
+
 #[test]
 fn modules_of_src_import_each_other_without_a_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -204,47 +264,7 @@ fn modules_of_src_import_each_other_without_a_cycle() {
             edges.entry(from.clone()).or_default().insert(to);
         }
     }
-    // Depth-first search for a back edge; the cycle found is printed with a file per edge.
-    fn visit(
-        n: &str,
-        edges: &BTreeMap<String, BTreeSet<String>>,
-        state: &mut BTreeMap<String, u8>,
-        stack: &mut Vec<String>,
-    ) -> Option<Vec<String>> {
-        state.insert(n.to_string(), 1);
-        stack.push(n.to_string());
-        for m in edges.get(n).into_iter().flatten() {
-            match state.get(m.as_str()).copied().unwrap_or(0) {
-                1 => {
-                    let at = stack.iter().position(|s| s == m).unwrap();
-                    let mut cycle = stack[at..].to_vec();
-                    cycle.push(m.clone());
-                    return Some(cycle);
-                }
-                0 => {
-                    if let Some(c) = visit(m, edges, state, stack) {
-                        return Some(c);
-                    }
-                }
-                _ => {}
-            }
-        }
-        stack.pop();
-        state.insert(n.to_string(), 2);
-        None
-    }
-    let mut state = BTreeMap::new();
-    for n in &nodes {
-        if state.get(n.as_str()).copied().unwrap_or(0) == 0
-            && let Some(cycle) = visit(n, &edges, &mut state, &mut Vec::new())
-        {
-            let steps: Vec<String> = cycle
-                .windows(2)
-                .map(|w| format!("  {} -> {}: {}", w[0], w[1], why[&(w[0].clone(), w[1].clone())]))
-                .collect();
-            panic!("import cycle between modules of src/:\n{}", steps.join("\n"));
-        }
-    }
+    assert_acyclic(&nodes, &edges, &why, "between modules of src/");
     // The leaves ARCHITECTURE.md names import nothing of the crate's outside `sys/`, but for
     // `config.rs`'s use of `triggers/signal.rs` (to parse `YING_DUMP_SIGNAL`), itself a leaf
     // file: `triggers/` does not import `config.rs` (the runner converts the configuration);
@@ -313,49 +333,7 @@ fn files_of_each_folder_import_each_other_without_a_cycle() {
                 }
             }
         }
-        // A back edge of a depth-first search is a cycle.
-        let mut state: BTreeMap<String, u8> = BTreeMap::new();
-        fn visit(
-            n: &str,
-            edges: &BTreeMap<String, BTreeSet<String>>,
-            state: &mut BTreeMap<String, u8>,
-            stack: &mut Vec<String>,
-        ) -> Option<Vec<String>> {
-            state.insert(n.to_string(), 1);
-            stack.push(n.to_string());
-            for m in edges.get(n).into_iter().flatten() {
-                match state.get(m.as_str()).copied().unwrap_or(0) {
-                    1 => {
-                        let at = stack.iter().position(|s| s == m).unwrap();
-                        let mut cycle = stack[at..].to_vec();
-                        cycle.push(m.clone());
-                        return Some(cycle);
-                    }
-                    0 => {
-                        if let Some(c) = visit(m, edges, state, stack) {
-                            return Some(c);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            stack.pop();
-            state.insert(n.to_string(), 2);
-            None
-        }
-        for n in &nodes {
-            if state.get(n.as_str()).copied().unwrap_or(0) == 0
-                && let Some(cycle) = visit(n, &edges, &mut state, &mut Vec::new())
-            {
-                let steps: Vec<String> = cycle
-                    .windows(2)
-                    .map(|w| {
-                        format!("  {} -> {}: {}", w[0], w[1], why[&(w[0].clone(), w[1].clone())])
-                    })
-                    .collect();
-                panic!("import cycle inside {}:\n{}", folder.display(), steps.join("\n"));
-            }
-        }
+        assert_acyclic(&nodes, &edges, &why, &format!("inside {}", folder.display()));
         checked += 1;
     }
     assert!(checked >= 8, "only {checked} folders found under {}", src.display());
