@@ -28,7 +28,8 @@ fn sets(dir: &Path) -> BTreeMap<(String, u64), Vec<String>> {
             continue;
         }
         let ext = parts[4].to_string();
-        let exts = ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz"];
+        let exts =
+            ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz", "json"];
         if !exts.contains(&ext.as_str()) {
             continue;
         }
@@ -95,7 +96,7 @@ fn a_runner_keeps_its_newest_sets_and_touches_nothing_else() {
         if *pid == own {
             assert_eq!(
                 exts,
-                &["folded", "pb.gz", "peak.folded", "peak.pb.gz", "peak.svg", "svg", "txt"],
+                &["folded", "json", "pb.gz", "peak.folded", "peak.pb.gz", "peak.svg", "svg", "txt"],
                 "set {seq} is whole"
             );
         }

@@ -19,7 +19,7 @@ pub struct Loaded {
 }
 
 /// The file a command-line argument names: a pprof file, a file of a report set (its `.txt`,
-/// `.svg` or `.folded`, whose `.pb.gz` is read; its `.peak.svg` or `.peak.folded`, whose
+/// `.svg`, `.folded` or `.json`, whose `.pb.gz` is read; its `.peak.svg` or `.peak.folded`, whose
 /// `.peak.pb.gz` is read), or a report set's name (`<dir>/ying.<exe>.
 /// <pid>.<seq>.<time>`, or with `.peak` for the peak's profile).
 pub fn resolve(arg: &Path) -> Result<PathBuf, String> {
@@ -27,7 +27,7 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, String> {
     if arg.is_file() {
         let file = arg.file_name().unwrap_or_default().to_string_lossy();
         let profile = match SetName::parse_file(&file) {
-            Some((set, "txt" | "svg" | "folded")) => Some(set.file("pb.gz")),
+            Some((set, "txt" | "svg" | "folded" | "json")) => Some(set.file("pb.gz")),
             Some((set, "peak.svg" | "peak.folded")) => Some(set.file("peak.pb.gz")),
             _ => None,
         };

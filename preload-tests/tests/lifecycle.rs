@@ -12,8 +12,8 @@ use preload_tests::{Comparison, Run, TestDir, compare, list_dir, python3};
 
 /// Every file of a default report set (flamegraphs on, the peak's files beside the current
 /// ones).
-const SET_FILES: [&str; 7] =
-    ["txt", "folded", "svg", "pb.gz", "peak.folded", "peak.svg", "peak.pb.gz"];
+const SET_FILES: [&str; 8] =
+    ["txt", "folded", "svg", "pb.gz", "peak.folded", "peak.svg", "peak.pb.gz", "json"];
 
 /// Checks that the run with the shim wrote exactly one report set, complete (every file of
 /// [`SET_FILES`], the `.pb.gz` a gzip stream), and left no temporary file.

@@ -26,7 +26,7 @@ fn sigma(total: u64) -> f64 {
 /// kept peak.
 fn peak_of(c: &Comparison) -> (Manifest, Peak, preload_tests::ReportSet) {
     let r = c.main_report();
-    for ext in ["txt", "folded", "svg", "pb.gz", "peak.folded", "peak.svg", "peak.pb.gz"] {
+    for ext in ["txt", "folded", "svg", "pb.gz", "peak.folded", "peak.svg", "peak.pb.gz", "json"] {
         c.check(r.has(ext), format!("report set without its .{ext}"));
     }
     let m = r.manifest();
