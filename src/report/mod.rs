@@ -99,6 +99,11 @@ impl ReportContext {
         }
     }
 
+    /// A process nothing is known of (a report of stacks someone built).
+    pub(crate) fn unknown() -> Self {
+        Self { pid: 0, exe: String::new(), rss_kib: None, anon_rss_kib: None }
+    }
+
     /// The executable's file name, safe for use in a path.
     pub fn exe_name(&self) -> String {
         files::sanitize_component(self.exe.rsplit('/').next().unwrap_or(&self.exe))

@@ -117,14 +117,10 @@ impl Facts {
             dropped_samples: tables::DROPPED_SAMPLES.load(Ordering::Relaxed),
             address_conflicts: tables::ADDRESS_CONFLICTS.load(Ordering::Relaxed),
             giant_refused: tables::GIANT_REFUSED.load(Ordering::Relaxed),
-            giant_refusals: Vec::new(),
-            symbol_cache_entries: 0,
-            peak: None,
-            process: ReportContext::current(),
             occasion,
             foreign_malloc: crate::report::foreign_malloc().map(str::to_string),
             mapped: crate::engine::mapped::state(),
-            modules: Vec::new(),
+            ..Self::empty(ReportContext::current())
         }
     }
 

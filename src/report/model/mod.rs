@@ -72,6 +72,15 @@ struct Ranking {
     rest_total: u64,
 }
 
+/// The stack table of the live engine, with `facts` completed by what taking it tells: the kept
+/// peak its rows add up to and the symbol cache's size after symbolizing them.
+fn take_live(mut facts: Facts) -> (Facts, StackTable) {
+    let (table, peak) = table::take();
+    facts.peak = peak;
+    facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
+    (facts, table)
+}
+
 /// One report: see the module docs.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -101,22 +110,29 @@ impl Report {
         occasion: Occasion,
         opts: &ReportOptions,
     ) -> Self {
-        let mut facts = Facts::read_all(sample_interval, unit, occasion);
-        let (table, peak) = table::take();
-        facts.peak = peak;
-        facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
+        let (facts, table) = take_live(Facts::read_all(sample_interval, unit, occasion));
         Self::build(facts, table, opts, Printed::group, opts.top_k.max(LISTED))
     }
 
     /// The report of the live engine for a pprof profile: every stack a row, no entries
     /// grouped, no histograms read. The caller holds the re-entrancy guard.
     pub(crate) fn take_rows(sample_interval: u64, unit: ByteUnit) -> Self {
-        let mut facts = Facts::read_all(sample_interval, unit, Occasion::default());
-        let (table, peak) = table::take();
-        facts.peak = peak;
-        facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
+        let facts = Facts::read_all(sample_interval, unit, Occasion::default());
+        let (facts, table) = take_live(facts);
         let identity = |t: &StackTable, _| Printed::identity(t.len());
         Self::build(facts, table, &ReportOptions::default(), identity, 0)
+    }
+
+    /// The report of the live engine with every stack an entry of its own and the histograms
+    /// of its first `listed` stacks by each measure read (every stack's with `usize::MAX`):
+    /// what a [`crate::Snapshot`] carries (no modules). The caller holds the re-entrancy guard.
+    pub(crate) fn take_raw(sample_interval: u64, unit: ByteUnit, listed: usize) -> Self {
+        let mut facts = Facts::read(sample_interval, unit, Occasion::default());
+        facts.giant_refusals = facts::named_refusals();
+        let (facts, table) = take_live(facts);
+        let identity = |t: &StackTable, _| Printed::identity(t.len());
+        let opts = ReportOptions { top_k: listed, ..ReportOptions::default() };
+        Self::build(facts, table, &opts, identity, listed.max(1))
     }
 
     /// The report of `stacks` with the facts `facts` (see `snapshot::report_of`).
@@ -127,27 +143,7 @@ impl Report {
 
     /// The report of `stacks` alone (header facts empty: an unknown process, no totals).
     pub(crate) fn from_stacks(stacks: &[StackStats], opts: &ReportOptions) -> Self {
-        let process = crate::report::ReportContext {
-            pid: 0,
-            exe: String::new(),
-            rss_kib: None,
-            anon_rss_kib: None,
-        };
-        let table = StackTable::from_stacks(stacks);
-        Self::build(Facts::empty(process), table, opts, Printed::group, opts.top_k.max(LISTED))
-    }
-
-    /// The report of the live engine with every stack an entry of its own and every stack's
-    /// histograms read: what a [`crate::Snapshot`] carries. The caller holds the re-entrancy guard.
-    pub(crate) fn take_raw(sample_interval: u64, unit: ByteUnit, listed: usize) -> Self {
-        let mut facts = Facts::read(sample_interval, unit, Occasion::default());
-        facts.giant_refusals = facts::named_refusals();
-        let (table, peak) = table::take();
-        facts.peak = peak;
-        facts.symbol_cache_entries = crate::symbols::symbolize::cache_len() as u64;
-        let identity = |t: &StackTable, _| Printed::identity(t.len());
-        let opts = ReportOptions { top_k: listed, ..ReportOptions::default() };
-        Self::build(facts, table, &opts, identity, listed.max(1))
+        Self::from_parts(Facts::empty(crate::report::ReportContext::unknown()), stacks, opts)
     }
 
     /// The report of `table` grouped by `group`, with the histograms of the top `listed`
