@@ -72,6 +72,41 @@ pub const DEFAULT_TOP_K: usize = 20;
 /// of a program whose memory changes at every check, and usually days. Older sets are what a
 /// long-running service no longer needs; the newest ones, and the exit report, are kept.
 pub const DEFAULT_MAX_REPORT_SETS: usize = 50;
+/// Default milliseconds between versions of the live file (`YING_LIVE_INTERVAL_MS`).
+pub const DEFAULT_LIVE_INTERVAL_MS: u64 = 500;
+
+/// Where the live file goes (`YING_LIVE_FILE`; see `report/live/`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LiveFile {
+    /// In the reporting directory (the default).
+    #[default]
+    ReportingDir,
+    /// Not written.
+    Off,
+    /// In this directory (created if missing, under the same rules as the reporting path).
+    Dir(PathBuf),
+}
+
+impl Shown for LiveFile {
+    fn shown(&self) -> String {
+        match self {
+            LiveFile::ReportingDir => "on".to_string(),
+            LiveFile::Off => "off".to_string(),
+            LiveFile::Dir(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// `YING_LIVE_FILE`: `on`/`true`/`1`, `off`/`false`/`0`, or a directory.
+fn parse_live_file(s: &str) -> Result<LiveFile, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "" => Err(NumError::Empty.to_string()),
+        "on" | "true" | "1" | "yes" => Ok(LiveFile::ReportingDir),
+        "off" | "false" | "0" | "no" => Ok(LiveFile::Off),
+        _ => Ok(LiveFile::Dir(PathBuf::from(s))),
+    }
+}
+
 /// Default permission bits of report files: owner read and write only.
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
 /// Default seconds between pushes.
@@ -322,6 +357,21 @@ settings! {
          none for that signal, and a handler the program installs later wins (Ying says so on \
          stderr); `SIGKILL`, `SIGSTOP`, fault signals and `SIGCHLD` are refused; unset or \
          empty: none.";
+    live_file: LiveFile = LiveFile::ReportingDir, "YING_LIVE_FILE", parse_live_file,
+        "Keep the live profile in `ying.<exe>.<pid>.live`, rewritten by the report thread \
+         (every `YING_LIVE_INTERVAL_MS` while memory changes) so that a process killed by the \
+         OOM killer or `SIGKILL`, or ended by a crash or a signal, leaves its heap at death for \
+         `ying report FILE`: `on` writes it in the reporting directory, `off` writes none, any \
+         other value is the directory to write it in (e.g. on a tmpfs), under the reporting \
+         path's rules; needs the report thread (`YING_CHECK_INTERVAL_SECS` above 0).";
+    live_interval_ms: u64 = DEFAULT_LIVE_INTERVAL_MS, "YING_LIVE_INTERVAL_MS",
+        |v| uint_in(v, 50, 3_600_000),
+        "Milliseconds between versions of the live file while memory changes, from 50 to \
+         3600000; a version that took longer than a 20th of this delays the next one, so \
+         writing never takes more than 5 % of the report thread.";
+    keep_live_file: bool = false, "YING_KEEP_LIVE_FILE", parse_bool,
+        "Keep the live file after a normal exit (by default the exit report replaces it and it \
+         is removed).";
     dump_control_file: bool = true, "YING_DUMP_CONTROL_FILE", parse_bool,
         "Watch the reporting directory every 100 ms: touching `dump.<pid>` makes that process \
          write one report set and remove the file; touching `dump` makes every process writing \
@@ -751,6 +801,9 @@ mod tests {
             ("YING_PUSH_INTERVAL_SECS", "60"),
             ("YING_PUSH_LABELS", "service_name=api, env=prod"),
             ("YING_DUMP_SIGNAL", "SIGUSR2"),
+            ("YING_LIVE_FILE", "/dev/shm/ying"),
+            ("YING_LIVE_INTERVAL_MS", "50"),
+            ("YING_KEEP_LIVE_FILE", "yes"),
             ("YING_DUMP_CONTROL_FILE", "off"),
             ("YING_MEMORY_LIMIT_PCT", "75"),
             ("YING_MEMORY_LIMIT_BYTES", "200MiB"),
@@ -783,6 +836,9 @@ mod tests {
                 ("env".to_string(), "prod".to_string()),
             ],
             dump_signal: Some(libc::SIGUSR2),
+            live_file: LiveFile::Dir(PathBuf::from("/dev/shm/ying")),
+            live_interval_ms: 50,
+            keep_live_file: true,
             dump_control_file: false,
             memory_limit_pct: 75,
             memory_limit_bytes: Some(200 << 20),
@@ -1142,6 +1198,9 @@ mod tests {
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
                 "YING_DUMP_SIGNAL",
+                "YING_LIVE_FILE",
+                "YING_LIVE_INTERVAL_MS",
+                "YING_KEEP_LIVE_FILE",
                 "YING_DUMP_CONTROL_FILE",
                 "YING_MEMORY_LIMIT_PCT",
                 "YING_MEMORY_LIMIT_BYTES",
@@ -1152,9 +1211,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 27 fields (checked by the
+        // One row per field: a Config literal must name all 30 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 27);
+        assert_eq!(VARIABLES.len(), 30);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1228,6 +1287,9 @@ mod tests {
                 "15",
                 "unset",
                 "unset",
+                "on",
+                "500",
+                "false",
                 "true",
                 "90",
                 "unset",

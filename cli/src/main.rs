@@ -125,6 +125,24 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = UnitArg::Auto)]
         unit: UnitArg,
     },
+    /// Write the report set of a live file: the heap of a process at its death (OOM kill,
+    /// SIGKILL, crash) or now, read from outside it.
+    ///
+    /// Every process Ying profiles with a report thread keeps ying.EXE.PID.live in its
+    /// reporting directory (YING_LIVE_FILE), rewritten while it runs and removed when it exits
+    /// normally. This writes, into FILE's directory (or -o DIR), the set the process would
+    /// have written: text with its PEAK section, folded stacks, flamegraphs, both pprof
+    /// profiles, the manifest and the HTML page. Frames are named from the binaries on disk
+    /// when their build id is the one the process ran; a rebuilt or missing binary's frames
+    /// are shown as module+0xoffset, with one warning. Prints the text report's path.
+    #[command(after_help = "Example: ying report ying-profiles/ying.server.4242.live")]
+    Report {
+        /// The live file.
+        file: PathBuf,
+        /// Where the set goes (default: FILE's directory).
+        #[arg(short, long, value_name = "DIR")]
+        output: Option<PathBuf>,
+    },
     /// Write one HTML page for a directory of report sets, and print its path.
     ///
     /// Reads every report set in DIR back from its .pb.gz (and .peak.pb.gz and .json when
@@ -242,6 +260,19 @@ fn main() -> ExitCode {
         })(),
         Cmd::Top { file, k, sample, cum, node_fraction, unit } => {
             top(file, k, sample, cum, node_fraction, unit).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Report { file, output } => {
+            run::report_live(&file, output.as_deref(), None).and_then(|r| {
+                for w in &r.warnings {
+                    eprintln!("{w}");
+                }
+                let text = r
+                    .paths
+                    .text
+                    .as_ref()
+                    .map_or_else(|| r.stem.clone(), |p| p.display().to_string());
+                out(&format!("{text}\n")).map(|()| ExitCode::SUCCESS)
+            })
         }
         Cmd::View { dir } => match ying_profiler::report::html::write_view(&dir) {
             Ok(page) => out(&format!("{}\n", page.display())).map(|()| ExitCode::SUCCESS),

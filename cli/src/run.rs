@@ -191,8 +191,120 @@ pub fn run(req: &Request) -> Result<u8, String> {
         (None, Some(sig)) => 128u8.saturating_add(sig as u8),
         _ => 1,
     };
+    let deaths = heaps_at_death(&reports, &before, pid as u32, &status);
     if !req.no_summary {
         summary::print(&reports, &before, program);
     }
+    for line in deaths {
+        eprintln!("{line}");
+    }
     Ok(code)
+}
+
+/// How the process `pid` ended, as a report's header says it, from its wait status.
+fn ending(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (_, Some(sig)) => {
+            let name = signal_name(sig);
+            if status.core_dumped() {
+                format!("killed by {name} (core dumped)")
+            } else {
+                format!("killed by {name}")
+            }
+        }
+        (Some(c), _) => format!("exited with status {c} without its exit report"),
+        _ => "ended".to_string(),
+    }
+}
+
+/// `SIGKILL` for 9.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {sig}"),
+    }
+    .to_string()
+}
+
+/// Writes the report set of every live file in `reports` that this run left behind (a process
+/// that did not exit normally: killed, crashed, `_exit`), and returns one line for each:
+/// "killed by SIGKILL: its heap at death is in ...". The program itself (`pid`) gets its wait
+/// status as its ending; its children get what their file tells.
+fn heaps_at_death(
+    reports: &Path,
+    before: &HashSet<OsString>,
+    pid: u32,
+    status: &std::process::ExitStatus,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut live: Vec<PathBuf> = summary::entries(reports)
+        .into_iter()
+        .filter(|(name, path)| {
+            !before.contains(name)
+                && path.extension().is_some_and(|e| e == ying_profiler::report::live::EXTENSION)
+        })
+        .map(|(_, path)| path)
+        .collect();
+    live.sort();
+    for path in live {
+        let profile = match ying_profiler::report::live::LiveProfile::read(&path) {
+            Ok(p) => p,
+            Err(e) => {
+                lines.push(format!("ying: {e}"));
+                continue;
+            }
+        };
+        if profile.is_running() {
+            continue; // A daemon the program left running: its file is still its own.
+        }
+        let ended = (profile.pid() == pid).then(|| ending(status));
+        let exe = profile.exe().rsplit('/').next().unwrap_or("?").to_string();
+        match report_live(&path, None, ended.as_deref()) {
+            Ok(r) => {
+                for w in &r.warnings {
+                    lines.push(w.clone());
+                }
+                let at = r.paths.text.as_ref().map_or(r.stem.clone(), |p| p.display().to_string());
+                lines.push(format!(
+                    "ying: {exe} (pid {}) {}: its heap at death is in {at}",
+                    profile.pid(),
+                    r.ended
+                ));
+            }
+            Err(e) => lines.push(format!("ying: {e}")),
+        }
+    }
+    lines
+}
+
+/// `ying report`: the report set of the live file `file` into `out` (default: its directory).
+pub fn report_live(
+    file: &Path,
+    out: Option<&Path>,
+    ended: Option<&str>,
+) -> Result<ying_profiler::report::live::LiveReport, String> {
+    let profile =
+        ying_profiler::report::live::LiveProfile::read(file).map_err(|e| e.to_string())?;
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => absolute(file).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+    };
+    profile.write_report_set(&dir, ended).map_err(|e| format!("{}: {e}", dir.display()))
 }

@@ -42,6 +42,24 @@ impl MillisHistogram {
         self.total_weight += weight;
     }
 
+    /// The bucket weights, the weighted sum of milliseconds and the total weight: what
+    /// [`MillisHistogram::from_parts`] rebuilds it from (a live file stores them).
+    pub(crate) fn parts(&self) -> (&[f64; NUM_BUCKETS], f64, f64) {
+        (&self.weights, self.weighted_sum_millis, self.total_weight)
+    }
+
+    /// The histogram of `parts` (see [`MillisHistogram::parts`]); missing bucket weights are 0,
+    /// extra ones are ignored.
+    pub(crate) fn from_parts(weights: &[f64], weighted_sum_millis: f64, total_weight: f64) -> Self {
+        let mut h = Self::new();
+        for (a, b) in h.weights.iter_mut().zip(weights) {
+            *a = *b;
+        }
+        h.weighted_sum_millis = weighted_sum_millis;
+        h.total_weight = total_weight;
+        h
+    }
+
     /// Adds every observation of `other`.
     pub fn merge(&mut self, other: &MillisHistogram) {
         for (a, b) in self.weights.iter_mut().zip(other.weights.iter()) {

@@ -207,6 +207,37 @@ impl ReportDir {
         Ok(fd)
     }
 
+    /// Sets the modification time of the file `name` (one path component) in this directory
+    /// to now, without following a symbolic link (the live file's heartbeat).
+    pub(crate) fn touch(&self, name: &str) -> io::Result<()> {
+        let fd = self.checked_fd()?;
+        let c = cstr(name.as_bytes())?;
+        // SAFETY: `fd` is an open directory, `c` a NUL-terminated name; a null `times` sets
+        // both times to now.
+        let rc = unsafe {
+            libc::utimensat(fd.as_raw_fd(), c.as_ptr(), std::ptr::null(), libc::AT_SYMLINK_NOFOLLOW)
+        };
+        if rc != 0 {
+            return Err(with_path(io::Error::last_os_error(), &self.path.join(name)));
+        }
+        Ok(())
+    }
+
+    /// Removes the file `name` (one path component) from this directory; a missing file is
+    /// not an error.
+    pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+        let fd = self.checked_fd()?;
+        let c = cstr(name.as_bytes())?;
+        // SAFETY: `fd` is an open directory and `c` a NUL-terminated name.
+        if unsafe { libc::unlinkat(fd.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::NotFound {
+                return Err(with_path(e, &self.path.join(name)));
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `bytes` to the file `name` (one path component) in this directory atomically.
     /// Errors name the path at fault.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {

@@ -10,7 +10,7 @@
 //! ```json
 //! {"format":"ying-report-set","version":1,"set":"ying.app.4242.0.20261205T071500Z",
 //!  "pid":4242,"exe":"/usr/bin/app","taken_at":"2026-12-05T07:15:00Z","reason":null,
-//!  "exiting":true,"sample_interval_bytes":524288,"unit":"requested"|"chunk",
+//!  "exiting":true,"ended":null,"sample_interval_bytes":524288,"unit":"requested"|"chunk",
 //!  "totals":{"allocated_bytes":..,"freed_bytes":..,"retained_bytes":..,"profiler_bytes":..,
 //!            "profiler_peak_bytes":..},
 //!  "estimated":{"allocated_bytes":..,"retained_bytes":..},
@@ -62,6 +62,8 @@ struct Manifest<'a> {
     taken_at: String,
     reason: Option<&'a str>,
     exiting: bool,
+    /// How the process ended (a report written from its live file after it ended), else null.
+    ended: Option<&'a str>,
     sample_interval_bytes: u64,
     unit: &'static str,
     totals: Totals,
@@ -201,6 +203,7 @@ pub(crate) fn write(
         taken_at: utc_timestamp(f.taken_at, true),
         reason: f.occasion.reason.as_deref(),
         exiting: f.occasion.exiting,
+        ended: f.occasion.ended.as_deref(),
         sample_interval_bytes: f.sample_interval,
         unit: match f.unit {
             crate::ByteUnit::Requested => "requested",

@@ -30,6 +30,7 @@ pub mod flamegraph;
 pub mod folded;
 pub mod heap_profile;
 pub mod html;
+pub mod live;
 pub mod manifest;
 pub(crate) mod model;
 pub(crate) mod peak;
@@ -175,6 +176,11 @@ pub struct ReportPaths {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The number this process's next report set will have.
+pub(crate) fn next_seq() -> u64 {
+    SEQ.load(Ordering::Relaxed)
+}
+
 /// The number of the last giant refusal named on stderr.
 static REFUSALS_NAMED: AtomicU64 = AtomicU64::new(0);
 
@@ -225,6 +231,19 @@ pub(crate) fn write_set(
 ) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     print_new_refusals(&r.facts.giant_refusals);
+    write_set_numbered(r, dir, seq, true, in_timeline)
+}
+
+/// [`write_set`] with the set's number `seq`. `own`: the report is of this process (its text
+/// shows the profiler's peak memory as of the end of the writing); false for a report of
+/// another process (from its live file, `live`).
+pub(crate) fn write_set_numbered(
+    r: &mut Report,
+    dir: &files::ReportDir,
+    seq: u64,
+    own: bool,
+    in_timeline: bool,
+) -> io::Result<ReportPaths> {
     let ctx = r.facts.process.clone();
     let stem = SetName {
         exe: ctx.exe_name(),
@@ -270,7 +289,9 @@ pub(crate) fn write_set(
     }
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.
-    r.facts.totals.profiler_peak_bytes = crate::engine::totals::read().profiler_peak_bytes;
+    if own {
+        r.facts.totals.profiler_peak_bytes = crate::engine::totals::read().profiler_peak_bytes;
+    }
     let txt = text::render_report(r);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     drop(txt);

@@ -20,7 +20,8 @@ fn outputs_render_the_facts_of_a_hand_built_report() {
         rss_kib: Some(2048),
         anon_rss_kib: Some(1024),
     };
-    r.facts.occasion = Occasion { reason: Some("signal SIGUSR1 (pid 7)".into()), exiting: true };
+    r.facts.occasion =
+        Occasion { reason: Some("signal SIGUSR1 (pid 7)".into()), exiting: true, ended: None };
     r.facts.foreign_malloc = Some("/usr/lib/libjemalloc.so.2".into());
     r.facts.mapped = MappedState::Counted { bytes: 8192, regions: 2 };
     r.facts.totals.allocated_bytes = 123_456;

@@ -141,6 +141,9 @@ pub(crate) fn render_report(r: &Report) -> String {
     if let Some(why) = &f.occasion.reason {
         let _ = writeln!(o, "reason:             {why}");
     }
+    if let Some(ended) = &f.occasion.ended {
+        let _ = writeln!(o, "process ended:      {ended}");
+    }
     let _ = writeln!(o, "pid:                {}", ctx.pid);
     let _ = writeln!(o, "executable:         {}", ctx.exe);
     if let Some(owner) = &f.foreign_malloc {

@@ -275,6 +275,11 @@ pub(crate) fn tick() {
     let _ = with_timeline(|t| t.push_point(p));
 }
 
+/// The newest `n` points, oldest first (none when the timeline cannot be had).
+pub(crate) fn recent_points(n: usize) -> Vec<Point> {
+    with_timeline(|t| t.points.iter().rev().take(n).rev().copied().collect()).unwrap_or_default()
+}
+
 /// Records the dump written from `r` under `stem` (with a point at its time, RSS and peak read
 /// now), then runs `f` on the timeline (the reporting path renders the HTML there); None when
 /// the timeline cannot be had (see `with_timeline`).

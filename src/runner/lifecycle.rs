@@ -49,6 +49,8 @@ pub(super) struct Lifecycle {
     exit_runner: OnceLock<(ProfilerRunner, &'static dyn ProfileSource)>,
     /// The process that registered the exit report (a `fork` child has another pid).
     exit_pid: AtomicU32,
+    /// The runner whose report thread keeps a live file, removed at a normal exit.
+    live_runner: OnceLock<(ProfilerRunner, &'static dyn ProfileSource)>,
     /// Whether [`at_exit`] is registered in this process.
     exit_handler_registered: AtomicBool,
     /// Periodic dumps being written now (0 or 1 per report thread).
@@ -103,6 +105,7 @@ impl Lifecycle {
         Self {
             exit_runner: OnceLock::new(),
             exit_pid: AtomicU32::new(0),
+            live_runner: OnceLock::new(),
             exit_handler_registered: AtomicBool::new(false),
             dumps_in_flight: AtomicU32::new(0),
             exiting: AtomicBool::new(false),
@@ -190,6 +193,16 @@ impl Lifecycle {
     pub(super) fn refused_since_start(&self) -> bool {
         crate::engine::tables::GIANT_REFUSED.load(Ordering::Relaxed)
             > self.giant_refused_at_start.load(Ordering::Relaxed)
+    }
+
+    /// Registers `runner`, whose report thread keeps the live file, for the file's removal at
+    /// a normal exit (the first runner of the process).
+    pub(super) fn register_live_file(
+        &self,
+        runner: &ProfilerRunner,
+        source: &'static dyn ProfileSource,
+    ) {
+        let _ = self.live_runner.set((runner.clone(), source));
     }
 
     /// Registers `runner` for the exit report, once per process; false if one was already.
@@ -316,6 +329,10 @@ impl Lifecycle {
                 }
             };
             let _ = guarded(*source, report, |_| ());
+        }
+        // The exit report replaces the live file: a file left is a process that did not exit.
+        if let Some((runner, source)) = self.live_runner.get() {
+            let _ = guarded(*source, || runner.remove_live_file(), |_| ());
         }
         self.exit_done.store(true, Ordering::SeqCst);
     }

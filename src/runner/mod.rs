@@ -56,10 +56,12 @@ mod handle;
 // `lifecycle` and `settings` hold the front end's exit and start-up calls too
 // (`crate::front_end` re-exports them; they are not the runner's API).
 pub(crate) mod lifecycle;
+mod live;
 mod report_loop;
 pub(crate) mod settings;
 mod write;
 
+pub use crate::config::LiveFile;
 pub use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, ProfileSource};
 pub use handle::RunnerHandle;
 pub use settings::{
@@ -223,6 +225,9 @@ impl ProfilerRunner {
         }
         let start = || {
             lifecycle::register_exit_handler();
+            if self.live.file != LiveFile::Off {
+                LIFE.register_live_file(self, source);
+            }
             lock(&shared.state).thread_pid = std::process::id();
             LIFE.wake_at_end(&shared);
             if !source.counts_program_threads() {

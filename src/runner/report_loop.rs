@@ -45,8 +45,12 @@ impl ProfilerRunner {
         // Whether the program's threads ended while a thread Ying did not see start still
         // runs: its end is then polled every `END_SLOW_POLL`.
         let mut slow_end = false;
+        let mut live = crate::report::live::write::LiveWriter::default();
         loop {
             let mut wait_for = triggers.wait(next_check);
+            if let Some(at) = self.live_next(&live) {
+                wait_for = wait_for.min(at.saturating_duration_since(Instant::now()));
+            }
             if slow_end && LIFE.program_ended() {
                 wait_for = wait_for.min(END_SLOW_POLL);
             }
@@ -72,6 +76,12 @@ impl ProfilerRunner {
                 slow_end = false;
                 c.begin()
             };
+            // The live file, announced as a dump in flight so that an exit waits for it.
+            if !LIFE.begin_dump() {
+                return;
+            }
+            self.live_update(&mut live, source);
+            LIFE.end_dump();
             let (forced, for_exit) = match forced {
                 Some((n, for_exit)) => (Some(n), for_exit),
                 None => (None, false),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use crate::callstack::Measurement;
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_LIVE_INTERVAL_MS, LiveFile};
 use crate::report::ReportOptions;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::serve::Services;
@@ -44,6 +44,22 @@ pub struct ProfilerRunner {
     pub(super) services: Services,
     /// Dump triggers (signal, control files, memory limit, new highs): `src/triggers/`.
     pub(super) triggers: TriggerSettings,
+    /// The live file (`report/live/`).
+    pub(super) live: LiveSettings,
+}
+
+/// The live file's settings (`YING_LIVE_FILE`, `YING_LIVE_INTERVAL_MS`, `YING_KEEP_LIVE_FILE`).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct LiveSettings {
+    pub(super) file: LiveFile,
+    pub(super) interval_ms: u64,
+    pub(super) keep: bool,
+}
+
+impl Default for LiveSettings {
+    fn default() -> Self {
+        Self { file: LiveFile::ReportingDir, interval_ms: DEFAULT_LIVE_INTERVAL_MS, keep: false }
+    }
 }
 
 /// The reporting directory of a runner, resolved and identified once and shared by all its clones
@@ -58,6 +74,8 @@ pub(super) struct DirSlot {
     pub(super) absolute: OnceLock<PathBuf>,
     /// The directory's identity, once creating or opening it succeeded.
     pub(super) open: OnceLock<ReportDir>,
+    /// The live file's directory when it is not the reporting directory, once opened.
+    pub(super) live: OnceLock<ReportDir>,
 }
 
 impl PartialEq for SharedDir {
@@ -92,6 +110,7 @@ impl Default for ProfilerRunner {
             dir: SharedDir::default(),
             services: Services::default(),
             triggers: TriggerSettings::default(),
+            live: LiveSettings::default(),
         }
     }
 }
@@ -177,6 +196,26 @@ impl ProfilerRunnerBuilder {
     /// The runner being built.
     fn runner_mut(&mut self) -> &mut ProfilerRunner {
         self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
+    /// Where the live file goes ([`LiveFile`], `YING_LIVE_FILE`; see `ying report`): in the
+    /// reporting directory by default, nowhere, or in another directory.
+    pub fn live_file(&mut self, value: LiveFile) -> &mut Self {
+        self.runner_mut().live.file = value;
+        self
+    }
+
+    /// Milliseconds between versions of the live file while memory changes
+    /// (`YING_LIVE_INTERVAL_MS`, 500 by default).
+    pub fn live_interval_ms(&mut self, value: u64) -> &mut Self {
+        self.runner_mut().live.interval_ms = value;
+        self
+    }
+
+    /// Keep the live file after a normal exit (`YING_KEEP_LIVE_FILE`).
+    pub fn keep_live_file(&mut self, value: bool) -> &mut Self {
+        self.runner_mut().live.keep = value;
+        self
     }
 
     /// Directory for report sets; created if missing.
@@ -347,6 +386,11 @@ impl ProfilerRunner {
             dir: SharedDir::default(),
             services: services_from_config(cfg),
             triggers: triggers_from_config(cfg),
+            live: LiveSettings {
+                file: cfg.live_file.clone(),
+                interval_ms: cfg.live_interval_ms,
+                keep: cfg.keep_live_file,
+            },
         }
     }
 
@@ -356,6 +400,9 @@ impl ProfilerRunner {
         };
         if self.top_k == 0 {
             return err("top_k", "must be at least 1");
+        }
+        if !(50..=3_600_000).contains(&self.live.interval_ms) {
+            return err("live_interval_ms", "must be from 50 to 3600000");
         }
         self.triggers
             .validate()

@@ -31,7 +31,11 @@ fn write_report_from(
     dir: &ReportDir,
 ) -> io::Result<ReportPaths> {
     let (interval, unit) = (source.sample_interval(), source.unit());
-    let occasion = Occasion { reason: crate::triggers::reason::current(), exiting: LIFE.exiting() };
+    let occasion = Occasion {
+        reason: crate::triggers::reason::current(),
+        exiting: LIFE.exiting(),
+        ended: None,
+    };
     let write = || {
         let mut r = Report::take(interval, unit, occasion, opts);
         report::write_set(&mut r, dir, true)

@@ -310,6 +310,28 @@ fn unloads() -> u64 {
     subs
 }
 
+/// The loader's counts of objects loaded and unloaded so far (`dlpi_adds`, `dlpi_subs`): a
+/// list of [`modules`] is current while they have not moved.
+pub(crate) fn loader_counters() -> (u64, u64) {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        size: usize,
+        out: *mut std::ffi::c_void,
+    ) -> libc::c_int {
+        let end = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
+        if size >= end {
+            // SAFETY: the loader passes a valid `info` of `size` bytes, which covers both
+            // counters; `out` is the `(u64, u64)` passed below.
+            unsafe { *out.cast::<(u64, u64)>() = ((*info).dlpi_adds, (*info).dlpi_subs) };
+        }
+        1
+    }
+    let mut counters = (0u64, 0u64);
+    // SAFETY: `first` matches the callback type and only writes the pair it is given.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut counters).cast()) };
+    counters
+}
+
 /// Resolves every address in `ips` into the cache (one lock hold, one module scan).
 pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     let mut cache = SYMBOLS.lock();

@@ -32,12 +32,23 @@ pub(crate) struct Occasion {
     pub(crate) reason: Option<String>,
     /// Whether the process is exiting (the exit report): "at exit" rather than "now".
     pub(crate) exiting: bool,
+    /// How the process ended, for a report written afterwards from its live file
+    /// (`report/live/`): "killed by SIGKILL", "not running; last seen alive at ...". None for
+    /// a report a process writes of itself.
+    pub(crate) ended: Option<String>,
 }
 
 impl Occasion {
-    /// "at exit" in the exit report, "now" in any other.
+    /// "at exit" in the exit report, "at death" in one written from a live file after the
+    /// process ended, "now" in any other.
     pub(crate) fn when(&self) -> &'static str {
-        if self.exiting { "at exit" } else { "now" }
+        if self.ended.is_some() {
+            "at death"
+        } else if self.exiting {
+            "at exit"
+        } else {
+            "now"
+        }
     }
 }
 

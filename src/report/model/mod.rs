@@ -141,6 +141,12 @@ impl Report {
         Self::build(facts, table, opts, Printed::group, opts.top_k.max(LISTED))
     }
 
+    /// The report of `table` (rebuilt from a live file, `report/live/`) with the facts
+    /// `facts`, grouped and ranked as `opts` says.
+    pub(crate) fn from_table(facts: Facts, table: StackTable, opts: &ReportOptions) -> Self {
+        Self::build(facts, table, opts, Printed::group, opts.top_k.max(LISTED))
+    }
+
     /// The report of `stacks` alone (header facts empty: an unknown process, no totals).
     pub(crate) fn from_stacks(stacks: &[StackStats], opts: &ReportOptions) -> Self {
         Self::from_parts(Facts::empty(crate::report::ReportContext::unknown()), stacks, opts)

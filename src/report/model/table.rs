@@ -338,8 +338,21 @@ pub(crate) fn distinct_stacks() -> usize {
 }
 
 /// Takes the stack table of the engine now, with the kept peak its rows' figures at the peak
-/// add up to (see the module docs). The caller holds the re-entrancy guard.
+/// add up to (see the module docs), its locations symbolized. The caller holds the re-entrancy
+/// guard.
 pub(crate) fn take() -> (StackTable, Option<Peak>) {
+    let (mut table, peak) = take_unsymbolized();
+    let ips: Vec<usize> = table.locations.iter().skip(1).map(|l| l.ip).collect();
+    let symbols = crate::symbols::symbolize::resolve_many(&ips);
+    drop(ips);
+    table.name_locations(|ip| symbols.get(&ip).cloned());
+    (table, peak)
+}
+
+/// [`take`] without naming a frame: each location has its address only (no frames), as the
+/// live file stores them (`report/live/`), to be named later, perhaps in another process. The
+/// caller holds the re-entrancy guard.
+pub(crate) fn take_unsymbolized() -> (StackTable, Option<Peak>) {
     let mut peak = crate::engine::peak::read();
     let mut b = Builder::new();
     b.peak_epoch = if peak.kept.is_some() { peak.epoch } else { 0 };
@@ -368,21 +381,7 @@ pub(crate) fn take() -> (StackTable, Option<Peak>) {
         let epoch = if peak.kept.is_some() { peak.epoch } else { 0 };
         reread_peak(&mut rows, &extra_entries, epoch);
     }
-    let symbols = crate::symbols::symbolize::resolve_many(ips.get(1..).unwrap_or(&[]));
-    let empty: Arc<[Frame]> = Arc::from(Vec::new());
-    let locations: Vec<Location> = ips
-        .iter()
-        .enumerate()
-        .map(|(i, &ip)| Location {
-            ip,
-            frames: if i == 0 {
-                Arc::from(vec![overflow_frame()])
-            } else {
-                symbols.get(&ip).cloned().unwrap_or_else(|| empty.clone())
-            },
-        })
-        .collect();
-    drop(symbols);
+    let locations = unnamed_locations(&ips);
     drop(ips);
     let span_paths = raw_spans.iter().map(crate::spans::resolve).collect();
     rows.shrink_to_fit();
@@ -392,6 +391,29 @@ pub(crate) fn take() -> (StackTable, Option<Peak>) {
     let table =
         StackTable { rows, locs, locations, span_paths, extra_entries, stored_histograms: None };
     (table, peak)
+}
+
+/// The locations of the addresses `ips` (index 0: the overflow pseudo-location), with no
+/// frames yet but the overflow's.
+pub(crate) fn unnamed_locations(ips: &[usize]) -> Vec<Location> {
+    let empty: Arc<[Frame]> = Arc::from(Vec::new());
+    ips.iter()
+        .enumerate()
+        .map(|(i, &ip)| Location {
+            ip,
+            frames: if i == 0 { Arc::from(vec![overflow_frame()]) } else { empty.clone() },
+        })
+        .collect()
+}
+
+/// One row of a table being rebuilt from its parts (a live file's, see `report/live/`).
+pub(crate) struct RawRow {
+    pub(crate) fig: Figures,
+    /// Location indices, innermost first.
+    pub(crate) locs: Vec<u32>,
+    /// Index of its span path.
+    pub(crate) spans: u32,
+    pub(crate) histograms: Histograms,
 }
 
 /// Sets every row's figures at the peak to those of `epoch`, read from the table again.
@@ -486,6 +508,71 @@ impl StackTable {
                     .map(|s| Histograms { lifetimes: s.lifetimes, retained_age: s.retained_age })
                     .collect(),
             ),
+        }
+    }
+
+    /// The table of `rows` over `locations` (index 0 the overflow pseudo-location) and
+    /// `span_paths` (index 0 the empty path), as [`StackTable::raw_rows`] gave them: the
+    /// inverse of that, for a table stored in a file. A location index out of range is
+    /// dropped from its row, a span index out of range becomes the empty path.
+    pub(crate) fn from_raw(
+        rows: Vec<RawRow>,
+        locations: Vec<Location>,
+        mut span_paths: Vec<Vec<SpanInfo>>,
+    ) -> Self {
+        if span_paths.is_empty() {
+            span_paths.push(Vec::new());
+        }
+        let mut out_rows = ArenaVec::with_capacity_in(rows.len(), Arena);
+        let mut locs = ArenaVec::new_in(Arena);
+        let mut histograms = Vec::with_capacity(rows.len());
+        for r in rows {
+            let start = locs.len() as u32;
+            locs.extend(r.locs.into_iter().filter(|&l| (l as usize) < locations.len()));
+            let spans = if (r.spans as usize) < span_paths.len() { r.spans } else { 0 };
+            out_rows.push(Row {
+                fig: r.fig,
+                entry: 0,
+                start,
+                len: locs.len() as u32 - start,
+                spans,
+            });
+            histograms.push(r.histograms);
+        }
+        Self {
+            rows: out_rows,
+            locs,
+            locations,
+            span_paths,
+            extra_entries: ArenaVec::new_in(Arena),
+            stored_histograms: Some(histograms),
+        }
+    }
+
+    /// Every row as [`StackTable::from_raw`] takes it, with its histograms read (all of them,
+    /// in one pass over the engine's tables for a table taken from it), and the span paths.
+    pub(crate) fn raw_rows(&self) -> (Vec<RawRow>, &[Vec<SpanInfo>]) {
+        let histograms = self.histograms(Some, self.rows.len());
+        let rows = self
+            .rows
+            .iter()
+            .zip(histograms)
+            .map(|(row, histograms)| RawRow {
+                fig: row.fig,
+                locs: self.locs[row.range()].to_vec(),
+                spans: row.spans,
+                histograms,
+            })
+            .collect();
+        (rows, &self.span_paths)
+    }
+
+    /// Gives every location its frames from `name` (an address's frames, innermost first).
+    pub(crate) fn name_locations(&mut self, name: impl Fn(usize) -> Option<Arc<[Frame]>>) {
+        for l in self.locations.iter_mut().skip(1) {
+            if let Some(f) = name(l.ip) {
+                l.frames = f;
+            }
         }
     }
 

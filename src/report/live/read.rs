@@ -1,0 +1,326 @@
+//! Reading a live file from outside its process, dead or alive, and writing its report set:
+//! the same files the process would have written ([`crate::report`]), every address named
+//! from the binaries on disk matched by build id (`symbols/offline.rs`), the text header
+//! saying how the process ended when that can be known.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::format;
+use crate::callstack::{Frame, Measurement};
+use crate::engine::histogram::MillisHistogram;
+use crate::engine::peak::Peak;
+use crate::engine::sampler::ByteUnit;
+use crate::engine::totals::Totals;
+use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
+use crate::report::model::Report;
+use crate::report::model::facts::{Facts, GiantRefusal, Occasion};
+use crate::report::model::table::{self, Figures, Histograms, RawRow, StackTable};
+use crate::report::timeline::{Point, Timeline};
+use crate::report::{ReportContext, ReportOptions, ReportPaths, html, utc_timestamp};
+use crate::spans::SpanInfo;
+use crate::symbols::symbolize::Module;
+
+/// A live file, read and decoded.
+#[derive(Debug, Clone)]
+pub struct LiveProfile {
+    live: format::Live,
+    path: PathBuf,
+    modified: SystemTime,
+}
+
+/// What [`LiveProfile::write_report_set`] wrote.
+#[derive(Debug, Clone)]
+pub struct LiveReport {
+    /// The set's files.
+    pub paths: ReportPaths,
+    /// The set's stem, `ying.<exe>.<pid>.<seq>.<time>`.
+    pub stem: String,
+    /// One line per module whose frames could not be named (missing or rebuilt binary).
+    pub warnings: Vec<String>,
+    /// How the process ended, as the text header says it.
+    pub ended: String,
+}
+
+fn bad(path: &Path, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{}: {what}", path.display()))
+}
+
+impl LiveProfile {
+    /// Reads and decodes the live file at `path`. Errors name the path: unreadable, not a live
+    /// file, or written by a newer Ying.
+    pub fn read(path: &Path) -> io::Result<Self> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
+        let live: format::Live = prost::Message::decode(bytes.as_slice())
+            .map_err(|e| bad(path, format!("not a Ying live file ({e})")))?;
+        if live.version == 0 || live.process.is_none() {
+            return Err(bad(path, "not a Ying live file (no version or process)"));
+        }
+        if live.version > super::VERSION {
+            return Err(bad(
+                path,
+                format!(
+                    "written by a newer Ying (format {}, this one reads {})",
+                    live.version,
+                    super::VERSION
+                ),
+            ));
+        }
+        Ok(Self { live, path: path.to_path_buf(), modified })
+    }
+
+    fn process(&self) -> &format::Process {
+        // `read` refuses a file without one.
+        self.live.process.as_ref().expect("checked in read")
+    }
+
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.process().pid
+    }
+
+    /// The process's executable.
+    pub fn exe(&self) -> &str {
+        &self.process().exe
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// When the version read was written.
+    pub fn written_at(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.live.written_ms)
+    }
+
+    /// The last moment the process is known to have been alive: the version's time, or the
+    /// file's modification time (the heartbeat), whichever is later.
+    pub fn last_seen_alive(&self) -> SystemTime {
+        self.written_at().max(self.modified)
+    }
+
+    /// Exact bytes the program retained as of the version read.
+    pub fn retained_bytes(&self) -> u64 {
+        self.live.totals.as_ref().map_or(0, |t| t.allocated_bytes.saturating_sub(t.freed_bytes))
+    }
+
+    /// Whether the process that wrote the file is still running: the same pid, started at the
+    /// same tick, since the same boot.
+    pub fn is_running(&self) -> bool {
+        let p = self.process();
+        p.boot_id == super::write::boot_id()
+            && super::write::start_ticks(&p.pid.to_string()) == Some(p.start_ticks)
+    }
+
+    /// What the text header says of the process's end when the caller does not know it.
+    pub fn default_ending(&self) -> String {
+        if self.is_running() {
+            format!(
+                "still running; this is its state as of {}",
+                utc_timestamp(self.written_at(), true)
+            )
+        } else {
+            format!(
+                "not running; last seen alive at {}",
+                utc_timestamp(self.last_seen_alive(), true)
+            )
+        }
+    }
+
+    /// Writes the report set of the version read into `out` (created if missing): text with
+    /// its PEAK section, folded stacks and flamegraphs, both pprof profiles, the manifest and
+    /// the HTML page. `ended` is how the process ended ("killed by SIGKILL"), when the caller
+    /// knows it; else [`LiveProfile::default_ending`].
+    pub fn write_report_set(&self, out: &Path, ended: Option<&str>) -> io::Result<LiveReport> {
+        let ended = ended.map_or_else(|| self.default_ending(), str::to_string);
+        let (mut report, warnings) = self.report(ended.clone());
+        let dir = ReportDir::open(out, DEFAULT_FILE_MODE)?;
+        let seq = self.live.next_seq;
+        let mut paths = crate::report::write_set_numbered(&mut report, &dir, seq, false, false)?;
+        let stem = crate::report::SetName {
+            exe: report.facts.process.exe_name(),
+            pid: self.pid(),
+            seq,
+            stamp: utc_timestamp(report.facts.taken_at, false),
+        }
+        .to_string();
+        // The page: the recent points and this one dump.
+        let ctx = &report.facts.process;
+        let mut t = Timeline::new(&ctx.exe, ctx.pid);
+        for p in &self.live.points {
+            t.push_point(Point {
+                t_ms: p.t_ms,
+                retained: p.retained,
+                allocated: p.allocated,
+                rss: p.rss,
+                peak: p.peak,
+            });
+        }
+        let totals = &report.facts.totals;
+        let at = Point {
+            t_ms: self.live.written_ms,
+            retained: totals.retained_bytes(),
+            allocated: totals.allocated_bytes,
+            rss: ctx.rss_kib.unwrap_or(0) * 1024,
+            peak: report.facts.peak.map_or(0, |p| p.high_water_bytes),
+        };
+        t.push_point(at);
+        t.add_dump(&report, seq, &stem, at);
+        let title = format!("Ying memory report: {} (pid {}), {ended}", ctx.exe_name(), ctx.pid);
+        let page = html::render(&[&t], &title);
+        let name = html::file_name(&ctx.exe_name(), ctx.pid);
+        paths.html = Some(crate::report::files::write_atomic(&dir, &name, page.as_bytes())?);
+        Ok(LiveReport { paths, stem, warnings, ended })
+    }
+
+    /// The report of the version read, every address named from the files on disk, and the
+    /// warnings of that naming.
+    fn report(&self, ended: String) -> (Report, Vec<String>) {
+        let l = &self.live;
+        let p = self.process();
+        let modules: Vec<Module> = l
+            .modules
+            .iter()
+            .map(|m| Module {
+                name: Arc::from(m.path.as_str()),
+                start: m.start as usize,
+                end: m.end as usize,
+                bias: m.bias as usize,
+                build_id: m.build_id.clone(),
+            })
+            .collect();
+        let mut want: Vec<usize> = l.ips.iter().skip(1).map(|&ip| ip as usize).collect();
+        want.extend(l.giant_refusals.iter().flat_map(|r| r.ips.iter().map(|&ip| ip as usize)));
+        want.sort_unstable();
+        want.dedup();
+        let (names, warnings) = crate::symbols::offline::resolve_offline(&modules, &want);
+        let ips: Vec<usize> =
+            if l.ips.is_empty() { vec![0] } else { l.ips.iter().map(|&ip| ip as usize).collect() };
+        let locations = table::unnamed_locations(&ips);
+        let span_paths: Vec<Vec<SpanInfo>> = l
+            .span_paths
+            .iter()
+            .map(|sp| {
+                sp.spans
+                    .iter()
+                    .map(|s| SpanInfo { name: intern(&s.name), target: intern(&s.target) })
+                    .collect()
+            })
+            .collect();
+        let rows = l
+            .rows
+            .iter()
+            .map(|r| {
+                let mut est = [0.0; 8];
+                for (a, b) in est.iter_mut().zip(&r.est) {
+                    *a = if b.is_finite() { *b } else { 0.0 };
+                }
+                RawRow {
+                    fig: Figures { est, samples: r.samples, live_samples: r.live_samples },
+                    locs: r.locs.clone(),
+                    spans: r.spans,
+                    histograms: Histograms {
+                        lifetimes: histogram(r.lifetimes.as_ref()),
+                        retained_age: histogram(r.retained_age.as_ref()),
+                    },
+                }
+            })
+            .collect();
+        let mut table = StackTable::from_raw(rows, locations, span_paths);
+        table.name_locations(|ip| names.get(&ip).cloned());
+        let ctx = ReportContext {
+            pid: p.pid,
+            exe: p.exe.clone(),
+            rss_kib: (p.rss_kib != 0).then_some(p.rss_kib),
+            anon_rss_kib: (p.anon_rss_kib != 0).then_some(p.anon_rss_kib),
+        };
+        let mut facts = Facts::empty(ctx);
+        let t = l.totals.clone().unwrap_or_default();
+        facts.taken_at = self.written_at();
+        facts.totals = Totals {
+            allocated_bytes: t.allocated_bytes,
+            freed_bytes: t.freed_bytes,
+            profiler_bytes: t.profiler_bytes,
+            profiler_peak_bytes: t.profiler_peak_bytes,
+        };
+        facts.sample_interval = l.sample_interval;
+        facts.unit = if l.unit == 1 { ByteUnit::Chunk } else { ByteUnit::Requested };
+        facts.live_samples = t.live_samples;
+        facts.dropped_samples = t.dropped_samples;
+        facts.address_conflicts = t.address_conflicts;
+        facts.giant_refused = t.giant_refused;
+        facts.giant_refusals = l
+            .giant_refusals
+            .iter()
+            .map(|r| GiantRefusal {
+                number: r.number,
+                size: r.size,
+                frames: r
+                    .ips
+                    .iter()
+                    .filter_map(|&ip| names.get(&(ip as usize)))
+                    .flat_map(|fs: &Arc<[Frame]>| fs.iter().cloned())
+                    .collect(),
+            })
+            .collect();
+        facts.peak = l.peak.as_ref().map(|pk| Peak {
+            since_start: pk.since_start_ms_plus_one.checked_sub(1).map(Duration::from_millis),
+            at: UNIX_EPOCH + Duration::from_millis(pk.at_ms),
+            estimated_bytes: pk.estimated_bytes,
+            exact_bytes: pk.exact_bytes_plus_one.checked_sub(1),
+            high_water_bytes: pk.high_water_bytes,
+            captures: pk.captures,
+        });
+        facts.occasion = Occasion { reason: None, exiting: false, ended: Some(ended) };
+        facts.foreign_malloc = (!l.foreign_malloc.is_empty()).then(|| l.foreign_malloc.clone());
+        facts.mapped = match l.mapped_kind {
+            1 => crate::engine::mapped::MappedState::Off,
+            2 => crate::engine::mapped::MappedState::Counted {
+                bytes: l.mapped_bytes,
+                regions: l.mapped_regions,
+            },
+            _ => crate::engine::mapped::MappedState::NotSeen,
+        };
+        facts.modules = modules;
+        let o = l.options.clone().unwrap_or_default();
+        let opts = ReportOptions {
+            measurement: if o.measure_allocated {
+                Measurement::AllocatedBytes
+            } else {
+                Measurement::RetainedBytes
+            },
+            top_k: usize::try_from(o.top_k).unwrap_or(usize::MAX).clamp(1, 100_000),
+            expand_frames: o.expand_frames,
+            fold_framework_frames: o.fold_framework_frames,
+            gen_flamegraphs: o.gen_flamegraphs,
+        };
+        (Report::from_table(facts, table, &opts), warnings)
+    }
+}
+
+fn histogram(h: Option<&format::Histogram>) -> MillisHistogram {
+    h.map_or_else(MillisHistogram::new, |h| {
+        MillisHistogram::from_parts(&h.weights, h.weighted_sum_millis, h.total_weight)
+    })
+}
+
+/// A span name or target as the `&'static str` a [`SpanInfo`] holds: each distinct string is
+/// kept once for the life of the process (a reader of live files is a short command; the
+/// names of one program's spans are few).
+fn intern(s: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let set = names.get_or_insert_with(HashSet::new);
+    if let Some(&known) = set.get(s) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}

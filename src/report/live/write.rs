@@ -1,0 +1,263 @@
+//! Encoding the engine's state as one version of the live file (see the module docs of
+//! `live`). Runs on the report thread (profiler code): it takes the stack table without
+//! naming a frame, reads every row's histograms in one pass, and encodes.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::format;
+use crate::callstack::Measurement;
+use crate::engine::sampler::ByteUnit;
+use crate::engine::totals::Totals;
+use crate::report::ReportOptions;
+use crate::report::model::Occasion;
+use crate::report::model::facts::Facts;
+use crate::report::model::table;
+use crate::symbols::symbolize::Module;
+
+/// Timeline points a version carries (the most recent ones): 40 bytes each in memory, about
+/// 20 in the file.
+const POINTS: usize = 512;
+
+/// What the writer keeps between versions: the caller (the report thread) owns it.
+#[derive(Debug, Default)]
+pub(crate) struct LiveWriter {
+    /// The process whose identity and modules are kept (a `fork` child reads its own).
+    pid: u32,
+    process: format::Process,
+    /// The loader's (loads, unloads) counters when `modules` was listed.
+    modules_key: (u64, u64),
+    modules: Vec<format::Module>,
+    /// The totals of the last version written: a version is written only when they moved.
+    last_totals: Option<Totals>,
+    /// When the next version may be written, and when the heartbeat is next set.
+    next: Option<Instant>,
+}
+
+/// What [`LiveWriter::due`] asks the report thread to do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Nothing yet.
+    No,
+    /// Write a version: the totals moved.
+    Write,
+    /// Nothing moved: only set the file's modification time (the heartbeat).
+    Touch,
+}
+
+impl LiveWriter {
+    /// When the report thread should wake for the next version (None: now).
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.next
+    }
+
+    /// What is due now, given the minimum interval between versions.
+    pub(crate) fn due(&self, now: Instant) -> Due {
+        if self.next.is_some_and(|n| now < n) {
+            return Due::No;
+        }
+        if self.pid != std::process::id() || self.last_totals != Some(crate::engine::totals::read())
+        {
+            Due::Write
+        } else {
+            Due::Touch
+        }
+    }
+
+    /// Schedules the next version `interval` from now, or 20 times `cost` (the time this one
+    /// took) when that is longer, so that writing never takes more than 5 % of the thread.
+    pub(crate) fn done(&mut self, now: Instant, interval: Duration, cost: Duration) {
+        self.next = Some(now + interval.max(cost.saturating_mul(20)));
+    }
+
+    /// Encodes the engine's state now. The caller holds the re-entrancy guard (the report
+    /// thread is profiler code).
+    pub(crate) fn encode(
+        &mut self,
+        sample_interval: u64,
+        unit: ByteUnit,
+        opts: &ReportOptions,
+    ) -> Vec<u8> {
+        let pid = std::process::id();
+        if self.pid != pid {
+            *self = Self { pid, process: identity(), ..Self::default() };
+        }
+        let key = crate::symbols::symbolize::loader_counters();
+        if self.modules.is_empty() || key != self.modules_key {
+            self.modules = crate::symbols::symbolize::modules().iter().map(module).collect();
+            self.modules_key = key;
+        }
+        let facts = Facts::read(sample_interval, unit, Occasion::default());
+        self.last_totals = Some(facts.totals);
+        let ctx = &facts.process;
+        let mut process = self.process.clone();
+        process.exe.clone_from(&ctx.exe);
+        process.rss_kib = ctx.rss_kib.unwrap_or(0);
+        process.anon_rss_kib = ctx.anon_rss_kib.unwrap_or(0);
+        let (stacks, peak) = table::take_unsymbolized();
+        let ips: Vec<u64> = stacks.locations().iter().map(|l| l.ip as u64).collect();
+        let (rows, span_paths) = stacks.raw_rows();
+        let rows = rows
+            .into_iter()
+            .map(|r| format::Row {
+                est: r.fig.est.to_vec(),
+                samples: r.fig.samples,
+                live_samples: r.fig.live_samples,
+                locs: r.locs,
+                spans: r.spans,
+                lifetimes: histogram(&r.histograms.lifetimes),
+                retained_age: histogram(&r.histograms.retained_age),
+            })
+            .collect();
+        let span_paths = span_paths
+            .iter()
+            .map(|p| format::SpanPath {
+                spans: p
+                    .iter()
+                    .map(|s| format::Span {
+                        name: s.name.to_string(),
+                        target: s.target.to_string(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let t = &facts.totals;
+        let (mapped_kind, mapped_bytes, mapped_regions) = match facts.mapped {
+            crate::engine::mapped::MappedState::NotSeen => (0, 0, 0),
+            crate::engine::mapped::MappedState::Off => (1, 0, 0),
+            crate::engine::mapped::MappedState::Counted { bytes, regions } => (2, bytes, regions),
+        };
+        let live = format::Live {
+            version: super::VERSION,
+            process: Some(process),
+            written_ms: ms(facts.taken_at),
+            next_seq: crate::report::next_seq(),
+            sample_interval,
+            unit: match unit {
+                ByteUnit::Requested => 0,
+                ByteUnit::Chunk => 1,
+            },
+            totals: Some(format::Totals {
+                allocated_bytes: t.allocated_bytes,
+                freed_bytes: t.freed_bytes,
+                profiler_bytes: t.profiler_bytes,
+                profiler_peak_bytes: t.profiler_peak_bytes,
+                live_samples: facts.live_samples,
+                dropped_samples: facts.dropped_samples,
+                address_conflicts: facts.address_conflicts,
+                giant_refused: facts.giant_refused,
+            }),
+            peak: peak.map(|p| format::Peak {
+                since_start_ms_plus_one: p.since_start.map_or(0, |d| d.as_millis() as u64 + 1),
+                at_ms: ms(p.at),
+                estimated_bytes: p.estimated_bytes,
+                exact_bytes_plus_one: p.exact_bytes.map_or(0, |b| b.saturating_add(1)),
+                high_water_bytes: p.high_water_bytes,
+                captures: p.captures,
+            }),
+            modules: self.modules.clone(),
+            ips,
+            rows,
+            span_paths,
+            points: crate::report::timeline::recent_points(POINTS)
+                .into_iter()
+                .map(|p| format::Point {
+                    t_ms: p.t_ms,
+                    retained: p.retained,
+                    allocated: p.allocated,
+                    rss: p.rss,
+                    peak: p.peak,
+                })
+                .collect(),
+            options: Some(format::Options {
+                top_k: opts.top_k as u64,
+                measure_allocated: opts.measurement == Measurement::AllocatedBytes,
+                gen_flamegraphs: opts.gen_flamegraphs,
+                expand_frames: opts.expand_frames,
+                fold_framework_frames: opts.fold_framework_frames,
+            }),
+            mapped_kind,
+            mapped_bytes,
+            mapped_regions,
+            foreign_malloc: facts.foreign_malloc.clone().unwrap_or_default(),
+            giant_refusals: crate::engine::giant::recent()
+                .into_iter()
+                .map(|r| format::GiantRefusal {
+                    number: r.number,
+                    size: r.size,
+                    ips: r.ips.iter().map(|&ip| ip as u64).collect(),
+                })
+                .collect(),
+        };
+        drop(stacks);
+        prost::Message::encode_to_vec(&live)
+    }
+}
+
+fn ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn module(m: &Module) -> format::Module {
+    format::Module {
+        path: m.name.to_string(),
+        start: m.start as u64,
+        end: m.end as u64,
+        bias: m.bias as u64,
+        build_id: m.build_id.clone(),
+    }
+}
+
+fn histogram(h: &crate::engine::histogram::MillisHistogram) -> Option<format::Histogram> {
+    let (weights, sum, total) = h.parts();
+    (total != 0.0).then(|| format::Histogram {
+        weights: weights.to_vec(),
+        weighted_sum_millis: sum,
+        total_weight: total,
+    })
+}
+
+/// The process's identity, read once per process: command line, start time, boot id.
+fn identity() -> format::Process {
+    let cmdline = std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let start_ticks = start_ticks("self").unwrap_or(0);
+    format::Process {
+        pid: std::process::id(),
+        cmdline,
+        start_ticks,
+        start_ms: start_ms(start_ticks).unwrap_or(0),
+        boot_id: boot_id(),
+        ..format::Process::default()
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: the process's start in clock ticks since boot.
+pub(crate) fn start_ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// `/proc/sys/kernel/random/boot_id`, trimmed (empty when unreadable).
+pub(crate) fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The wall-clock start of a process started `ticks` after boot, ms since the Unix epoch.
+fn start_ms(ticks: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: u64 = stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    Some(btime * 1000 + ticks * 1000 / hz)
+}

@@ -1,0 +1,115 @@
+//! Keeping the live file (`report/live/`) on the report thread: where it goes, a version when
+//! one is due, the heartbeat otherwise, one warning when it cannot be written, and its removal
+//! at a normal exit.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{LiveFile, ProfileSource, ProfilerRunner};
+use crate::report::ReportContext;
+use crate::report::files::ReportDir;
+use crate::report::live::write::{Due, LiveWriter};
+
+impl ProfilerRunner {
+    /// The live file's directory (opened and identified now the first time), None when the
+    /// live file is off.
+    fn live_dir(&self) -> Option<io::Result<&ReportDir>> {
+        match &self.live.file {
+            LiveFile::Off => None,
+            LiveFile::ReportingDir => Some(self.reporting_dir()),
+            LiveFile::Dir(path) => {
+                let slot = &self.dir.0.live;
+                if let Some(d) = slot.get() {
+                    return Some(Ok(d));
+                }
+                let abs = match std::env::current_dir() {
+                    Ok(cwd) if path.is_relative() => cwd.join(path),
+                    _ => path.clone(),
+                };
+                Some(ReportDir::open(&abs, self.report_file_mode).map(|d| {
+                    let _ = slot.set(d);
+                    slot.get().expect("just set")
+                }))
+            }
+        }
+    }
+
+    /// When the report thread should next wake for the live file (None: it is off).
+    pub(super) fn live_next(&self, writer: &LiveWriter) -> Option<Instant> {
+        if self.live.file == LiveFile::Off {
+            return None;
+        }
+        Some(writer.next().unwrap_or_else(Instant::now))
+    }
+
+    /// Writes a version of the live file if one is due, or sets its heartbeat. The report
+    /// thread (profiler code), between its dumps.
+    pub(super) fn live_update(&self, writer: &mut LiveWriter, source: &dyn ProfileSource) {
+        if self.live.file == LiveFile::Off || !crate::sys::fd_headroom() {
+            return;
+        }
+        let now = Instant::now();
+        let due = writer.due(now);
+        if due == Due::No {
+            return;
+        }
+        let interval = Duration::from_millis(self.live.interval_ms);
+        let out = self.live_dir().map(|dir| {
+            let dir = dir?;
+            let name = live_name();
+            match due {
+                Due::Write => {
+                    let bytes = writer.encode(
+                        source.sample_interval(),
+                        source.unit(),
+                        &self.report_options(),
+                    );
+                    let written = dir.write_atomic(&name, &bytes).map(drop);
+                    if written.is_ok() {
+                        WROTE.store(std::process::id(), Ordering::Relaxed);
+                    }
+                    written
+                }
+                _ => dir.touch(&name),
+            }
+        });
+        writer.done(now, interval, now.elapsed());
+        if let Some(Err(e)) = out {
+            warn_once(&e);
+        }
+    }
+
+    /// Removes this process's live file (a normal exit, after the exit report), unless it is to
+    /// be kept.
+    pub(super) fn remove_live_file(&self) {
+        // Only a process that wrote one (not each of a shell's forked subshells).
+        if self.live.keep || WROTE.load(Ordering::Relaxed) != std::process::id() {
+            return;
+        }
+        if let Some(Ok(dir)) = self.live_dir() {
+            let _ = dir.remove(&live_name());
+        }
+    }
+}
+
+/// The process that last wrote a live file (a `fork` child inherits its parent's value).
+static WROTE: AtomicU32 = AtomicU32::new(0);
+
+/// This process's live file name.
+fn live_name() -> String {
+    let ctx = ReportContext::current();
+    crate::report::live::file_name(&ctx.exe_name(), ctx.pid)
+}
+
+/// One line per process when the live file cannot be written: the profiler goes on in memory.
+fn warn_once(e: &io::Error) {
+    static WARNED: AtomicU32 = AtomicU32::new(0);
+    let pid = std::process::id();
+    if WARNED.swap(pid, Ordering::Relaxed) != pid {
+        crate::sys::warn(&format!(
+            "live file not written: {e}; profiling goes on in memory, but this process's heap \
+             at death will not be on disk"
+        ));
+    }
+}
