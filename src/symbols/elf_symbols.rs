@@ -124,6 +124,91 @@ pub(crate) fn named_sections(file: &File) -> Option<Vec<NamedSection>> {
     )
 }
 
+/// `p_type` of a program header that holds notes.
+const PT_NOTE: u32 = 4;
+/// Note type of the GNU build id (name "GNU").
+const NT_GNU_BUILD_ID: u32 = 3;
+/// Most note bytes read from one segment or section (build-id notes are 36 bytes or so).
+const MAX_NOTES: u64 = 1 << 16;
+
+/// The GNU build id of the 64-bit little-endian ELF file `file`, in lowercase hex as
+/// `findshlibs` formats a loaded module's id (`lib.id().to_string()`, what
+/// [`crate::symbols::symbolize::modules`] records), or `None` when the file has none. Read as
+/// the loader sees it, from the `PT_NOTE` segments, the way `findshlibs` reads it in memory; a
+/// file without program headers is searched for its `.note.gnu.build-id` section instead.
+pub(crate) fn gnu_build_id(file: &File) -> Option<String> {
+    let mut eh = [0u8; 64];
+    file.read_exact_at(&mut eh, 0).ok()?;
+    if eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+        return None;
+    }
+    let phoff = u64_at(&eh, 0x20)?;
+    let phentsize = u64::from(u16_at(&eh, 0x36)?);
+    let phnum = u64::from(u16_at(&eh, 0x38)?);
+    // Where notes are: (file offset, size, alignment).
+    let mut areas: Vec<(u64, u64, u64)> = Vec::new();
+    if phoff != 0 && phentsize >= 56 {
+        for i in 0..phnum {
+            let mut ph = [0u8; 56];
+            let Some(at) = i.checked_mul(phentsize).and_then(|o| o.checked_add(phoff)) else {
+                break;
+            };
+            if file.read_exact_at(&mut ph, at).is_err() {
+                break;
+            }
+            if u32_at(&ph, 0) == Some(PT_NOTE) {
+                areas.push((u64_at(&ph, 8)?, u64_at(&ph, 0x20)?, u64_at(&ph, 0x30)?));
+            }
+        }
+    }
+    if areas.is_empty() {
+        areas.extend(
+            named_sections(file)?
+                .iter()
+                .filter(|s| s.name == ".note.gnu.build-id")
+                .map(|s| (s.offset, s.size, 4)),
+        );
+    }
+    for (offset, size, align) in areas {
+        let mut notes = vec![0u8; usize::try_from(size.min(MAX_NOTES)).ok()?];
+        if file.read_exact_at(&mut notes, offset).is_err() {
+            continue;
+        }
+        if let Some(id) = build_id_note(&notes, align) {
+            return Some(id.iter().map(|b| format!("{b:02x}")).collect());
+        }
+    }
+    None
+}
+
+/// The descriptor of the first `NT_GNU_BUILD_ID` note named "GNU" in the notes `notes`, laid
+/// out as `readelf` (and `findshlibs`) read them: a 12-byte header (name size, descriptor
+/// size, type), the name, then the descriptor and the next header each at a multiple of the
+/// alignment (4, or 8 when the segment says so).
+fn build_id_note(notes: &[u8], align: u64) -> Option<&[u8]> {
+    let align = usize::try_from(align.max(4)).ok()?;
+    if align != 4 && align != 8 {
+        return None;
+    }
+    let up = |n: usize| n.checked_add(align - 1).map(|n| n & !(align - 1));
+    let mut at = 0usize;
+    while at.checked_add(12)? <= notes.len() {
+        let namesz = usize::try_from(u32_at(notes, at)?).ok()?;
+        let descsz = usize::try_from(u32_at(notes, at + 4)?).ok()?;
+        let kind = u32_at(notes, at + 8)?;
+        let name_at = at + 12;
+        let name = notes.get(name_at..name_at.checked_add(namesz)?)?;
+        let desc_at = up(name_at + namesz)?;
+        let end = desc_at.checked_add(descsz)?;
+        let desc = notes.get(desc_at..end)?;
+        if kind == NT_GNU_BUILD_ID && name == b"GNU\0" {
+            return Some(desc);
+        }
+        at = up(end)?;
+    }
+    None
+}
+
 /// Reads the NUL-terminated name at `offset` of string table `strtab`.
 fn read_name(file: &File, strtab: &Section, offset: u32) -> Option<String> {
     let mut at = u64::from(offset);
@@ -257,5 +342,31 @@ mod tests {
         assert_eq!(name_at(file(libc::fopen as *const ())), Some("fopen"));
         assert_eq!(name_at(1), None);
         assert!(name_functions("/nonexistent/lib.so", &addrs).iter().all(Option::is_none));
+    }
+
+    /// Notes are walked with the segment's alignment: a build id after another note is found
+    /// at 4- and 8-byte alignment, and a note of another type or name is not taken for it.
+    #[test]
+    fn build_id_note_is_found_after_other_notes() {
+        let note = |name: &[u8], kind: u32, desc: &[u8], align: usize| {
+            let pad = |v: &mut Vec<u8>| v.resize(v.len().next_multiple_of(align), 0);
+            let mut v = Vec::new();
+            v.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            v.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+            v.extend_from_slice(&kind.to_le_bytes());
+            v.extend_from_slice(name);
+            pad(&mut v);
+            v.extend_from_slice(desc);
+            pad(&mut v);
+            v
+        };
+        for align in [4usize, 8] {
+            let mut notes = note(b"GNU\0", 1, &[9; 16], align); // NT_GNU_ABI_TAG
+            notes.extend(note(b"stapsdt\0", NT_GNU_BUILD_ID, &[7; 5], align));
+            notes.extend(note(b"GNU\0", NT_GNU_BUILD_ID, &[0xab, 0x01, 0xff], align));
+            assert_eq!(build_id_note(&notes, align as u64), Some(&[0xab, 0x01, 0xff][..]));
+            let others = note(b"GNU\0", 1, &[9; 16], align);
+            assert_eq!(build_id_note(&others, align as u64), None);
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! allocate, read files (DWARF in [`dwarf`], ELF symbol tables in [`elf_symbols`]) and take its
 //! time; it caches each answer per address ([`symbolize`]). It may use [`crate::sys`] and the
 //! engine's data types, and it is never called from an allocation hook.
+//! Addresses recorded by another process, possibly ended, are named from the files on disk by
+//! [`offline`], from that process's module list and without the symbol cache.
 //!
 //! The engine never calls into this folder. A `fork` must find every profiler lock free, this
 //! folder's symbol cache lock too: [`lock_for_fork`] and [`unlock_after_fork`] are called by the
@@ -13,6 +15,7 @@
 
 pub(crate) mod dwarf;
 pub(crate) mod elf_symbols;
+pub(crate) mod offline;
 pub(crate) mod symbolize;
 
 /// `fork` prepare (the crate's fork handler, before the engine's): takes the symbol cache's lock.

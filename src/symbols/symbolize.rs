@@ -9,7 +9,8 @@
 //! Where the answers come from: debug info of the program's own modules through `dwarf`, one
 //! compilation unit at a time; the ELF symbol tables of system libraries through
 //! `elf_symbols`; and the backtrace crate for modules whose debug info `dwarf` does not read
-//! (compressed, detached, absent).
+//! (compressed, detached, absent). Addresses of another process are named by `offline` from
+//! the same pieces, without the backtrace crate.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,7 +107,7 @@ pub fn module_of(mods: &[Module], ip: usize) -> Option<&Module> {
 }
 
 /// The index in `mods` (sorted by start) of the module containing `ip`.
-fn module_index(mods: &[Module], ip: usize) -> Option<usize> {
+pub(crate) fn module_index(mods: &[Module], ip: usize) -> Option<usize> {
     let i = mods.partition_point(|m| m.start <= ip).checked_sub(1)?;
     (ip < mods.get(i)?.end).then_some(i)
 }
@@ -116,13 +117,13 @@ fn module_index(mods: &[Module], ip: usize) -> Option<usize> {
 /// detached and compressed, and inflating libc's alone cost ~90 ms and ~35 MiB per report
 /// (measured), paid by every process because every stack ends in `__libc_start_main` or
 /// `start_thread`.
-fn is_system_library(path: &str) -> bool {
+pub(crate) fn is_system_library(path: &str) -> bool {
     ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"].iter().any(|p| path.starts_with(p))
 }
 
 /// The name of an address no symbol covers: `module+0xoffset`, so that it can still be looked
 /// up offline.
-fn unnamed(m: &Module, ip: usize) -> String {
+pub(crate) fn unnamed(m: &Module, ip: usize) -> String {
     let short = m.name.rsplit('/').next().unwrap_or(&m.name);
     format!("{short}+{:#x}", ip.wrapping_sub(m.bias))
 }
@@ -147,7 +148,7 @@ fn system_frame(ip: usize, m: &Module, name: Option<&str>) -> Arc<[Frame]> {
 /// Names the addresses `ips` of system library `m` in one pass over its symbol tables. The
 /// address before each `ip` is looked up, so that a return address at a function's end names
 /// its caller.
-fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Frame]>)> {
+pub(crate) fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Frame]>)> {
     let mut by_addr: Vec<(u64, usize)> =
         ips.iter().map(|&ip| (ip.wrapping_sub(1).wrapping_sub(m.bias) as u64, ip)).collect();
     by_addr.sort_unstable();
@@ -160,21 +161,43 @@ fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Frame]>)> {
         .collect()
 }
 
+/// What [`resolve_module`] does with a module whose debug info `dwarf` cannot read
+/// (compressed or detached debug info, no debug info).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NoDwarf<'a> {
+    /// Ask the backtrace crate, which reads those too; `mods` are the modules loaded now. Only
+    /// for addresses of the current process: the backtrace crate knows no other.
+    Backtrace(&'a [Module]),
+    /// Name from the module's ELF symbol table (addresses of another process: `offline`).
+    SymbolTable,
+}
+
 /// Resolves the addresses `ips` of module `m` (not a system library) from its debug info, one
 /// compilation unit at a time (`dwarf`). An address the debug info does not name is named from
 /// the module's symbol table, as the backtrace crate does. A module `dwarf` cannot read
-/// (compressed or detached debug info, no debug info) goes to the backtrace crate whole.
-fn resolve_module(m: &Module, ips: &[usize], mods: &[Module]) -> Vec<(usize, Arc<[Frame]>)> {
+/// (compressed or detached debug info, no debug info) is handled as `no_dwarf` says.
+pub(crate) fn resolve_module(
+    m: &Module,
+    ips: &[usize],
+    no_dwarf: NoDwarf<'_>,
+) -> Vec<(usize, Arc<[Frame]>)> {
     // Return addresses: look up the call instruction before each one.
     let addrs: Vec<u64> =
         ips.iter().map(|&ip| ip.wrapping_sub(1).wrapping_sub(m.bias) as u64).collect();
     let Some(found) = crate::symbols::dwarf::resolve(&m.name, &addrs) else {
-        if UNLOADS_SEEN.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        return match no_dwarf {
+            NoDwarf::SymbolTable => resolve_system(m, ips),
             // The backtrace crate lists the modules once: after an unload it may take this
             // address for the closed object's. The symbol table of the file mapped now cannot.
-            return resolve_system(m, ips);
-        }
-        return ips.iter().map(|&ip| (ip, resolve_uncached(ip, mods))).collect();
+            NoDwarf::Backtrace(_)
+                if UNLOADS_SEEN.load(std::sync::atomic::Ordering::Relaxed) != 0 =>
+            {
+                resolve_system(m, ips)
+            }
+            NoDwarf::Backtrace(mods) => {
+                ips.iter().map(|&ip| (ip, resolve_uncached(ip, mods))).collect()
+            }
+        };
     };
     let unnamed_at: Vec<usize> = (0..ips.len())
         .filter(|&i| found[i].as_ref().is_none_or(|fr| fr.iter().any(|f| f.name.is_none())))
@@ -257,7 +280,11 @@ fn resolve_uncached(ip: usize, mods: &[Module]) -> Arc<[Frame]> {
 /// The frames of `ip` (innermost first, all marked inlined) made presentable: the outermost is
 /// not inlined, frames with neither name nor file go, nameless ones become `??`, an address
 /// with no frame at all is named `module+0xoffset`, and every frame names its module.
-fn finish_frames(mut frames: Vec<Frame>, ip: usize, module: Option<&Module>) -> Arc<[Frame]> {
+pub(crate) fn finish_frames(
+    mut frames: Vec<Frame>,
+    ip: usize,
+    module: Option<&Module>,
+) -> Arc<[Frame]> {
     if let Some(last) = frames.last_mut() {
         last.inlined = false;
     }
@@ -368,7 +395,7 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
             }
         }
         for (i, ips) in other {
-            for (ip, f) in resolve_module(&mods[i], &ips, &mods) {
+            for (ip, f) in resolve_module(&mods[i], &ips, NoDwarf::Backtrace(&mods)) {
                 cache.map.insert(ip, f);
             }
         }
@@ -406,7 +433,7 @@ mod tests {
         let step = ((m.end - m.start) / 3000).max(1) | 1;
         ips.extend((m.start + 1..m.end).step_by(step));
         let _lock = SYMBOLS.lock();
-        let ours = resolve_module(m, &ips, &mods);
+        let ours = resolve_module(m, &ips, NoDwarf::Backtrace(&mods));
         let mut differ = Vec::new();
         let (mut inlined, mut compared) = (0, 0);
         for (ip, frames) in &ours {
