@@ -27,4 +27,3 @@ pub(crate) fn lock_for_fork() {
 pub(crate) fn unlock_after_fork() {
     symbolize::SYMBOLS.force_unlock();
 }
-pub(crate) mod offline;

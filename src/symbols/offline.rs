@@ -35,10 +35,6 @@ use crate::symbols::symbolize::{
 /// `resolve_many` returns them) and one warning line per module that could not be used (file
 /// missing or unreadable, or its build id differs from the one recorded): the frames of such a
 /// module are `module+0xoffset` only, never a name from another build.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "the out-of-process report path that calls it is not wired yet")
-)]
 pub(crate) fn resolve_offline(
     mods: &[Module],
     ips: &[usize],
