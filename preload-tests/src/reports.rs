@@ -336,6 +336,9 @@ pub struct Manifest {
     pub reason: Option<String>,
     /// Whether it is the exit report.
     pub exiting: bool,
+    /// How the process ended, for a set written from its live file after it ended.
+    #[serde(default)]
+    pub ended: Option<String>,
     /// The mean sampling interval.
     pub sample_interval_bytes: u64,
     /// `requested` or `chunk`: the bytes every figure counts.

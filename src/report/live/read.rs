@@ -111,11 +111,12 @@ impl LiveProfile {
     }
 
     /// Whether the process that wrote the file is still running: the same pid, started at the
-    /// same tick, since the same boot.
+    /// same tick, since the same boot, and not a zombie (dead, not yet reaped by its parent).
     pub fn is_running(&self) -> bool {
         let p = self.process();
         p.boot_id == super::write::boot_id()
             && super::write::start_ticks(&p.pid.to_string()) == Some(p.start_ticks)
+            && !super::write::is_zombie(&p.pid.to_string())
     }
 
     /// What the text header says of the process's end when the caller does not know it.

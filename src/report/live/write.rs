@@ -245,6 +245,15 @@ pub(crate) fn start_ticks(pid: &str) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Whether the process `pid` has ended and waits to be reaped (state `Z` or `X` in
+/// `/proc/<pid>/stat`).
+pub(crate) fn is_zombie(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|stat| {
+        let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+        matches!(state, Some("Z" | "X"))
+    })
+}
+
 /// `/proc/sys/kernel/random/boot_id`, trimmed (empty when unreadable).
 pub(crate) fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")

@@ -1,0 +1,479 @@
+//! The heap at death: a process that dies without its exit report (killed by `SIGKILL` at any
+//! moment, by the OOM killer under a cgroup limit, by a crash, `abort`, `_exit` or an
+//! unhandled `SIGTERM`) leaves its live file, `ying.<exe>.<pid>.live`, from which a report set
+//! naming what held the memory is written afterwards, outside the process
+//! (`programs/heap_at_death.c`; `ying_profiler::report::live`, as `ying report` does it).
+//!
+//! Each death is compared with the plain run (same output, same end), and every wait has a
+//! timeout.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use preload_tests::{Run, TestDir, preload_lib, report_sets, workspace_root};
+use ying_profiler::report::live::LiveProfile;
+
+/// The block size the tests grow by: below glibc's mmap threshold, so one heap chunk each.
+const BLOCK: u64 = 48 * 1024;
+/// Its chunk: the request plus the 8-byte header, rounded up to 16 (mirrors what the program
+/// prints, `malloc_usable_size + 8`).
+const CHUNK: u64 = BLOCK + 16;
+
+/// A program under the shim whose stdout is read as it comes.
+struct Running {
+    child: Child,
+    lines: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+impl Running {
+    fn start(exe: &Path, args: &[&str], reports: &Path, vars: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(exe);
+        cmd.args(args);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("YING_") || k == "LD_PRELOAD" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("LD_PRELOAD", preload_lib())
+            .env("YING_REPORTING_PATH", reports)
+            .env("YING_LIVE_INTERVAL_MS", "50")
+            .envs(vars.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let l = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                l.lock().unwrap().push((Instant::now(), line));
+            }
+        });
+        Self { child, lines }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (at most 20 s) for a line starting with `prefix`.
+    fn wait_line(&self, prefix: &str) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some((_, l)) =
+                self.lines.lock().unwrap().iter().find(|(_, l)| l.starts_with(prefix))
+            {
+                return l.clone();
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "no line {prefix:?} in 20 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The last "held N" printed before `at`.
+    fn held_before(&self, at: Instant) -> u64 {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, l)| *t <= at && l.starts_with("held "))
+            .filter_map(|(_, l)| l[5..].parse().ok())
+            .next_back()
+            .unwrap_or(0)
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill touches no memory; the child is not reaped yet.
+        unsafe { libc::kill(self.pid() as i32, sig) };
+    }
+
+    /// Waits (at most 20 s) for the end, killing the child when time runs out.
+    fn wait(mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                panic!("the program did not end within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// The live file of `pid` in `dir`.
+fn live_file(dir: &Path, pid: u32) -> Option<PathBuf> {
+    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(&format!(".{pid}.live")))
+    })
+}
+
+/// Everything the report set of a live file shows that the tests check.
+struct Death {
+    /// Estimated retained bytes through `func`.
+    through: u64,
+    /// Exact retained bytes as of the version read.
+    exact: u64,
+    /// Whether `func` is the first frame of the program's own code in the top entry.
+    on_top: bool,
+    /// The manifest's `ended`.
+    ended: Option<String>,
+}
+
+/// Reads the live file of `pid` in `dir`, writes its report set into `out`, and reads that.
+fn heap_at_death(dir: &Path, pid: u32, out: &Path, ended: Option<&str>, func: &str) -> Death {
+    let file = live_file(dir, pid).unwrap_or_else(|| {
+        panic!("no live file of pid {pid} in {}: {}", dir.display(), preload_tests::list_dir(dir))
+    });
+    let live = LiveProfile::read(&file).unwrap_or_else(|e| panic!("unreadable live file: {e}"));
+    assert_eq!(live.pid(), pid);
+    assert!(!live.is_running(), "pid {pid} is dead but its file says it runs");
+    let written = live.write_report_set(out, ended).unwrap_or_else(|e| panic!("{e}"));
+    assert!(written.warnings.is_empty(), "{:?}", written.warnings);
+    let sets = report_sets(out);
+    let set = sets.iter().find(|s| s.pid == pid).expect("the set written");
+    for ext in ["txt", "folded", "pb.gz", "peak.pb.gz", "json"] {
+        assert!(set.has(ext), "no .{ext} in {}", preload_tests::list_dir(out));
+    }
+    assert!(out.join(format!("ying.heap_at_death.{pid}.html")).exists(), "no HTML page");
+    let m = set.manifest();
+    let on_top = m
+        .entries
+        .first()
+        .is_some_and(|e| e.frames.iter().any(|f| preload_tests::frame_is(&f.function, func)));
+    Death {
+        through: set.folded().bytes_through(func),
+        exact: m.totals.retained_bytes,
+        on_top,
+        ended: m.ended.clone(),
+    }
+}
+
+/// The probability that a block of `size` bytes is sampled at mean interval `interval`, and
+/// the variance of its Horvitz-Thompson estimate.
+fn block_variance(size: f64, interval: f64) -> f64 {
+    let p = 1.0 - (-size / interval).exp();
+    size * size * (1.0 - p) / p
+}
+
+#[test]
+fn sigkill_at_random_moments_leaves_a_readable_heap_with_the_grower_on_top() {
+    let dir = TestDir::new("death-sigkill");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let interval = 256.0 * 1024.0;
+    let (mut diff, mut var, mut runs) = (0.0f64, 0.0f64, 0);
+    // Seeds from the clock: a different sampling in every run. Half the runs also write a
+    // periodic report every second, so some kills land while one is being written.
+    let base =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+            as u64;
+    for i in 0..24u64 {
+        let reports = dir.reports(&format!("run-{i}"));
+        let seed =
+            (base.wrapping_mul(6364136223846793005).wrapping_add(i * 1442695040888963407)) >> 1;
+        let seed_s = seed.to_string();
+        let mut vars = vec![("YING_SAMPLE_INTERVAL_BYTES", "256KiB"), ("YING_SEED", &seed_s[..])];
+        if i % 2 == 1 {
+            vars.extend([
+                ("YING_CHECK_INTERVAL_SECS", "1"),
+                ("YING_REPORT_PCT_CHANGE_TRIGGER", "0"),
+            ]);
+        }
+        let r = Running::start(
+            &exe,
+            &["pause", "60", "8", &BLOCK.to_string(), "20000"],
+            &reports,
+            &vars,
+        );
+        r.wait_line("held ");
+        let wait_ms = 200 + (seed % 1000);
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        let at = Instant::now();
+        r.signal(libc::SIGKILL);
+        let printed = r.held_before(at);
+        let pid = r.pid();
+        let status = r.wait();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out-{i}")), None, "death_grow");
+        // The version read is one the process wrote whole: never more than it held when
+        // killed (plus what the C runtime holds), at most a few steps behind it.
+        assert!(
+            d.exact <= printed + 64 * 1024,
+            "run {i}: file says {} held, program {printed}",
+            d.exact
+        );
+        assert!(
+            d.ended.as_deref().is_some_and(|e| e.starts_with("not running; last seen alive at")),
+            "{:?}",
+            d.ended
+        );
+        if d.exact >= 4 * CHUNK {
+            assert!(d.on_top, "run {i}: death_grow is not in the top entry");
+        }
+        let blocks = d.exact / CHUNK;
+        diff += d.through as f64 - (blocks * CHUNK) as f64;
+        var += blocks as f64 * block_variance(CHUNK as f64, interval);
+        runs += 1;
+    }
+    let z = diff / var.sqrt();
+    eprintln!("{runs} kills: estimate minus truth {diff:.0} bytes, z = {z:.2}");
+    assert!(z.abs() < 4.0, "retained estimates through death_grow are biased: z = {z:.2}");
+}
+
+/// Runs `mode` plainly and under `scripts/run-with-ying.sh` (which is `ying run`): same
+/// output and end; the run's summary says how the program died and where its heap at death
+/// is; that set names `death_grow` on top and says how it ended.
+fn dies_like_plain(mode: &str, how: &str) {
+    let dir = TestDir::new(&format!("death-{mode}"));
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let args = [mode, "30", "8", &BLOCK.to_string(), "2000"];
+    let plain = Run::new(&exe).args(&args).without_preload().run();
+    let reports = dir.reports("ying");
+    let o = Run::new("bash")
+        .arg(workspace_root().join("scripts/run-with-ying.sh"))
+        .arg(&exe)
+        .args(&args)
+        .env("YING_LIB", preload_lib().display().to_string())
+        .env("YING_REPORTING_PATH", reports.display().to_string())
+        .env("YING_LIVE_INTERVAL_MS", "50")
+        .run();
+    assert!(!o.timed_out, "{}", o.describe());
+    assert_eq!(o.stdout_str(), plain.stdout_str(), "{}", o.describe());
+    // `ying run` exits with 128 + N where the plain child was killed by signal N.
+    use std::os::unix::process::ExitStatusExt;
+    let expected = plain.code().or_else(|| plain.status.and_then(|s| s.signal()).map(|s| 128 + s));
+    assert_eq!(o.code(), expected, "{}\nplain: {}", o.describe(), plain.describe());
+    let line = o
+        .ying_lines()
+        .into_iter()
+        .find(|l| l.contains(how) && l.contains("its heap at death is in"))
+        .unwrap_or_else(|| panic!("no summary line {how:?}\n{}", o.describe()));
+    let sets = report_sets(&reports);
+    let set = sets.iter().find(|s| s.manifest().ended.is_some()).unwrap_or_else(|| {
+        panic!("no heap-at-death set: {line}\n{}", preload_tests::list_dir(&reports))
+    });
+    assert!(line.contains(&set.path("txt").display().to_string()), "{line}");
+    let m = set.manifest();
+    assert!(m.ended.as_deref().is_some_and(|e| e.contains(how)), "{:?}", m.ended);
+    assert!(
+        m.entries.first().is_some_and(|e| e
+            .frames
+            .iter()
+            .any(|f| preload_tests::frame_is(&f.function, "death_grow"))),
+        "death_grow is not on top\n{}",
+        set.text()
+    );
+    // 240 blocks were held: the file is at most one version behind the end of the growth.
+    let held = 240 * CHUNK;
+    assert!(m.totals.retained_bytes >= held, "exact retained {} < {held}", m.totals.retained_bytes);
+    assert!(set.text().contains(&format!("process ended:      {}", m.ended.as_deref().unwrap())));
+}
+
+#[test]
+fn sigsegv_leaves_its_heap() {
+    dies_like_plain("segv", "killed by SIGSEGV");
+}
+
+#[test]
+fn abort_leaves_its_heap() {
+    dies_like_plain("abort", "killed by SIGABRT");
+}
+
+#[test]
+fn underscore_exit_leaves_its_heap() {
+    dies_like_plain("_exit", "exited with status 7 without its exit report");
+}
+
+#[test]
+fn unhandled_sigterm_leaves_its_heap() {
+    dies_like_plain("sigterm", "killed by SIGTERM");
+}
+
+#[test]
+fn raised_sigkill_leaves_its_heap() {
+    dies_like_plain("sigkill", "killed by SIGKILL");
+}
+
+#[test]
+fn a_normal_exit_removes_the_live_file_unless_kept() {
+    let dir = TestDir::new("death-exit");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let args = ["exit", "10", "8", &BLOCK.to_string(), "2000"];
+    for (i, keep) in [false, true].into_iter().enumerate() {
+        let reports = dir.reports(&format!("r{i}"));
+        let r = Running::start(
+            &exe,
+            &args,
+            &reports,
+            &[("YING_KEEP_LIVE_FILE", if keep { "1" } else { "0" })],
+        );
+        r.wait_line("done");
+        // The live file exists while the program runs.
+        let pid = r.pid();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(live_file(&reports, pid).is_some(), "no live file while running");
+        let status = r.wait();
+        assert!(status.success());
+        assert_eq!(
+            live_file(&reports, pid).is_some(),
+            keep,
+            "{}",
+            preload_tests::list_dir(&reports)
+        );
+        assert!(report_sets(&reports).iter().any(|s| s.manifest().exiting), "no exit report");
+    }
+}
+
+#[test]
+fn the_live_file_goes_where_ying_live_file_says() {
+    let dir = TestDir::new("death-where");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let args = ["pause", "10", "8", &BLOCK.to_string(), "2000"];
+    let elsewhere = dir.join("tmpfs-like");
+    for (i, setting) in ["off", elsewhere.to_str().unwrap()].into_iter().enumerate() {
+        let reports = dir.reports(&format!("r{i}"));
+        let r = Running::start(&exe, &args, &reports, &[("YING_LIVE_FILE", setting)]);
+        r.wait_line("done");
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = r.pid();
+        r.signal(libc::SIGKILL);
+        r.wait();
+        assert!(
+            live_file(&reports, pid).is_none(),
+            "{setting}: a live file in the reporting directory"
+        );
+        if setting != "off" {
+            let d = heap_at_death(
+                &elsewhere,
+                pid,
+                &dir.reports("out"),
+                Some("killed by SIGKILL"),
+                "death_grow",
+            );
+            assert!(d.on_top && d.ended.as_deref() == Some("killed by SIGKILL"));
+        }
+    }
+}
+
+#[test]
+fn a_fork_child_keeps_its_own_file() {
+    let dir = TestDir::new("death-fork");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let reports = dir.reports("r");
+    let r = Running::start(&exe, &["fork", "10", "8", &BLOCK.to_string(), "2000"], &reports, &[]);
+    let child: u32 = r.wait_line("child ")[6..].parse().unwrap();
+    r.wait_line("child done");
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: kill touches no memory.
+    unsafe { libc::kill(child as i32, libc::SIGKILL) };
+    let parent = r.pid();
+    r.signal(libc::SIGKILL);
+    r.wait();
+    let c = heap_at_death(&reports, child, &dir.reports("child"), None, "death_grow_child");
+    assert!(c.on_top, "the child's file does not show death_grow_child on top");
+    let p = heap_at_death(&reports, parent, &dir.reports("parent"), None, "death_grow");
+    assert_eq!(
+        heap_at_death(&reports, parent, &dir.reports("parent2"), None, "death_grow_child").through,
+        0,
+        "the parent's file shows the child's allocations"
+    );
+    assert!(p.on_top && p.exact >= 80 * CHUNK);
+}
+
+/// A cgroup with a memory limit that the test makes itself (v2 or v1), removed on drop.
+struct Cgroup {
+    path: PathBuf,
+}
+
+impl Cgroup {
+    fn new(limit: u64) -> Result<Self, String> {
+        let name = format!("ying-test-{}", std::process::id());
+        for (root, file) in [
+            ("/sys/fs/cgroup", "memory.max"),
+            ("/sys/fs/cgroup/unified", "memory.max"),
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+        ] {
+            let path = Path::new(root).join(&name);
+            if std::fs::create_dir(&path).is_err() {
+                continue;
+            }
+            // A plain directory (a tmpfs where the hierarchy would be) is no cgroup.
+            if !path.join("cgroup.procs").exists() {
+                let _ = std::fs::remove_dir(&path);
+                continue;
+            }
+            let cg = Self { path: path.clone() };
+            if std::fs::write(path.join(file), limit.to_string()).is_ok() {
+                let _ = std::fs::write(path.join("memory.swap.max"), "0");
+                let _ = std::fs::write(path.join("memory.memsw.limit_in_bytes"), limit.to_string());
+                let _ = std::fs::write(path.join("memory.swappiness"), "0");
+                return Ok(cg);
+            }
+        }
+        Err("no cgroup with a memory controller could be made (needs root and cgroup v1 or v2)"
+            .into())
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+#[test]
+fn an_oom_kill_under_a_cgroup_limit_leaves_its_heap() {
+    let limit = 96u64 << 20;
+    let cg = match Cgroup::new(limit) {
+        Ok(cg) => cg,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let dir = TestDir::new("death-oom");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let reports = dir.reports("r");
+    // The program joins the cgroup before it execs (the shell's own pid is the program's).
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.path.display());
+    let sh = Path::new("/bin/sh");
+    let r = Running::start(
+        sh,
+        &[
+            "-c",
+            &script,
+            "sh",
+            exe.to_str().unwrap(),
+            "pause",
+            "100000",
+            "8",
+            &BLOCK.to_string(),
+            "5000",
+        ],
+        &reports,
+        &[("YING_MEMORY_LIMIT_PCT", "0")],
+    );
+    let pid = r.pid();
+    let status = r.wait();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL),
+        "not killed by the OOM killer: {status:?}"
+    );
+    let d = heap_at_death(
+        &reports,
+        pid,
+        &dir.reports("out"),
+        Some("killed by SIGKILL (OOM)"),
+        "death_grow",
+    );
+    assert!(d.on_top, "death_grow is not on top");
+    // The file is a version or two behind the kill: most of the limit is there.
+    assert!(d.exact >= limit / 2, "the heap at death holds {} of a {limit}-byte limit", d.exact);
+    drop(cg);
+}
