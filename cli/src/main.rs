@@ -224,6 +224,30 @@ fn top(
     out(&text)
 }
 
+/// Says on stderr which processes left a live file in `dir`: those that ended without their
+/// exit report first (their heap at death), then those still running.
+fn list_live_files(dir: &std::path::Path) {
+    use ying_profiler::report::live::{EXTENSION, LiveProfile};
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut lives: Vec<LiveProfile> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == EXTENSION))
+        .filter_map(|p| LiveProfile::read(&p).ok())
+        .collect();
+    lives.sort_by_key(|l| (l.is_running(), l.pid()));
+    for l in &lives {
+        let exe = l.exe().rsplit('/').next().unwrap_or("?");
+        let what = if l.is_running() { "its heap now" } else { "its heap at death" };
+        eprintln!(
+            "ying: {exe} (pid {}) {}: {what} is in {} (`ying report` writes its set)",
+            l.pid(),
+            l.default_ending(),
+            l.path().display()
+        );
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -275,7 +299,10 @@ fn main() -> ExitCode {
             })
         }
         Cmd::View { dir } => match ying_profiler::report::html::write_view(&dir) {
-            Ok(page) => out(&format!("{}\n", page.display())).map(|()| ExitCode::SUCCESS),
+            Ok(page) => {
+                list_live_files(&dir);
+                out(&format!("{}\n", page.display())).map(|()| ExitCode::SUCCESS)
+            }
             // The library's messages name the directory already; the system's do not.
             Err(e) if e.to_string().starts_with(&dir.display().to_string()) => Err(e.to_string()),
             Err(e) => Err(format!("{}: {e}", dir.display())),

@@ -142,6 +142,12 @@ pub fn run(req: &Request) -> Result<u8, String> {
     let reports = absolute(&reports);
     let before: HashSet<OsString> =
         summary::entries(&reports).into_iter().map(|(name, _)| name).collect();
+    let before_live: HashSet<OsString> = std::env::var_os("YING_LIVE_FILE")
+        .map(|p| summary::entries(&absolute(Path::new(&p))))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
 
     let mut preload = lib.into_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
@@ -191,7 +197,16 @@ pub fn run(req: &Request) -> Result<u8, String> {
         (None, Some(sig)) => 128u8.saturating_add(sig as u8),
         _ => 1,
     };
-    let deaths = heaps_at_death(&reports, &before, pid as u32, &status);
+    let mut deaths = heaps_at_death(&reports, &before, pid as u32, &status, &reports);
+    // A live file kept elsewhere (`YING_LIVE_FILE=DIR`).
+    if let Some(live_dir) = std::env::var_os("YING_LIVE_FILE")
+        .map(PathBuf::from)
+        .filter(|p| p.components().count() > 1 || p.is_dir())
+        .map(|p| absolute(&p))
+        .filter(|p| *p != reports)
+    {
+        deaths.extend(heaps_at_death(&live_dir, &before_live, pid as u32, &status, &reports));
+    }
     if !req.no_summary {
         summary::print(&reports, &before, program);
     }
@@ -243,18 +258,19 @@ fn signal_name(sig: i32) -> String {
     .to_string()
 }
 
-/// Writes the report set of every live file in `reports` that this run left behind (a process
-/// that did not exit normally: killed, crashed, `_exit`), and returns one line for each:
+/// Writes into `out` the report set of every live file in `dir` that this run left behind (a
+/// process that did not exit normally: killed, crashed, `_exit`), and returns one line for each:
 /// "killed by SIGKILL: its heap at death is in ...". The program itself (`pid`) gets its wait
 /// status as its ending; its children get what their file tells.
 fn heaps_at_death(
-    reports: &Path,
+    dir: &Path,
     before: &HashSet<OsString>,
     pid: u32,
     status: &std::process::ExitStatus,
+    out: &Path,
 ) -> Vec<String> {
     let mut lines = Vec::new();
-    let mut live: Vec<PathBuf> = summary::entries(reports)
+    let mut live: Vec<PathBuf> = summary::entries(dir)
         .into_iter()
         .filter(|(name, path)| {
             !before.contains(name)
@@ -276,7 +292,7 @@ fn heaps_at_death(
         }
         let ended = (profile.pid() == pid).then(|| ending(status));
         let exe = profile.exe().rsplit('/').next().unwrap_or("?").to_string();
-        match report_live(&path, None, ended.as_deref()) {
+        match report_live(&path, Some(out), ended.as_deref()) {
             Ok(r) => {
                 for w in &r.warnings {
                     lines.push(w.clone());

@@ -8,11 +8,13 @@
  *   _exit  _exit(7), which runs no exit handler
  *   exit   exit(0): the control, whose live file must be gone
  *   sigkill, sigterm  raise(SIGKILL), raise(SIGTERM) (not handled)
+ *   dlopen LIB  dlopen and dlclose LIB, calling its tlslib_touch, in a loop until killed
  *   fork   fork a child that grows by the same steps in death_grow_child() and waits for a
  *          signal; the parent prints "child PID" and waits for a signal too
  *
  * usage: heap_at_death MODE STEPS BLOCKS BLOCK STEP_US
  * Each line is flushed, so a test reading the pipe knows what was held when it killed. */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -93,6 +95,18 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "sigterm") == 0) {
         usleep(400000);
         raise(SIGTERM);
+    } else if (strcmp(mode, "dlopen") == 0 && argc > 6) {
+        for (unsigned long n = 1;; n++) {
+            void *h = dlopen(argv[6], RTLD_NOW);
+            if (!h) {
+                fprintf(stderr, "%s\n", dlerror());
+                return 3;
+            }
+            unsigned long (*touch)(unsigned long) = (unsigned long (*)(unsigned long))dlsym(h, "tlslib_touch");
+            if (touch)
+                touch(n);
+            dlclose(h);
+        }
     } else if (strcmp(mode, "exit") == 0) {
         usleep(400000);
         exit(0);

@@ -477,3 +477,26 @@ fn an_oom_kill_under_a_cgroup_limit_leaves_its_heap() {
     assert!(d.exact >= limit / 2, "the heap at death holds {} of a {limit}-byte limit", d.exact);
     drop(cg);
 }
+
+#[test]
+fn a_kill_during_dlopen_and_dlclose_leaves_a_readable_heap() {
+    let dir = TestDir::new("death-dlopen");
+    let exe = dir.compile_c("heap_at_death.c", &["-ldl"]);
+    let lib = dir.compile_c("tlslib.c", &["-shared", "-fPIC"]);
+    for i in 0..6u64 {
+        let reports = dir.reports(&format!("r{i}"));
+        let args = ["dlopen", "10", "8", &BLOCK.to_string(), "1000", lib.to_str().unwrap()];
+        let r = Running::start(&exe, &args, &reports, &[]);
+        r.wait_line("done");
+        // The loop of dlopen and dlclose runs: the kill lands in one of them, or in a version
+        // of the live file being written while the module list changes.
+        std::thread::sleep(Duration::from_millis(150 + 97 * i));
+        let pid = r.pid();
+        r.signal(libc::SIGKILL);
+        let status = r.wait();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out{i}")), None, "death_grow");
+        assert!(d.on_top, "run {i}: death_grow is not on top");
+        assert!(d.exact >= 80 * CHUNK, "run {i}: {} held", d.exact);
+    }
+}

@@ -431,6 +431,49 @@ impl ReportDir {
     }
 }
 
+impl ReportDir {
+    /// Removes the live files (`report::live`) of ended processes that ran `exe`, beyond the
+    /// newest `keep` by modification time (their last sign of life), and returns how many were
+    /// removed: a program that keeps dying in the same directory keeps as many heaps at death
+    /// as it keeps report sets. A file is taken for an ended process's when no process has its
+    /// pid; a pid in use (perhaps reused) keeps its file.
+    pub(crate) fn remove_dead_live_files(&self, exe: &str, keep: usize) -> io::Result<usize> {
+        let dir = self.checked_fd()?;
+        let dir = dir.as_raw_fd();
+        let prefix = format!("ying.{exe}.");
+        let mut dead: Vec<(i64, String)> = Vec::new();
+        for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
+            let Some(pid) = name
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix(".live"))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let c = cstr(name.as_bytes())?;
+            // SAFETY: an all-zero `stat` is a valid value for fstatat to fill.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: `dir` is an open directory, `c` NUL-terminated, `st` writable.
+            if unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0 {
+                dead.push((st.st_mtime, name));
+            }
+        }
+        dead.sort_unstable_by(|a, b| b.cmp(a));
+        let mut removed = 0;
+        for (_, name) in dead.into_iter().skip(keep) {
+            let c = cstr(name.as_bytes())?;
+            // SAFETY: `c` is NUL-terminated; `dir` is an open directory.
+            if unsafe { libc::unlinkat(dir, c.as_ptr(), 0) } == 0 {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
 /// The extensions of a report set's files (see [`crate::report`]).
 pub(crate) const SET_EXTENSIONS: [&str; 8] =
     ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz", "json"];
@@ -572,6 +615,47 @@ mod tests {
             let exe = if other.starts_with("ying.a.b") { "a" } else { "app" };
             assert_eq!(set_seq_of(&other, exe, 42), None, "{other}");
         }
+    }
+
+    /// Live files of ended processes of one executable are kept up to the set count, newest
+    /// first; a running process's file, another executable's and other files stay.
+    #[test]
+    fn keeps_the_newest_live_files_of_ended_processes() {
+        let dir = std::env::temp_dir().join(format!("ying-live-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        let me = std::process::id();
+        // Pids no process has (above any pid_max in use here).
+        let dead: Vec<u32> = (0..5)
+            .map(|i| 4_194_000 + i)
+            .filter(|p| !Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        assert_eq!(dead.len(), 5);
+        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(1000);
+        for (i, pid) in dead.iter().enumerate() {
+            let p = d.write_atomic(&format!("ying.app.{pid}.live"), b"x").unwrap();
+            let f = File::options().write(true).open(&p).unwrap();
+            f.set_modified(t0 + std::time::Duration::from_secs(10 * i as u64)).unwrap();
+        }
+        let keep_all = [
+            format!("ying.app.{me}.live"),
+            format!("ying.other.{}.live", dead[0]),
+            "notes.txt".into(),
+        ];
+        for n in &keep_all {
+            d.write_atomic(n, b"x").unwrap();
+        }
+        assert_eq!(d.remove_dead_live_files("app", 2).unwrap(), 3);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut expect: Vec<String> = keep_all.to_vec();
+        expect.extend([format!("ying.app.{}.live", dead[3]), format!("ying.app.{}.live", dead[4])]);
+        expect.sort();
+        assert_eq!(left, expect);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

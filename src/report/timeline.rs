@@ -149,6 +149,9 @@ pub struct Timeline {
     pub exe: String,
     /// Process id.
     pub pid: u32,
+    /// How the process ended, when it is known to have ended without its exit report (its
+    /// live file, `report::live`), or that it still runs.
+    pub note: Option<String>,
     /// The ring of points, oldest first.
     pub points: VecDeque<Point>,
     /// Dumps, oldest first.

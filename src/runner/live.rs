@@ -80,6 +80,17 @@ impl ProfilerRunner {
         }
     }
 
+    /// Removes the live files of ended processes of the same executable beyond
+    /// `max_report_sets` (after each report set, with the old sets).
+    pub(super) fn remove_dead_live_files(&self, exe_name: &str) {
+        if self.max_report_sets == 0 {
+            return;
+        }
+        if let Some(Ok(dir)) = self.live_dir() {
+            let _ = dir.remove_dead_live_files(exe_name, self.max_report_sets);
+        }
+    }
+
     /// Removes this process's live file (a normal exit, after the exit report), unless it is to
     /// be kept.
     pub(super) fn remove_live_file(&self) {

@@ -211,6 +211,7 @@ impl ProfilerRunner {
         {
             crate::sys::warn(&format!("old report sets not removed: {e}"));
         }
+        self.remove_dead_live_files(&ctx.exe_name());
     }
 
     /// Writes a report set on the calling thread in its turn (waiting at most until `deadline`

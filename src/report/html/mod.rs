@@ -118,6 +118,9 @@ fn summary(o: &mut String, i: usize, t: &Timeline) {
         esc(short_exe(&t.exe)),
         t.pid
     );
+    if let Some(note) = &t.note {
+        let _ = writeln!(o, "<p class=\"ended\"><strong>{}</strong></p>", esc(note));
+    }
     let Some(last) = t.dumps.back() else {
         o.push_str("<p>No dump yet.</p>\n</section>\n");
         return;

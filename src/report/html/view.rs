@@ -238,10 +238,15 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
             }
         }
     }
-    if sets.is_empty() {
+    let lives = live_files(dir, &top);
+    if sets.is_empty() && lives.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("{}: no report set (ying.<exe>.<pid>.<seq>.<time>.pb.gz)", dir.display()),
+            format!(
+                "{}: no report set (ying.<exe>.<pid>.<seq>.<time>.pb.gz) and no live file \
+                 (ying.<exe>.<pid>.live)",
+                dir.display()
+            ),
         ));
     }
     sets.sort_by(|a, b| (&a.exe, a.pid, a.seq).cmp(&(&b.exe, b.pid, b.seq)));
@@ -256,16 +261,63 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
             crate::sys::warn(&format!("set {} left out of the view: {e}", set.stem));
         }
     }
+    // Each live file is its process's newest dump: its heap at death, or now.
+    for live in &lives {
+        let ending = live.default_ending();
+        let (report, warnings) = live.report(ending.clone());
+        for w in warnings {
+            crate::sys::warn(&w);
+        }
+        let exe = report.facts.process.exe_name();
+        let i = match timelines.iter().position(|t| t.pid == live.pid() && t.exe == exe) {
+            Some(i) => i,
+            None => {
+                timelines.push(Timeline::new(&exe, live.pid()));
+                timelines.len() - 1
+            }
+        };
+        let t = &mut timelines[i];
+        if t.dumps.is_empty() {
+            for p in live.points() {
+                t.push_point(p);
+            }
+        }
+        let at = live.point(&report);
+        t.push_point(at);
+        let name = live.path().file_name().map_or(String::new(), |n| n.to_string_lossy().into());
+        t.add_dump(&report, live.next_seq(), &name, at);
+        t.note = Some(format!("{ending} (its live file {name}; `ying report` writes its set)"));
+    }
     for t in timelines.iter_mut() {
         t.thin_dumps();
     }
     timelines.retain(|t| !t.dumps.is_empty());
-    // Processes in the order they started.
-    timelines.sort_by_key(|t| t.dumps.front().map_or(0, |d| d.at.t_ms));
+    // Processes that died without their exit report first (their heap at death), then those
+    // still running, then the others; each group in the order they started.
+    let dead: Vec<u32> = lives.iter().filter(|l| !l.is_running()).map(|l| l.pid()).collect();
+    let rank = |t: &Timeline| match &t.note {
+        Some(_) if dead.contains(&t.pid) => 0,
+        Some(_) => 1,
+        None => 2,
+    };
+    timelines.sort_by_key(|t| (rank(t), t.dumps.front().map_or(0, |d| d.at.t_ms)));
     let refs: Vec<&Timeline> = timelines.iter().collect();
     let title = format!("Ying memory report: {}", dir.display());
     let page = super::render(&refs, &title);
     crate::report::files::write_atomic(dir, VIEW_FILE, page.as_bytes())
+}
+
+/// The live files among `names` in `dir` that can be read (one warning for each that cannot).
+fn live_files(dir: &Path, names: &[String]) -> Vec<crate::report::live::LiveProfile> {
+    let suffix = format!(".{}", crate::report::live::EXTENSION);
+    let mut out = Vec::new();
+    for n in names.iter().filter(|n| n.starts_with("ying.") && n.ends_with(&suffix)) {
+        match crate::report::live::LiveProfile::read(&dir.join(n)) {
+            Ok(l) => out.push(l),
+            Err(e) => crate::sys::warn(&format!("live file left out of the view: {e}")),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! # What it holds
 //!
 //! `ying.<exe>.<pid>.live` ([`file_name`]) in the reporting directory (or `YING_LIVE_FILE`'s):
-//! a protobuf message ([`format::Live`]) with everything a report set needs: every sampled
+//! a protobuf message (`format.rs`) with everything a report set needs: every sampled
 //! stack as raw addresses with its eight estimates, sample counts and lifetime and age
 //! histograms; the exact totals and counters; the kept peak; the recent timeline points; the
 //! sampling interval and unit; the process's identity (pid, executable, command line, start

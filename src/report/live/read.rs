@@ -154,23 +154,11 @@ impl LiveProfile {
         // The page: the recent points and this one dump.
         let ctx = &report.facts.process;
         let mut t = Timeline::new(&ctx.exe, ctx.pid);
-        for p in &self.live.points {
-            t.push_point(Point {
-                t_ms: p.t_ms,
-                retained: p.retained,
-                allocated: p.allocated,
-                rss: p.rss,
-                peak: p.peak,
-            });
+        t.note = Some(ended.clone());
+        for p in self.points() {
+            t.push_point(p);
         }
-        let totals = &report.facts.totals;
-        let at = Point {
-            t_ms: self.live.written_ms,
-            retained: totals.retained_bytes(),
-            allocated: totals.allocated_bytes,
-            rss: ctx.rss_kib.unwrap_or(0) * 1024,
-            peak: report.facts.peak.map_or(0, |p| p.high_water_bytes),
-        };
+        let at = self.point(&report);
         t.push_point(at);
         t.add_dump(&report, seq, &stem, at);
         let title = format!("Ying memory report: {} (pid {}), {ended}", ctx.exe_name(), ctx.pid);
@@ -180,9 +168,37 @@ impl LiveProfile {
         Ok(LiveReport { paths, stem, warnings, ended })
     }
 
+    /// The timeline points the file carries, oldest first.
+    pub(crate) fn points(&self) -> impl Iterator<Item = Point> + '_ {
+        self.live.points.iter().map(|p| Point {
+            t_ms: p.t_ms,
+            retained: p.retained,
+            allocated: p.allocated,
+            rss: p.rss,
+            peak: p.peak,
+        })
+    }
+
+    /// The number the process's next set would have had.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.live.next_seq
+    }
+
+    /// The point of the version read, from `report` (its report).
+    pub(crate) fn point(&self, report: &Report) -> Point {
+        let totals = &report.facts.totals;
+        Point {
+            t_ms: self.live.written_ms,
+            retained: totals.retained_bytes(),
+            allocated: totals.allocated_bytes,
+            rss: report.facts.process.rss_kib.unwrap_or(0) * 1024,
+            peak: report.facts.peak.map_or(0, |p| p.high_water_bytes),
+        }
+    }
+
     /// The report of the version read, every address named from the files on disk, and the
     /// warnings of that naming.
-    fn report(&self, ended: String) -> (Report, Vec<String>) {
+    pub(crate) fn report(&self, ended: String) -> (Report, Vec<String>) {
         let l = &self.live;
         let p = self.process();
         let modules: Vec<Module> = l
