@@ -320,6 +320,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // frees everything: a report at exit would be a second set, with what it held only in
         // its peak section.
         .report_at_exit(false)
+        // `YING_SYMBOLIZE=offline` as the shim reads it: no debug info read in the process.
+        .symbolize_offline(std::env::var("YING_SYMBOLIZE").is_ok_and(|v| v == "offline"))
         .build()?;
     let handle = runner.spawn(&YING_ALLOC);
     tracing::info!(

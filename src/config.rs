@@ -107,6 +107,16 @@ fn parse_live_file(s: &str) -> Result<LiveFile, String> {
     }
 }
 
+/// `YING_SYMBOLIZE`: `in-process` (false) or `offline` (true).
+fn parse_symbolize(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "" => Err(NumError::Empty.to_string()),
+        "in-process" | "inprocess" => Ok(false),
+        "offline" => Ok(true),
+        _ => Err("expected in-process or offline".to_string()),
+    }
+}
+
 /// Default permission bits of report files: owner read and write only.
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
 /// Default seconds between pushes.
@@ -372,6 +382,14 @@ settings! {
     keep_live_file: bool = false, "YING_KEEP_LIVE_FILE", parse_bool,
         "Keep the live file after a normal exit (by default the exit report replaces it and it \
          is removed).";
+    symbolize_offline: bool = false, "YING_SYMBOLIZE", parse_symbolize,
+        shown as |v: &bool| if *v { "offline".to_string() } else { "in-process".to_string() },
+        "`in-process`: reports name every frame (function, file, line) from the binaries' debug \
+         info and symbol tables, read by the profiler; `offline`: the process reads no debug \
+         info or symbol table at all (the profiler's memory holds none), its reports show \
+         frames as `module+0xoffset`, its pprof profiles carry the modules' build ids for \
+         `go tool pprof` to symbolize, and each report set gets a `.live` file that `ying \
+         report` turns into a set with every frame named, outside the process.";
     dump_control_file: bool = true, "YING_DUMP_CONTROL_FILE", parse_bool,
         "Watch the reporting directory every 100 ms: touching `dump.<pid>` makes that process \
          write one report set and remove the file; touching `dump` makes every process writing \
@@ -804,6 +822,7 @@ mod tests {
             ("YING_LIVE_FILE", "/dev/shm/ying"),
             ("YING_LIVE_INTERVAL_MS", "50"),
             ("YING_KEEP_LIVE_FILE", "yes"),
+            ("YING_SYMBOLIZE", "offline"),
             ("YING_DUMP_CONTROL_FILE", "off"),
             ("YING_MEMORY_LIMIT_PCT", "75"),
             ("YING_MEMORY_LIMIT_BYTES", "200MiB"),
@@ -839,6 +858,7 @@ mod tests {
             live_file: LiveFile::Dir(PathBuf::from("/dev/shm/ying")),
             live_interval_ms: 50,
             keep_live_file: true,
+            symbolize_offline: true,
             dump_control_file: false,
             memory_limit_pct: 75,
             memory_limit_bytes: Some(200 << 20),
@@ -1201,6 +1221,7 @@ mod tests {
                 "YING_LIVE_FILE",
                 "YING_LIVE_INTERVAL_MS",
                 "YING_KEEP_LIVE_FILE",
+                "YING_SYMBOLIZE",
                 "YING_DUMP_CONTROL_FILE",
                 "YING_MEMORY_LIMIT_PCT",
                 "YING_MEMORY_LIMIT_BYTES",
@@ -1211,9 +1232,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 30 fields (checked by the
+        // One row per field: a Config literal must name all 31 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 30);
+        assert_eq!(VARIABLES.len(), 31);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1290,6 +1311,7 @@ mod tests {
                 "on",
                 "500",
                 "false",
+                "in-process",
                 "true",
                 "90",
                 "unset",

@@ -227,12 +227,12 @@ fn top(
 /// Says on stderr which processes left a live file in `dir`: those that ended without their
 /// exit report first (their heap at death), then those still running.
 fn list_live_files(dir: &std::path::Path) {
-    use ying_profiler::report::live::{EXTENSION, LiveProfile};
+    use ying_profiler::report::live::{LiveProfile, is_live_file_name};
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut lives: Vec<LiveProfile> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == EXTENSION))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(is_live_file_name))
         .filter_map(|p| LiveProfile::read(&p).ok())
         .collect();
     lives.sort_by_key(|l| (l.is_running(), l.pid()));

@@ -272,9 +272,9 @@ fn heaps_at_death(
     let mut lines = Vec::new();
     let mut live: Vec<PathBuf> = summary::entries(dir)
         .into_iter()
-        .filter(|(name, path)| {
+        .filter(|(name, _)| {
             !before.contains(name)
-                && path.extension().is_some_and(|e| e == ying_profiler::report::live::EXTENSION)
+                && name.to_str().is_some_and(ying_profiler::report::live::is_live_file_name)
         })
         .map(|(_, path)| path)
         .collect();

@@ -500,3 +500,37 @@ fn a_kill_during_dlopen_and_dlclose_leaves_a_readable_heap() {
         assert!(d.exact >= 80 * CHUNK, "run {i}: {} held", d.exact);
     }
 }
+
+#[test]
+fn symbolize_offline_names_nothing_in_the_process_and_ying_report_names_it_all() {
+    let dir = TestDir::new("death-offline");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let reports = dir.reports("r");
+    let args = ["exit", "10", "8", &BLOCK.to_string(), "2000"];
+    let r = Running::start(&exe, &args, &reports, &[("YING_SYMBOLIZE", "offline")]);
+    assert!(r.wait().success());
+    let sets = report_sets(&reports);
+    let set = sets.iter().find(|s| s.manifest().exiting).expect("an exit report");
+    let m = set.manifest();
+    // In the process: raw frames only, the modules' build ids in the pprof profile, and the
+    // set's raw profile.
+    assert!(m.frames_named("death_grow").next().is_none(), "named in the process\n{}", set.text());
+    assert!(set.text().contains("heap_at_death+0x"), "{}", set.text());
+    assert!(set.has("live"), "no raw profile: {}", preload_tests::list_dir(&reports));
+    // Outside it: the same set, every frame named, written over the raw one.
+    let raw = LiveProfile::read(&set.path("live")).unwrap();
+    assert!(raw.is_set_profile());
+    let named = raw.write_report_set(&reports, None).unwrap();
+    assert!(named.warnings.is_empty(), "{:?}", named.warnings);
+    assert_eq!(named.paths.text.as_deref(), Some(set.path("txt").as_path()), "not the same set");
+    let m = set.manifest();
+    assert!(m.ended.is_none(), "a set's raw profile says nothing of an end: {:?}", m.ended);
+    assert!(
+        m.entries.first().is_some_and(|e| e
+            .frames
+            .iter()
+            .any(|f| preload_tests::frame_is(&f.function, "death_grow"))),
+        "death_grow is not on top once named\n{}",
+        set.text()
+    );
+}

@@ -475,8 +475,8 @@ impl ReportDir {
 }
 
 /// The extensions of a report set's files (see [`crate::report`]).
-pub(crate) const SET_EXTENSIONS: [&str; 8] =
-    ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz", "json"];
+pub(crate) const SET_EXTENSIONS: [&str; 9] =
+    ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz", "json", "live"];
 
 /// The sequence number of the report set `name` belongs to, when it is a file of a set of the
 /// process `exe` (the executable's file name as report names carry it) with `pid`:

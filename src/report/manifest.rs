@@ -21,7 +21,7 @@
 //!  "stacks":{"sampled":..,"entries":..,"live_samples":..,"dropped_samples":..,
 //!            "address_conflicts":..,"giant_refused":..},
 //!  "files":{"text":"<set>.txt","folded":..,"svg":..,"pprof":..,"peak_folded":..,
-//!           "peak_svg":..,"peak_pprof":..},
+//!           "peak_svg":..,"peak_pprof":..,"raw":.. | null},
 //!  "ranked_by":"retained","entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
 //!    "allocated_bytes":..,"allocations":..,"freed_bytes":..,"frees":..,
 //!    "peak_retained_bytes":..,"samples":..,"live_samples":..,"spans":[".."],
@@ -129,6 +129,8 @@ struct Files {
     peak_folded: Option<String>,
     peak_svg: Option<String>,
     peak_pprof: Option<String>,
+    /// The raw profile (`.live`), with `YING_SYMBOLIZE=offline` only.
+    raw: Option<String>,
 }
 
 /// The first `k` entries of `r` ranked by `m`, serialized one at a time.
@@ -247,6 +249,7 @@ pub(crate) fn write(
             peak_folded: name(&paths.peak_folded),
             peak_svg: name(&paths.peak_svg),
             peak_pprof: name(&paths.peak_pprof),
+            raw: name(&paths.raw),
         },
         ranked_by: r.opts.measurement.label(),
         entries: Entries { r, m: r.opts.measurement, k: r.opts.top_k },

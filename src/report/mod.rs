@@ -19,6 +19,7 @@
 //! | `.pb.gz` | gzipped pprof heap profile with Go's four sample types ([`heap_profile`]) |
 //! | `.peak.folded`, `.peak.svg`, `.peak.pb.gz` | the same of the kept peak of the retained total (`peak.rs`) |
 //! | `.json` | the manifest: the set's figures, files and listed entries, for programs ([`manifest`]) |
+//! | `.live` | with `YING_SYMBOLIZE=offline` only: the raw profile, for `ying report` to name ([`live`]) |
 //!
 //! The `.txt` has a PEAK section: when the retained total was at its kept peak, how high, and
 //! the stacks that held it (see [`crate::Snapshot::peak`]).
@@ -172,6 +173,9 @@ pub struct ReportPaths {
     /// The process's HTML report (`ying.<exe>.<pid>.html`, rewritten at each dump of the
     /// runner; not a file of the set, kept by the report-set limit).
     pub html: Option<PathBuf>,
+    /// The set's raw profile (`.live`, addresses and modules for `ying report` to name), with
+    /// `YING_SYMBOLIZE=offline` only.
+    pub raw: Option<PathBuf>,
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -231,7 +235,19 @@ pub(crate) fn write_set(
 ) -> io::Result<ReportPaths> {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     print_new_refusals(&r.facts.giant_refusals);
-    write_set_numbered(r, dir, seq, true, in_timeline)
+    let page = if in_timeline { Page::Process } else { Page::None };
+    write_set_numbered(r, dir, seq, true, page)
+}
+
+/// The HTML page a set comes with.
+pub(crate) enum Page {
+    /// None.
+    None,
+    /// The process's own page: the dump joins its [`timeline`].
+    Process,
+    /// The page of this timeline (another process's, read back), titled `title`, with the
+    /// dump added at the point given.
+    Of(Box<timeline::Timeline>, timeline::Point, String),
 }
 
 /// [`write_set`] with the set's number `seq`. `own`: the report is of this process (its text
@@ -242,7 +258,7 @@ pub(crate) fn write_set_numbered(
     dir: &files::ReportDir,
     seq: u64,
     own: bool,
-    in_timeline: bool,
+    page: Page,
 ) -> io::Result<ReportPaths> {
     let ctx = r.facts.process.clone();
     let stem = SetName {
@@ -295,17 +311,32 @@ pub(crate) fn write_set_numbered(
     let txt = text::render_report(r);
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     drop(txt);
+    // With `YING_SYMBOLIZE=offline`, the set's raw profile, for `ying report` to name.
+    if own && crate::symbols::symbolize::offline() {
+        let mut w = live::write::LiveWriter::default();
+        // Numbered as this set, so that `ying report` writes its named files over these.
+        let bytes = w.encode(r.facts.sample_interval, r.facts.unit, &r.opts, seq);
+        keep(files::write_atomic(dir, &format!("{stem}.live"), &bytes), &mut paths.raw);
+    }
     // The manifest after every file of the set, which it lists.
     let json =
         dir.write_atomic_with(&format!("{stem}.json"), |w| manifest::write(r, &stem, &paths, w));
     keep(json, &mut paths.manifest);
-    if in_timeline {
-        let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
-        let page = timeline::record_dump(r, seq, &stem, |t| html::render(&[t], &title));
-        if let Some(page) = page {
-            let name = html::file_name(&ctx.exe_name(), ctx.pid);
-            keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
+    let html = match page {
+        Page::None => None,
+        Page::Process => {
+            let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
+            timeline::record_dump(r, seq, &stem, |t| html::render(&[t], &title))
         }
+        Page::Of(mut t, at, title) => {
+            t.push_point(at);
+            t.add_dump(r, seq, &stem, at);
+            Some(html::render(&[&t], &title))
+        }
+    };
+    if let Some(page) = html {
+        let name = html::file_name(&ctx.exe_name(), ctx.pid);
+        keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
     }
     match first_err {
         Some(e) => Err(e),

@@ -138,6 +138,23 @@ pub fn uid_of_dir(name: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// Milliseconds since the epoch of a `yyyymmddThhmmssZ` stamp.
+pub(crate) fn stamp_ms(s: &str) -> u64 {
+    let n = |r: std::ops::Range<usize>| s.get(r).and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
+    let (y, m, d) = (n(0..4), n(4..6), n(6..8));
+    let (hh, mm, ss) = (n(9..11), n(11..13), n(13..15));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    u64::try_from(secs).unwrap_or(0) * 1000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,7 +46,9 @@ impl ProfilerRunner {
     /// Writes a version of the live file if one is due, or sets its heartbeat. The report
     /// thread (profiler code), between its dumps.
     pub(super) fn live_update(&self, writer: &mut LiveWriter, source: &dyn ProfileSource) {
-        if self.live.file == LiveFile::Off || !crate::sys::fd_headroom() {
+        // A process that took no sample writes no live file, as it writes no report (a
+        // shell's helper that ends with `_exit` leaves nothing behind).
+        if self.live.file == LiveFile::Off || !self.worth_a_report() || !crate::sys::fd_headroom() {
             return;
         }
         let now = Instant::now();
@@ -64,6 +66,7 @@ impl ProfilerRunner {
                         source.sample_interval(),
                         source.unit(),
                         &self.report_options(),
+                        crate::report::next_seq(),
                     );
                     let written = dir.write_atomic(&name, &bytes).map(drop);
                     if written.is_ok() {

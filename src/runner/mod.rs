@@ -176,6 +176,9 @@ impl ProfilerRunner {
             if runner.report_at_exit {
                 runner.register_exit_report(source);
             }
+            if runner.live.symbolize_offline {
+                crate::symbols::symbolize::set_offline(true);
+            }
             crate::triggers::install(&runner.triggers, runner.check_interval_secs > 0);
         };
         let _ = guarded(source, start, |_| ());

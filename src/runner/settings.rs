@@ -54,11 +54,18 @@ pub(super) struct LiveSettings {
     pub(super) file: LiveFile,
     pub(super) interval_ms: u64,
     pub(super) keep: bool,
+    /// `YING_SYMBOLIZE=offline`: name nothing in the process, leave it to `ying report`.
+    pub(super) symbolize_offline: bool,
 }
 
 impl Default for LiveSettings {
     fn default() -> Self {
-        Self { file: LiveFile::ReportingDir, interval_ms: DEFAULT_LIVE_INTERVAL_MS, keep: false }
+        Self {
+            file: LiveFile::ReportingDir,
+            interval_ms: DEFAULT_LIVE_INTERVAL_MS,
+            keep: false,
+            symbolize_offline: false,
+        }
     }
 }
 
@@ -218,6 +225,15 @@ impl ProfilerRunnerBuilder {
         self
     }
 
+    /// Name no frame in the process (`YING_SYMBOLIZE=offline`): no debug info or symbol table
+    /// is read, reports show `module+0xoffset`, and each set gets a `.live` raw profile that
+    /// `ying report` names outside the process. Applies to the whole process from the runner's
+    /// start.
+    pub fn symbolize_offline(&mut self, value: bool) -> &mut Self {
+        self.runner_mut().live.symbolize_offline = value;
+        self
+    }
+
     /// Directory for report sets; created if missing.
     pub fn reporting_path(&mut self, value: impl Into<String>) -> &mut Self {
         self.runner_mut().reporting_path = value.into();
@@ -313,6 +329,7 @@ impl ProfilerRunnerBuilder {
 /// preload shim's constructor), which each decide when sampling is turned on.
 #[doc(hidden)]
 pub fn apply_sampling_config(cfg: &Config, settings: &crate::engine::hooks::Settings) {
+    crate::symbols::symbolize::set_offline(cfg.symbolize_offline);
     settings.set_sample_interval(cfg.sample_interval_bytes);
     settings.set_max_alloc_bytes(cfg.max_alloc_bytes);
     settings.set_max_stacks(cfg.max_stacks);
@@ -390,6 +407,7 @@ impl ProfilerRunner {
                 file: cfg.live_file.clone(),
                 interval_ms: cfg.live_interval_ms,
                 keep: cfg.keep_live_file,
+                symbolize_offline: cfg.symbolize_offline,
             },
         }
     }

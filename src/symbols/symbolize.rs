@@ -359,6 +359,22 @@ pub(crate) fn loader_counters() -> (u64, u64) {
     counters
 }
 
+/// `YING_SYMBOLIZE=offline`: no debug info or symbol table is read; every address is named
+/// `module+0xoffset` (see [`set_offline`]).
+static OFFLINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Names every address `module+0xoffset` from now on, reading no debug info and no symbol
+/// table (`YING_SYMBOLIZE=offline`; `ying report` names them from the live file), or names
+/// them fully again. Addresses already named keep their names.
+pub(crate) fn set_offline(offline: bool) {
+    OFFLINE.store(offline, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether addresses are left for offline naming ([`set_offline`]).
+pub(crate) fn offline() -> bool {
+    OFFLINE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Resolves every address in `ips` into the cache (one lock hold, one module scan).
 pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     let mut cache = SYMBOLS.lock();
@@ -371,7 +387,13 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
         ips.iter().copied().filter(|ip| !cache.map.contains_key(ip)).collect();
     missing.sort_unstable();
     missing.dedup();
-    if !missing.is_empty() {
+    if !missing.is_empty() && offline() {
+        let mods = modules();
+        for &ip in &missing {
+            let f = finish_frames(Vec::new(), ip, module_of(&mods, ip));
+            cache.map.insert(ip, f);
+        }
+    } else if !missing.is_empty() {
         let mods = modules();
         // System libraries: all of a module's addresses in one pass over its symbol tables.
         // Other modules: all of a module's addresses in one pass over its debug info.

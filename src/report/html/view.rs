@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::callstack::{Frame, FrameView};
 use crate::report::proto::{Profile, read_profile};
+use crate::report::set_name::stamp_ms;
 use crate::report::timeline::{
     ALLOCATED_STACKS, Dump, PEAK_STACKS, Point, RETAINED_STACKS, StackFigures, Timeline,
 };
@@ -48,23 +49,6 @@ fn parse_set(name: &str) -> Option<SetName> {
         stamp: set.stamp,
         sub: String::new(),
     })
-}
-
-/// Milliseconds since the epoch of a `yyyymmddThhmmssZ` stamp.
-fn stamp_ms(s: &str) -> u64 {
-    let n = |r: std::ops::Range<usize>| s.get(r).and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
-    let (y, m, d) = (n(0..4), n(4..6), n(6..8));
-    let (hh, mm, ss) = (n(9..11), n(11..13), n(13..15));
-    // Days from civil (Howard Hinnant's algorithm).
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
-    u64::try_from(secs).unwrap_or(0) * 1000
 }
 
 /// The stacks of `p` as reports show them, each stack's values for `types` summed over the
@@ -264,7 +248,7 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
     // Each live file is its process's newest dump: its heap at death, or now.
     for live in &lives {
         let ending = live.default_ending();
-        let (report, warnings) = live.report(ending.clone());
+        let (report, warnings) = live.report(Some(ending.clone()));
         for w in warnings {
             crate::sys::warn(&w);
         }
@@ -309,9 +293,8 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
 
 /// The live files among `names` in `dir` that can be read (one warning for each that cannot).
 fn live_files(dir: &Path, names: &[String]) -> Vec<crate::report::live::LiveProfile> {
-    let suffix = format!(".{}", crate::report::live::EXTENSION);
     let mut out = Vec::new();
-    for n in names.iter().filter(|n| n.starts_with("ying.") && n.ends_with(&suffix)) {
+    for n in names.iter().filter(|n| crate::report::live::is_live_file_name(n)) {
         match crate::report::live::LiveProfile::read(&dir.join(n)) {
             Ok(l) => out.push(l),
             Err(e) => crate::sys::warn(&format!("live file left out of the view: {e}")),

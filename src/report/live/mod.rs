@@ -59,4 +59,12 @@ pub fn file_name(exe_name: &str, pid: u32) -> String {
     format!("ying.{exe_name}.{pid}.{EXTENSION}")
 }
 
+/// Whether `name` is a process's live file (`ying.<exe>.<pid>.live`), not a report set's raw
+/// profile (`ying.<exe>.<pid>.<seq>.<time>.live`, `YING_SYMBOLIZE=offline`).
+pub fn is_live_file_name(name: &str) -> bool {
+    name.starts_with("ying.")
+        && name.ends_with(&format!(".{EXTENSION}"))
+        && crate::report::SetName::parse_file(name).is_none()
+}
+
 pub use read::{LiveProfile, LiveReport};

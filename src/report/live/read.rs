@@ -20,7 +20,7 @@ use crate::report::model::Report;
 use crate::report::model::facts::{Facts, GiantRefusal, Occasion};
 use crate::report::model::table::{self, Figures, Histograms, RawRow, StackTable};
 use crate::report::timeline::{Point, Timeline};
-use crate::report::{ReportContext, ReportOptions, ReportPaths, html, utc_timestamp};
+use crate::report::{ReportContext, ReportOptions, ReportPaths, utc_timestamp};
 use crate::spans::SpanInfo;
 use crate::symbols::symbolize::Module;
 
@@ -139,11 +139,32 @@ impl LiveProfile {
     /// the HTML page. `ended` is how the process ended ("killed by SIGKILL"), when the caller
     /// knows it; else [`LiveProfile::default_ending`].
     pub fn write_report_set(&self, out: &Path, ended: Option<&str>) -> io::Result<LiveReport> {
-        let ended = ended.map_or_else(|| self.default_ending(), str::to_string);
+        // A set's raw profile (`YING_SYMBOLIZE=offline`) is a moment of a process's life, not
+        // its end: its set says nothing of an end unless told.
+        let ended = match ended {
+            Some(e) => Some(e.to_string()),
+            None if self.is_set_profile() => None,
+            None => Some(self.default_ending()),
+        };
         let (mut report, warnings) = self.report(ended.clone());
+        let ended = ended.unwrap_or_default();
         let dir = ReportDir::open(out, DEFAULT_FILE_MODE)?;
         let seq = self.live.next_seq;
-        let mut paths = crate::report::write_set_numbered(&mut report, &dir, seq, false, false)?;
+        // The page: the recent points and this one dump.
+        let ctx = &report.facts.process;
+        let mut t = Timeline::new(&ctx.exe, ctx.pid);
+        t.note = (!ended.is_empty()).then(|| ended.clone());
+        for p in self.points() {
+            t.push_point(p);
+        }
+        let title = if ended.is_empty() {
+            format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid)
+        } else {
+            format!("Ying memory report: {} (pid {}), {ended}", ctx.exe_name(), ctx.pid)
+        };
+        let at = self.point(&report);
+        let page = crate::report::Page::Of(Box::new(t), at, title);
+        let paths = crate::report::write_set_numbered(&mut report, &dir, seq, false, page)?;
         let stem = crate::report::SetName {
             exe: report.facts.process.exe_name(),
             pid: self.pid(),
@@ -151,21 +172,16 @@ impl LiveProfile {
             stamp: utc_timestamp(report.facts.taken_at, false),
         }
         .to_string();
-        // The page: the recent points and this one dump.
-        let ctx = &report.facts.process;
-        let mut t = Timeline::new(&ctx.exe, ctx.pid);
-        t.note = Some(ended.clone());
-        for p in self.points() {
-            t.push_point(p);
-        }
-        let at = self.point(&report);
-        t.push_point(at);
-        t.add_dump(&report, seq, &stem, at);
-        let title = format!("Ying memory report: {} (pid {}), {ended}", ctx.exe_name(), ctx.pid);
-        let page = html::render(&[&t], &title);
-        let name = html::file_name(&ctx.exe_name(), ctx.pid);
-        paths.html = Some(crate::report::files::write_atomic(&dir, &name, page.as_bytes())?);
         Ok(LiveReport { paths, stem, warnings, ended })
+    }
+
+    /// Whether the file is a report set's raw profile (`ying.<exe>.<pid>.<seq>.<time>.live`,
+    /// written with `YING_SYMBOLIZE=offline`) rather than a process's live file.
+    pub fn is_set_profile(&self) -> bool {
+        self.path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| crate::report::SetName::parse_file(n).is_some())
     }
 
     /// The timeline points the file carries, oldest first.
@@ -198,7 +214,7 @@ impl LiveProfile {
 
     /// The report of the version read, every address named from the files on disk, and the
     /// warnings of that naming.
-    pub(crate) fn report(&self, ended: String) -> (Report, Vec<String>) {
+    pub(crate) fn report(&self, ended: Option<String>) -> (Report, Vec<String>) {
         let l = &self.live;
         let p = self.process();
         let modules: Vec<Module> = l
@@ -260,6 +276,16 @@ impl LiveProfile {
         let mut facts = Facts::empty(ctx);
         let t = l.totals.clone().unwrap_or_default();
         facts.taken_at = self.written_at();
+        // A set's raw profile renders as that set: the time of its name, to the second.
+        if let Some((set, _)) = self
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(crate::report::SetName::parse_file)
+        {
+            facts.taken_at =
+                UNIX_EPOCH + Duration::from_millis(crate::report::set_name::stamp_ms(&set.stamp));
+        }
         facts.totals = Totals {
             allocated_bytes: t.allocated_bytes,
             freed_bytes: t.freed_bytes,
@@ -294,7 +320,7 @@ impl LiveProfile {
             high_water_bytes: pk.high_water_bytes,
             captures: pk.captures,
         });
-        facts.occasion = Occasion { reason: None, exiting: false, ended: Some(ended) };
+        facts.occasion = Occasion { reason: None, exiting: false, ended };
         facts.foreign_malloc = (!l.foreign_malloc.is_empty()).then(|| l.foreign_malloc.clone());
         facts.mapped = match l.mapped_kind {
             1 => crate::engine::mapped::MappedState::Off,

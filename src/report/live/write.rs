@@ -69,13 +69,14 @@ impl LiveWriter {
         self.next = Some(now + interval.max(cost.saturating_mul(20)));
     }
 
-    /// Encodes the engine's state now. The caller holds the re-entrancy guard (the report
-    /// thread is profiler code).
+    /// Encodes the engine's state now, `next_seq` the number a report of it would take. The
+    /// caller holds the re-entrancy guard (the report thread is profiler code).
     pub(crate) fn encode(
         &mut self,
         sample_interval: u64,
         unit: ByteUnit,
         opts: &ReportOptions,
+        next_seq: u64,
     ) -> Vec<u8> {
         let pid = std::process::id();
         if self.pid != pid {
@@ -130,7 +131,7 @@ impl LiveWriter {
             version: super::VERSION,
             process: Some(process),
             written_ms: ms(facts.taken_at),
-            next_seq: crate::report::next_seq(),
+            next_seq,
             sample_interval,
             unit: match unit {
                 ByteUnit::Requested => 0,
