@@ -314,9 +314,12 @@ pub(crate) fn write_set_numbered(
     // With `YING_SYMBOLIZE=offline`, the set's raw profile, for `ying report` to name.
     if own && crate::symbols::symbolize::offline() {
         let mut w = live::write::LiveWriter::default();
+        let (interval, unit, opts) = (r.facts.sample_interval, r.facts.unit, r.opts.clone());
         // Numbered as this set, so that `ying report` writes its named files over these.
-        let bytes = w.encode(r.facts.sample_interval, r.facts.unit, &r.opts, seq);
-        keep(files::write_atomic(dir, &format!("{stem}.live"), &bytes), &mut paths.raw);
+        let raw = dir.write_atomic_with(&format!("{stem}.live"), |out| {
+            w.encode(interval, unit, &opts, seq, out)
+        });
+        keep(raw, &mut paths.raw);
     }
     // The manifest after every file of the set, which it lists.
     let json =

@@ -62,13 +62,12 @@ impl ProfilerRunner {
             let name = live_name();
             match due {
                 Due::Write => {
-                    let bytes = writer.encode(
-                        source.sample_interval(),
-                        source.unit(),
-                        &self.report_options(),
-                        crate::report::next_seq(),
-                    );
-                    let written = dir.write_atomic(&name, &bytes).map(drop);
+                    let (interval, unit) = (source.sample_interval(), source.unit());
+                    let opts = self.report_options();
+                    let seq = crate::report::next_seq();
+                    let written = dir
+                        .write_atomic_with(&name, |w| writer.encode(interval, unit, &opts, seq, w))
+                        .map(drop);
                     if written.is_ok() {
                         WROTE.store(std::process::id(), Ordering::Relaxed);
                     }

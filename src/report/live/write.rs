@@ -2,6 +2,7 @@
 //! `live`). Runs on the report thread (profiler code): it takes the stack table without
 //! naming a frame, reads every row's histograms in one pass, and encodes.
 
+use std::io::{self, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::format;
@@ -55,7 +56,8 @@ impl LiveWriter {
         if self.next.is_some_and(|n| now < n) {
             return Due::No;
         }
-        if self.pid != std::process::id() || self.last_totals != Some(crate::engine::totals::read())
+        if self.pid != std::process::id()
+            || self.last_totals != Some(moved(&crate::engine::totals::read()))
         {
             Due::Write
         } else {
@@ -69,15 +71,19 @@ impl LiveWriter {
         self.next = Some(now + interval.max(cost.saturating_mul(20)));
     }
 
-    /// Encodes the engine's state now, `next_seq` the number a report of it would take. The
-    /// caller holds the re-entrancy guard (the report thread is profiler code).
+    /// Writes the engine's state now to `out`, `next_seq` the number a report of it would
+    /// take: the message without its rows first, then each row as it is made (a protobuf
+    /// message is its fields in any order), so that what is held beyond the stack table is
+    /// one row and the histograms of all rows, not a copy of the whole table. The caller holds
+    /// the re-entrancy guard (the report thread is profiler code).
     pub(crate) fn encode(
         &mut self,
         sample_interval: u64,
         unit: ByteUnit,
         opts: &ReportOptions,
         next_seq: u64,
-    ) -> Vec<u8> {
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         let pid = std::process::id();
         if self.pid != pid {
             *self = Self { pid, process: identity(), ..Self::default() };
@@ -88,7 +94,7 @@ impl LiveWriter {
             self.modules_key = key;
         }
         let facts = Facts::read(sample_interval, unit, Occasion::default());
-        self.last_totals = Some(facts.totals);
+        self.last_totals = Some(moved(&facts.totals));
         let ctx = &facts.process;
         let mut process = self.process.clone();
         process.exe.clone_from(&ctx.exe);
@@ -96,20 +102,8 @@ impl LiveWriter {
         process.anon_rss_kib = ctx.anon_rss_kib.unwrap_or(0);
         let (stacks, peak) = table::take_unsymbolized();
         let ips: Vec<u64> = stacks.locations().iter().map(|l| l.ip as u64).collect();
-        let (rows, span_paths) = stacks.raw_rows();
-        let rows = rows
-            .into_iter()
-            .map(|r| format::Row {
-                est: r.fig.est.to_vec(),
-                samples: r.fig.samples,
-                live_samples: r.fig.live_samples,
-                locs: r.locs,
-                spans: r.spans,
-                lifetimes: histogram(&r.histograms.lifetimes),
-                retained_age: histogram(&r.histograms.retained_age),
-            })
-            .collect();
-        let span_paths = span_paths
+        let span_paths = stacks
+            .span_paths()
             .iter()
             .map(|p| format::SpanPath {
                 spans: p
@@ -127,7 +121,7 @@ impl LiveWriter {
             crate::engine::mapped::MappedState::Off => (1, 0, 0),
             crate::engine::mapped::MappedState::Counted { bytes, regions } => (2, bytes, regions),
         };
-        let live = format::Live {
+        let head = format::Live {
             version: super::VERSION,
             process: Some(process),
             written_ms: ms(facts.taken_at),
@@ -157,7 +151,7 @@ impl LiveWriter {
             }),
             modules: self.modules.clone(),
             ips,
-            rows,
+            rows: Vec::new(),
             span_paths,
             points: crate::report::timeline::recent_points(POINTS)
                 .into_iter()
@@ -189,9 +183,36 @@ impl LiveWriter {
                 })
                 .collect(),
         };
-        drop(stacks);
-        prost::Message::encode_to_vec(&live)
+        let mut buf = prost::Message::encode_to_vec(&head);
+        drop(head);
+        out.write_all(&buf)?;
+        let histograms = stacks.all_histograms();
+        for (r, h) in histograms.into_iter().enumerate() {
+            let raw = stacks.raw_row(r as u32, h);
+            let row = format::Row {
+                est: raw.fig.est.to_vec(),
+                samples: raw.fig.samples,
+                live_samples: raw.fig.live_samples,
+                locs: raw.locs,
+                spans: raw.spans,
+                lifetimes: histogram(&raw.histograms.lifetimes),
+                retained_age: histogram(&raw.histograms.retained_age),
+            };
+            buf.clear();
+            prost::encoding::message::encode(ROWS_TAG, &row, &mut buf);
+            out.write_all(&buf)?;
+        }
+        Ok(())
     }
+}
+
+/// The field number of `Live::rows` (see `format.rs`).
+const ROWS_TAG: u32 = 11;
+
+/// The totals that say whether memory moved: allocated and freed bytes only (the profiler's
+/// own bytes move when a version is written).
+fn moved(t: &Totals) -> Totals {
+    Totals { allocated_bytes: t.allocated_bytes, freed_bytes: t.freed_bytes, ..Totals::default() }
 }
 
 fn ms(t: SystemTime) -> u64 {
@@ -270,4 +291,41 @@ fn start_ms(ticks: u64) -> Option<u64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
     Some(btime * 1000 + ticks * 1000 / hz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message written head first and rows one by one decodes as the whole message.
+    #[test]
+    fn rows_streamed_after_the_head_decode_as_one_message() {
+        let row = |n: u64| format::Row {
+            est: vec![n as f64; 8],
+            samples: n,
+            live_samples: n / 2,
+            locs: vec![1, 2, n as u32],
+            spans: 0,
+            lifetimes: Some(format::Histogram {
+                weights: vec![1.0, 2.0],
+                weighted_sum_millis: 3.0,
+                total_weight: 3.0,
+            }),
+            retained_age: None,
+        };
+        let whole = format::Live {
+            version: super::super::VERSION,
+            process: Some(format::Process { pid: 7, exe: "/bin/x".into(), ..Default::default() }),
+            ips: vec![0, 10, 20, 30],
+            rows: vec![row(3), row(5)],
+            ..Default::default()
+        };
+        let mut out =
+            prost::Message::encode_to_vec(&format::Live { rows: Vec::new(), ..whole.clone() });
+        for r in &whole.rows {
+            prost::encoding::message::encode(ROWS_TAG, r, &mut out);
+        }
+        let back: format::Live = prost::Message::decode(out.as_slice()).unwrap();
+        assert_eq!(back, whole);
+    }
 }

@@ -549,22 +549,21 @@ impl StackTable {
         }
     }
 
-    /// Every row as [`StackTable::from_raw`] takes it, with its histograms read (all of them,
-    /// in one pass over the engine's tables for a table taken from it), and the span paths.
-    pub(crate) fn raw_rows(&self) -> (Vec<RawRow>, &[Vec<SpanInfo>]) {
-        let histograms = self.histograms(Some, self.rows.len());
-        let rows = self
-            .rows
-            .iter()
-            .zip(histograms)
-            .map(|(row, histograms)| RawRow {
-                fig: row.fig,
-                locs: self.locs[row.range()].to_vec(),
-                spans: row.spans,
-                histograms,
-            })
-            .collect();
-        (rows, &self.span_paths)
+    /// The histograms of every row (in one pass over the engine's tables for a table taken
+    /// from it), for [`StackTable::raw_row`].
+    pub(crate) fn all_histograms(&self) -> Vec<Histograms> {
+        self.histograms(Some, self.rows.len())
+    }
+
+    /// Row `r` as [`StackTable::from_raw`] takes it, with its histograms `histograms`.
+    pub(crate) fn raw_row(&self, r: u32, histograms: Histograms) -> RawRow {
+        let row = &self.rows[r as usize];
+        RawRow { fig: row.fig, locs: self.locs[row.range()].to_vec(), spans: row.spans, histograms }
+    }
+
+    /// The distinct span paths (index 0 the empty path), as rows name them.
+    pub(crate) fn span_paths(&self) -> &[Vec<SpanInfo>] {
+        &self.span_paths
     }
 
     /// Gives every location its frames from `name` (an address's frames, innermost first).
