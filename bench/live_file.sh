@@ -71,19 +71,18 @@ measure() {
     awk -v name="$name" -v live="$live" -v s="$start" -v e="$end" -v wchar="$wchar" -v wb="$wb" \
         -v c="$cancelled" -v hwm="$hwm" -v cpu="$cpu" -v hz="$HZ" -v size="$size" 'BEGIN {
         secs = e - s; per_min = 60 / secs
-        printf "| %s | %s | %.1f | %.0f | %.0f | %.0f | %.2f | %.1f | %.1f |\n", name, live, secs,
-            size, wchar * per_min / 1024, (wb - c) * per_min / 1024, cpu / hz, hwm / 1024,
-            (size > 0 ? wchar / size : 0) / secs
+        printf "| %s | %s | %.1f | %.0f | %.0f | %.0f | %.2f | %.1f |\n", name, live, secs,
+            size, wchar * per_min / 1024, (wb - c) * per_min / 1024, cpu / hz, hwm / 1024
     }'
 }
 
 say "live file: churn, service, 10,000 and 92,000 stacks; $SECS s each, on and off"
 echo "## The live file"
 echo
-echo "What keeping the heap at death costs (\`bench/live_file.sh\`, ${SECS} s per run, reporting directory on $FS): the churn workload (bench/churn.c, ended by SIGTERM), the example service (examples/ying_example, ${SECS} s of requests) and a profile of 10,000 and 92,000 stacks (bench/stacks.c, every allocation sampled, then held). \`written KiB/min\`: bytes given to \`write\` (wchar); \`disk KiB/min\`: bytes the kernel writes back (write_bytes minus cancelled_write_bytes: a version renamed over before write-back costs the disk nothing); \`report thread s\`: the CPU time of the thread that writes the versions (and the periodic checks); \`versions/s\`: wchar divided by the file's size. The allocation paths are the same code with the file on or off."
+echo "What keeping the heap at death costs (\`bench/live_file.sh\`, ${SECS} s per run, reporting directory on $FS): the churn workload (bench/churn.c, ended by SIGTERM), the example service (examples/ying_example, ${SECS} s of requests) and a profile of 10,000 and 92,000 stacks (bench/stacks.c, every allocation sampled, then held). \`written KiB/min\`: bytes given to \`write\` (wchar); \`disk KiB/min\`: bytes the kernel writes back (write_bytes minus cancelled_write_bytes: a version renamed over before write-back costs the disk nothing); \`report thread s\`: the CPU time of the thread that writes the versions (and the periodic checks). Both byte columns count every write of the process (its report sets too): the live file's share is the difference between on and off. The allocation paths are the same code with the file on or off (callgrind's instructions per pair above)."
 echo
-echo "| workload | live file | run s | file bytes | written KiB/min | disk KiB/min | report thread s | peak RSS MiB | versions/s |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| workload | live file | run s | file bytes | written KiB/min | disk KiB/min | report thread s | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|---|"
 for live in on off; do
     measure churn "$live" "$SECS" -- "$WORK/churn" 4000000000
 done
@@ -94,4 +93,27 @@ for n in 10000 92000; do
     for live in on off; do
         measure "stacks $n" "$live" 0 YING_SAMPLE_INTERVAL_BYTES=1 -- "$WORK/stacks" "$n" "$SECS"
     done
+done
+
+# YING_SYMBOLIZE=offline: the example service's profiler memory with and without debug info read.
+say "YING_SYMBOLIZE: the example service, in-process and offline"
+echo
+echo "\`YING_SYMBOLIZE=offline\` (no debug info or symbol table read in the process; \`ying report\` names the frames from the live file or a set's \`.live\`): the example service run ${SECS} s, its final report set's figures (the profiler's memory as of that set, and its peak since start, from the manifest) and the process's peak RSS."
+echo
+echo "| YING_SYMBOLIZE | profiler memory KiB | profiler peak KiB | peak RSS MiB |"
+echo "|---|---|---|---|"
+for sym in in-process offline; do
+    out="$WORK/sym-$sym"
+    mkdir -p "$out"
+    # /usr/bin/time's %M (KiB) is the last line of the run's stderr.
+    /usr/bin/time -f '%M' env YING_SYMBOLIZE="$sym" YING_EXAMPLE_RUNTIME_SECS="$SECS" \
+        YING_EXAMPLE_INTERVAL_SECS=60 YING_EXAMPLE_REPORTING_PATH="$out" "$EXAMPLE" \
+        >/dev/null 2>"$out.err"
+    json=$(ls -t "$out"/*.json 2>/dev/null | head -n 1)
+    python3 - "$json" "$sym" "$(tail -n 1 "$out.err")" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = m["totals"]
+print(f"| {sys.argv[2]} | {t['profiler_bytes'] / 1024:.0f} | {t['profiler_peak_bytes'] / 1024:.0f} | {int(sys.argv[3]) / 1024:.1f} |")
+PY
 done

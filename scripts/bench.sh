@@ -623,6 +623,16 @@ if [ "$QUICK" = 1 ]; then PROC_ROUNDS=1; else PROC_ROUNDS=5; fi
 bench/process_cost.sh "$LIBYING" "$PROC_ROUNDS" >"$BUILD/process_cost.md"
 
 # ---------------------------------------------------------------------------------------------
+# The live file (the heap at death): bytes written, write-back, report-thread time, memory;
+# YING_SYMBOLIZE=offline's profiler memory
+# ---------------------------------------------------------------------------------------------
+say "live file: bench/live_file.sh"
+cargo build --release --quiet --example ying_example
+if [ "$QUICK" = 1 ]; then LIVE_SECS=20; else LIVE_SECS=60; fi
+bench/live_file.sh "$LIBYING" "$ROOT/target/release/examples/ying_example" "$LIVE_SECS" \
+    >"$BUILD/live_file.md"
+
+# ---------------------------------------------------------------------------------------------
 # HTML report: the 10,000-stack, 100-dump page (size, timeline memory, Chromium's render)
 # ---------------------------------------------------------------------------------------------
 say "HTML report: tests/html_report.rs ten_thousand (needs chromium)"
@@ -651,6 +661,8 @@ python3 bench/report.py "$RAW" "$META" BENCHMARKS.md "$SVC_RAW"
 {
     echo
     cat "$BUILD/process_cost.md"
+    echo
+    cat "$BUILD/live_file.md"
     echo
     cat "$BUILD/html_report.md"
 } >>BENCHMARKS.md

@@ -174,8 +174,10 @@ fn sigkill_at_random_moments_leaves_a_readable_heap_with_the_grower_on_top() {
             as u64;
     for i in 0..24u64 {
         let reports = dir.reports(&format!("run-{i}"));
-        let seed =
-            (base.wrapping_mul(6364136223846793005).wrapping_add(i * 1442695040888963407)) >> 1;
+        let seed = (base
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(i.wrapping_mul(1442695040888963407)))
+            >> 1;
         let seed_s = seed.to_string();
         let mut vars = vec![("YING_SAMPLE_INTERVAL_BYTES", "256KiB"), ("YING_SEED", &seed_s[..])];
         if i % 2 == 1 {
