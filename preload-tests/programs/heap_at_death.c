@@ -9,6 +9,7 @@
  *   exit   exit(0): the control, whose live file must be gone
  *   sigkill, sigterm  raise(SIGKILL), raise(SIGTERM) (not handled)
  *   dlopen LIB  dlopen and dlclose LIB, calling its tlslib_touch, in a loop until killed
+ *   forkloop    fork children that allocate a little and _exit, waiting for each, until killed
  *   fork   fork a child that grows by the same steps in death_grow_child() and waits for a
  *          signal; the parent prints "child PID" and waits for a signal too
  *
@@ -106,6 +107,17 @@ int main(int argc, char **argv) {
             if (touch)
                 touch(n);
             dlclose(h);
+        }
+    } else if (strcmp(mode, "forkloop") == 0) {
+        for (;;) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                void *volatile p = malloc(100);
+                free(p);
+                _exit(0);
+            }
+            if (pid > 0)
+                waitpid(pid, NULL, 0);
         }
     } else if (strcmp(mode, "exit") == 0) {
         usleep(400000);

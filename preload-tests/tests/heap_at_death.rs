@@ -539,3 +539,63 @@ fn symbolize_offline_names_nothing_in_the_process_and_ying_report_names_it_all()
         set.text()
     );
 }
+
+#[test]
+fn a_kill_while_forking_leaves_a_readable_heap() {
+    let dir = TestDir::new("death-forkloop");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    for i in 0..6u64 {
+        let reports = dir.reports(&format!("r{i}"));
+        let r = Running::start(
+            &exe,
+            &["forkloop", "10", "8", &BLOCK.to_string(), "1000"],
+            &reports,
+            &[],
+        );
+        r.wait_line("done");
+        std::thread::sleep(Duration::from_millis(150 + 97 * i));
+        let pid = r.pid();
+        r.signal(libc::SIGKILL);
+        let status = r.wait();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out{i}")), None, "death_grow");
+        assert!(d.on_top, "run {i}: death_grow is not on top");
+        // The children took no sample: they left no live file.
+        let others: Vec<String> = std::fs::read_dir(&reports)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".live") && !n.ends_with(&format!(".{pid}.live")))
+            .collect();
+        assert!(others.is_empty(), "run {i}: children's live files {others:?}");
+    }
+}
+
+#[test]
+fn an_unwritable_live_directory_is_one_warning_and_nothing_else() {
+    let dir = TestDir::new("death-unwritable");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    // A regular file where the directory should be: it can be neither created nor used.
+    let blocker = dir.join("not-a-dir");
+    std::fs::write(&blocker, b"x").unwrap();
+    let args = ["exit", "10", "8", &BLOCK.to_string(), "2000"];
+    let plain = Run::new(&exe).args(&args).without_preload().run();
+    let reports = dir.reports("r");
+    let o = Run::new(&exe)
+        .args(&args)
+        .with_preload()
+        .env("YING_REPORTING_PATH", reports.display().to_string())
+        .env("YING_LIVE_FILE", blocker.join("live").display().to_string())
+        .env("YING_LIVE_INTERVAL_MS", "50")
+        .run();
+    assert_eq!(o.stdout_str(), plain.stdout_str(), "{}", o.describe());
+    assert_eq!(o.code(), plain.code(), "{}", o.describe());
+    let lines = o.ying_lines();
+    assert_eq!(lines.len(), 1, "{}", o.describe());
+    assert!(
+        lines[0].contains("live file not written") && lines[0].contains("not-a-dir"),
+        "{lines:?}"
+    );
+    // The profiler ran on: the exit report is there.
+    assert!(report_sets(&reports).iter().any(|s| s.manifest().exiting));
+}
