@@ -65,6 +65,12 @@
 //! on demand (from a service's handler, say) and returns its paths. A runner keeps at most
 //! `max_report_sets` sets of its process in its directory (50 by default), removing the oldest.
 //!
+//! A runner's report thread also keeps the process's *live file*, `ying.<exe>.<pid>.live`
+//! ([`report::live`]; [`utils::ProfilerRunnerBuilder::live_file`]): a process killed by the
+//! OOM killer or `SIGKILL`, or ended by a crash, leaves its heap at death there, and
+//! `ying report FILE` (or [`report::live::LiveProfile`]) writes its report set afterwards,
+//! outside the process.
+//!
 //! **3. Reading stats directly**, when reports should follow your own signals:
 //! [`YingProfiler::top_k_stacks_by_retained`], [`YingProfiler::top_k_stacks_by_allocated`],
 //! [`YingProfiler::top_k_stacks_at_peak`] (what held the memory at its highest, see

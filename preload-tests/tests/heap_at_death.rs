@@ -599,3 +599,58 @@ fn an_unwritable_live_directory_is_one_warning_and_nothing_else() {
     // The profiler ran on: the exit report is there.
     assert!(report_sets(&reports).iter().any(|s| s.manifest().exiting));
 }
+
+/// `target/release/ying`, built beside the shim (`scripts/run-with-ying.sh` builds both).
+fn ying_bin() -> PathBuf {
+    let bin = preload_lib().with_file_name("ying");
+    assert!(bin.exists(), "{} is missing: cargo build --release -p ying-cli", bin.display());
+    bin
+}
+
+#[test]
+fn ying_report_and_ying_view_read_a_dead_process_and_go_tool_pprof_opens_its_profile() {
+    let dir = TestDir::new("death-cli");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let reports = dir.reports("r");
+    let r = Running::start(&exe, &["pause", "20", "8", &BLOCK.to_string(), "1000"], &reports, &[]);
+    r.wait_line("done");
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = r.pid();
+    r.signal(libc::SIGKILL);
+    r.wait();
+    let file = live_file(&reports, pid).expect("a live file");
+    let out = dir.join("out");
+    let o = Run::new(ying_bin()).arg("report").arg(&file).arg("-o").arg(&out).run();
+    o.assert_success("ying report");
+    let text = PathBuf::from(o.stdout_str().trim());
+    assert!(
+        text.starts_with(&out) && text.extension().is_some_and(|e| e == "txt"),
+        "{}",
+        o.describe()
+    );
+    let body = std::fs::read_to_string(&text).unwrap();
+    assert!(body.contains("process ended:      not running; last seen alive at"), "{body}");
+    assert!(body.contains("death_grow"), "{body}");
+    // `ying view` of the reporting directory: the dead process is named, its heap in the page.
+    let v = Run::new(ying_bin()).arg("view").arg(&reports).run();
+    v.assert_success("ying view");
+    assert!(
+        v.ying_lines().iter().any(|l| l.contains(&format!("(pid {pid}) not running")) && l.contains("heap at death")),
+        "{}",
+        v.describe()
+    );
+    let page = std::fs::read_to_string(reports.join("ying.view.html")).unwrap();
+    assert!(page.contains("death_grow") && page.contains("not running; last seen alive"));
+    if preload_tests::require_tool("go").is_none() {
+        return;
+    }
+    let pb = text.with_extension("pb.gz");
+    let top = Run::new("go")
+        .args(&["tool", "pprof", "-top", "-sample_index=inuse_space"])
+        .arg(&pb)
+        .env("PPROF_TMPDIR", dir.path().display().to_string())
+        .timeout(Duration::from_secs(60))
+        .run();
+    top.assert_success("go tool pprof");
+    assert!(top.stdout_str().contains("death_grow"), "{}", top.describe());
+}
