@@ -79,7 +79,7 @@ measure() {
 say "live file: churn, service, 10,000 and 92,000 stacks; $SECS s each, on and off"
 echo "## The live file"
 echo
-echo "What keeping the heap at death costs (\`bench/live_file.sh\`, ${SECS} s per run, reporting directory on $FS): the churn workload (bench/churn.c, ended by SIGTERM), the example service (examples/ying_example, ${SECS} s of requests) and a profile of 10,000 and 92,000 stacks (bench/stacks.c, every allocation sampled, then held). \`written KiB/min\`: bytes given to \`write\` (wchar); \`disk KiB/min\`: bytes the kernel writes back (write_bytes minus cancelled_write_bytes: a version renamed over before write-back costs the disk nothing); \`report thread s\`: the CPU time of the thread that writes the versions (and the periodic checks). Both byte columns count every write of the process (its report sets too): the live file's share is the difference between on and off. The allocation paths are the same code with the file on or off (callgrind's instructions per pair above)."
+echo "What keeping the heap at death costs (\`bench/live_file.sh\`, ${SECS} s per run, reporting directory on $FS): the churn workload (bench/churn.c, ended by SIGTERM), the example service (examples/ying_example, ended by SIGTERM after ${SECS} s of requests) and a profile of 10,000 and 92,000 stacks (bench/stacks.c, every allocation sampled, then held). \`written KiB/min\`: bytes given to \`write\` (wchar); \`disk KiB/min\`: bytes the kernel writes back (write_bytes minus cancelled_write_bytes: a version renamed over before write-back costs the disk nothing); \`report thread s\`: the CPU time of the thread that writes the versions (and the periodic checks). Both byte columns count every write of the process (its report sets too): the live file's share is the difference between on and off. The allocation paths are the same code with the file on or off (callgrind's instructions per pair above)."
 echo
 echo "| workload | live file | run s | file bytes | written KiB/min | disk KiB/min | report thread s | peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -87,7 +87,7 @@ for live in on off; do
     measure churn "$live" "$SECS" -- "$WORK/churn" 4000000000
 done
 for live in on off; do
-    measure service "$live" 0 YING_EXAMPLE_RUNTIME_SECS="$SECS" YING_EXAMPLE_INTERVAL_SECS=60 -- "$EXAMPLE"
+    measure service "$live" "$SECS" YING_EXAMPLE_RUNTIME_SECS=3600 YING_EXAMPLE_INTERVAL_SECS=60 -- "$EXAMPLE"
 done
 for n in 10000 92000; do
     for live in on off; do

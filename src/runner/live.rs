@@ -36,27 +36,52 @@ impl ProfilerRunner {
     }
 
     /// When the report thread should next wake for the live file (None: it is off).
-    pub(super) fn live_next(&self, writer: &LiveWriter) -> Option<Instant> {
-        if self.live.file == LiveFile::Off {
-            return None;
-        }
-        Some(writer.next().unwrap_or_else(Instant::now))
+    /// The live file's writer for a report thread starting now: its first version is due one
+    /// interval from now, so that a process that lives less than that (a compiler's `cc1`, a
+    /// shell's subshell) never writes one, and the report thread's first wake-up does not
+    /// race the program's exit.
+    pub(super) fn live_writer(&self) -> LiveWriter {
+        LiveWriter::starting(Instant::now() + Duration::from_millis(self.live.interval_ms))
     }
 
-    /// Writes a version of the live file if one is due, or sets its heartbeat. The report
-    /// thread (profiler code), between its dumps.
-    pub(super) fn live_update(&self, writer: &mut LiveWriter, source: &dyn ProfileSource) {
-        // A process that took no sample writes no live file, as it writes no report (a
-        // shell's helper that ends with `_exit` leaves nothing behind).
-        if self.live.file == LiveFile::Off || !self.worth_a_report() || !crate::sys::fd_headroom() {
-            return;
-        }
+    /// When the report thread should next wake for the live file (None: it is off).
+    pub(super) fn live_next(&self, writer: &LiveWriter) -> Option<Instant> {
+        (self.live.file != LiveFile::Off).then(|| writer.next())
+    }
+
+    /// What the live file needs now: nothing when it is off, when the process took no sample
+    /// (it writes no live file, as it writes no report: a shell's helper that ends with
+    /// `_exit` leaves nothing behind), or before its time. Costs a clock read and, when due,
+    /// the exact totals' sum; the report thread calls it at every wake-up and announces a dump
+    /// in flight only when something is due.
+    pub(super) fn live_due(&self, writer: &mut LiveWriter) -> Due {
         let now = Instant::now();
-        let due = writer.due(now);
-        if due == Due::No {
+        if self.live.file == LiveFile::Off || now < writer.next() {
+            return Due::No;
+        }
+        if !self.worth_a_report() {
+            // Looked at again one interval later (the report thread does not spin).
+            writer.done(now, Duration::from_millis(self.live.interval_ms), Duration::ZERO);
+            return Due::No;
+        }
+        writer.due(now)
+    }
+
+    /// Writes a version of the live file (`due` is [`Due::Write`]) or sets its heartbeat
+    /// ([`Due::Touch`]). The report thread (profiler code), between its dumps, announced as a
+    /// dump in flight.
+    pub(super) fn live_update(
+        &self,
+        writer: &mut LiveWriter,
+        due: Due,
+        source: &dyn ProfileSource,
+    ) {
+        let now = Instant::now();
+        let interval = Duration::from_millis(self.live.interval_ms);
+        if due == Due::No || !crate::sys::fd_headroom() {
+            writer.done(now, interval, Duration::ZERO);
             return;
         }
-        let interval = Duration::from_millis(self.live.interval_ms);
         let out = self.live_dir().map(|dir| {
             let dir = dir?;
             let name = live_name();

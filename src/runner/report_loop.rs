@@ -45,7 +45,7 @@ impl ProfilerRunner {
         // Whether the program's threads ended while a thread Ying did not see start still
         // runs: its end is then polled every `END_SLOW_POLL`.
         let mut slow_end = false;
-        let mut live = crate::report::live::write::LiveWriter::default();
+        let mut live = self.live_writer();
         loop {
             let mut wait_for = triggers.wait(next_check);
             if let Some(at) = self.live_next(&live) {
@@ -76,12 +76,16 @@ impl ProfilerRunner {
                 slow_end = false;
                 c.begin()
             };
-            // The live file, announced as a dump in flight so that an exit waits for it.
-            if !LIFE.begin_dump() {
-                return;
+            // The live file, when due, announced as a dump in flight so that an exit waits
+            // for it (and only then: an exit that meets a dump in flight sleeps until it ends).
+            let due = self.live_due(&mut live);
+            if due != crate::report::live::write::Due::No {
+                if !LIFE.begin_dump() {
+                    return;
+                }
+                self.live_update(&mut live, due, source);
+                LIFE.end_dump();
             }
-            self.live_update(&mut live, source);
-            LIFE.end_dump();
             let (forced, for_exit) = match forced {
                 Some((n, for_exit)) => (Some(n), for_exit),
                 None => (None, false),

@@ -30,7 +30,7 @@ pub(crate) struct LiveWriter {
     modules: Vec<format::Module>,
     /// The totals of the last version written: a version is written only when they moved.
     last_totals: Option<Totals>,
-    /// When the next version may be written, and when the heartbeat is next set.
+    /// When the next version may be written, and when the heartbeat is next set (None: now).
     next: Option<Instant>,
 }
 
@@ -46,9 +46,14 @@ pub(crate) enum Due {
 }
 
 impl LiveWriter {
-    /// When the report thread should wake for the next version (None: now).
-    pub(crate) fn next(&self) -> Option<Instant> {
-        self.next
+    /// A writer whose first version is due at `first`.
+    pub(crate) fn starting(first: Instant) -> Self {
+        Self { next: Some(first), ..Self::default() }
+    }
+
+    /// When the report thread should wake for the next version.
+    pub(crate) fn next(&self) -> Instant {
+        self.next.unwrap_or_else(Instant::now)
     }
 
     /// What is due now, given the minimum interval between versions.
