@@ -36,10 +36,15 @@
 //! # When it is written
 //!
 //! By the report thread (so not with `YING_CHECK_INTERVAL_SECS=0`), every
-//! `YING_LIVE_INTERVAL_MS` when the totals moved since the last version, backing off to 20
-//! times the time the last version took when that is longer (a large table never costs more
-//! than 5 % of one core); when nothing moved, only the file's modification time is set (the
-//! heartbeat: "last seen alive"). A normal exit removes it after the exit report
+//! `YING_LIVE_INTERVAL_MS` when the allocated or freed bytes moved since the last version,
+//! backing off to 20 times the time the last version took when that is longer (a large table
+//! never costs more than 5 % of one core); when nothing moved, only the file's modification
+//! time is set (the heartbeat: "last seen alive"). The first version is written one interval
+//! after the report thread starts and only once the process took a sample, so short-lived
+//! processes (a compiler pass, a shell's subshell) write none: `make -j2` of 50 files under the
+//! shim slowed by a third when each of them did (BENCHMARKS.md, per-process cost). The rows
+//! are streamed after the rest of the message, so a version holds one row at a time beyond
+//! the stack table. A normal exit removes it after the exit report
 //! (`YING_KEEP_LIVE_FILE` keeps it). A `fork` child writes its own file, named by its own pid,
 //! once its report thread runs. A write that fails (disk full, directory removed) is said once
 //! on stderr, and the profiler goes on in memory.
