@@ -488,20 +488,11 @@ fn a_kill_during_dlopen_and_dlclose_leaves_a_readable_heap() {
     let dir = TestDir::new("death-dlopen");
     let exe = dir.compile_c("heap_at_death.c", &["-ldl"]);
     let lib = dir.compile_c("tlslib.c", &["-shared", "-fPIC"]);
+    let args = ["dlopen", "10", "8", &BLOCK.to_string(), "1000", lib.to_str().unwrap()];
+    // The loop of dlopen and dlclose runs: the kill lands in one of them, or in a version of
+    // the live file being written while the module list changes.
     for i in 0..6u64 {
-        let reports = dir.reports(&format!("r{i}"));
-        let args = ["dlopen", "10", "8", &BLOCK.to_string(), "1000", lib.to_str().unwrap()];
-        let r = Running::start(&exe, &args, &reports, &[]);
-        r.wait_line("done");
-        // The loop of dlopen and dlclose runs: the kill lands in one of them, or in a version
-        // of the live file being written while the module list changes.
-        std::thread::sleep(Duration::from_millis(150 + 97 * i));
-        let pid = r.pid();
-        r.signal(libc::SIGKILL);
-        let status = r.wait();
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
-        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out{i}")), None, "death_grow");
-        assert!(d.on_top, "run {i}: death_grow is not on top");
+        let (d, ..) = kill_during_loop(&dir, &exe, &args, i);
         assert!(d.exact >= 80 * CHUNK, "run {i}: {} held", d.exact);
     }
 }
@@ -544,31 +535,41 @@ fn symbolize_offline_names_nothing_in_the_process_and_ying_report_names_it_all()
 fn a_kill_while_forking_leaves_a_readable_heap() {
     let dir = TestDir::new("death-forkloop");
     let exe = dir.compile_c("heap_at_death.c", &[]);
+    let args = ["forkloop", "10", "8", &BLOCK.to_string(), "1000"];
     for i in 0..6u64 {
-        let reports = dir.reports(&format!("r{i}"));
-        let r = Running::start(
-            &exe,
-            &["forkloop", "10", "8", &BLOCK.to_string(), "1000"],
-            &reports,
-            &[],
-        );
-        r.wait_line("done");
-        std::thread::sleep(Duration::from_millis(150 + 97 * i));
-        let pid = r.pid();
-        r.signal(libc::SIGKILL);
-        let status = r.wait();
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
-        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out{i}")), None, "death_grow");
-        assert!(d.on_top, "run {i}: death_grow is not on top");
+        let (_, reports, pid) = kill_during_loop(&dir, &exe, &args, i);
         // The children took no sample: they left no live file.
-        let others: Vec<String> = std::fs::read_dir(&reports)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".live") && !n.ends_with(&format!(".{pid}.live")))
-            .collect();
-        assert!(others.is_empty(), "run {i}: children's live files {others:?}");
+        assert_eq!(live_pids(&reports), [pid], "run {i}: live files of other processes");
     }
+}
+
+/// Runs `exe args` (a mode that loops after growing) under the shim, kills it with `SIGKILL`
+/// a little later each run `i`, and returns its heap at death (with `death_grow` on top), its
+/// reporting directory and its pid.
+fn kill_during_loop(dir: &TestDir, exe: &Path, args: &[&str], i: u64) -> (Death, PathBuf, u32) {
+    let reports = dir.reports(&format!("r{i}"));
+    let r = Running::start(exe, args, &reports, &[]);
+    r.wait_line("done");
+    std::thread::sleep(Duration::from_millis(150 + 97 * i));
+    let pid = r.pid();
+    r.signal(libc::SIGKILL);
+    let status = r.wait();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+    let d = heap_at_death(&reports, pid, &dir.reports(&format!("out{i}")), None, "death_grow");
+    assert!(d.on_top, "run {i}: death_grow is not on top");
+    (d, reports, pid)
+}
+
+/// The pids of the live files in `dir`.
+fn live_pids(dir: &Path) -> Vec<u32> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            n.strip_suffix(".live")?.rsplit('.').next()?.parse().ok()
+        })
+        .collect()
 }
 
 #[test]

@@ -318,23 +318,7 @@ static UNLOADS_SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 
 /// The loader's count of objects unloaded so far (`dlpi_subs` of `dl_iterate_phdr`).
 fn unloads() -> u64 {
-    unsafe extern "C" fn first(
-        info: *mut libc::dl_phdr_info,
-        size: usize,
-        out: *mut std::ffi::c_void,
-    ) -> libc::c_int {
-        let end = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
-        if size >= end {
-            // SAFETY: the loader passes a valid `info` of `size` bytes, which covers
-            // `dlpi_subs`; `out` is the `u64` passed below.
-            unsafe { *out.cast::<u64>() = (*info).dlpi_subs };
-        }
-        1 // The counters are the same in every entry: one is enough.
-    }
-    let mut subs = 0u64;
-    // SAFETY: `first` matches the callback type and only writes the `u64` it is given.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut subs).cast()) };
-    subs
+    loader_counters().1
 }
 
 /// The loader's counts of objects loaded and unloaded so far (`dlpi_adds`, `dlpi_subs`): a
@@ -351,7 +335,7 @@ pub(crate) fn loader_counters() -> (u64, u64) {
             // counters; `out` is the `(u64, u64)` passed below.
             unsafe { *out.cast::<(u64, u64)>() = ((*info).dlpi_adds, (*info).dlpi_subs) };
         }
-        1
+        1 // The counters are the same in every entry: one is enough.
     }
     let mut counters = (0u64, 0u64);
     // SAFETY: `first` matches the callback type and only writes the pair it is given.

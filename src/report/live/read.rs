@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::format;
-use crate::callstack::{Frame, Measurement};
+use crate::callstack::Measurement;
 use crate::engine::histogram::MillisHistogram;
 use crate::engine::peak::Peak;
 use crate::engine::sampler::ByteUnit;
@@ -301,15 +301,9 @@ impl LiveProfile {
         facts.giant_refusals = l
             .giant_refusals
             .iter()
-            .map(|r| GiantRefusal {
-                number: r.number,
-                size: r.size,
-                frames: r
-                    .ips
-                    .iter()
-                    .filter_map(|&ip| names.get(&(ip as usize)))
-                    .flat_map(|fs: &Arc<[Frame]>| fs.iter().cloned())
-                    .collect(),
+            .map(|r| {
+                let ips = r.ips.iter().map(|&ip| ip as usize);
+                GiantRefusal::named(r.number, r.size, ips, |ip| names.get(&ip))
             })
             .collect();
         facts.peak = l.peak.as_ref().map(|pk| Peak {

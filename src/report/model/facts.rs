@@ -25,6 +25,20 @@ pub struct GiantRefusal {
     pub frames: Vec<crate::callstack::Frame>,
 }
 
+impl GiantRefusal {
+    /// The refusal `number` of `size` bytes asked at the addresses `ips` (innermost first),
+    /// each address's frames looked up in `frames_of` (one missing is left out).
+    pub(crate) fn named<'a>(
+        number: u64,
+        size: u64,
+        ips: impl Iterator<Item = usize>,
+        frames_of: impl Fn(usize) -> Option<&'a std::sync::Arc<[crate::callstack::Frame]>>,
+    ) -> Self {
+        let frames = ips.filter_map(frames_of).flat_map(|fs| fs.iter().cloned()).collect();
+        Self { number, size, frames }
+    }
+}
+
 /// Why and when a report is written: what the writer knows and the engine does not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Occasion {
@@ -157,15 +171,8 @@ pub(crate) fn named_refusals() -> Vec<GiantRefusal> {
     let symbols = crate::symbols::symbolize::resolve_many(&ips);
     refused
         .iter()
-        .map(|r| GiantRefusal {
-            number: r.number,
-            size: r.size,
-            frames: r
-                .ips
-                .iter()
-                .filter_map(|ip| symbols.get(ip))
-                .flat_map(|fs| fs.iter().cloned())
-                .collect(),
+        .map(|r| {
+            GiantRefusal::named(r.number, r.size, r.ips.iter().copied(), |ip| symbols.get(&ip))
         })
         .collect()
 }
