@@ -94,6 +94,12 @@ fn file_stamp(path: &str) -> Option<Stamp> {
 /// Whether the file of module `m` may name its addresses: its stamp when it may, why not when
 /// it may not (the middle of a warning line).
 fn check(m: &Module) -> Result<Stamp, String> {
+    // Only a regular file: the path comes from a file someone else wrote, and opening a FIFO
+    // or a device could block or read forever.
+    match std::fs::metadata(&*m.name) {
+        Ok(md) if !md.is_file() => return Err("is not a regular file".into()),
+        _ => {}
+    }
     let file = match File::open(&*m.name) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("not found".into()),
@@ -247,6 +253,36 @@ mod tests {
         assert_eq!(only(0x1000_0010), ("libgone.so+0x10010".into(), Some(gone.name.clone()), None));
         assert_eq!(only(0x1000_ff00), ("libgone.so+0x1ff00".into(), Some(gone.name.clone()), None));
         assert_eq!(only(0x2000_0000), ("0x20000000".into(), None, None));
+    }
+
+    /// A path that names a FIFO (a hostile or stale live file) is refused before it is opened:
+    /// opening it would wait for a writer forever.
+    #[test]
+    fn a_path_that_is_no_regular_file_is_not_opened() {
+        let dir = std::env::temp_dir().join(format!("ying-offline-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("libfifo.so");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let m = Module {
+            name: fifo.to_str().unwrap().into(),
+            start: 0x1000_0000,
+            end: 0x1001_0000,
+            bias: 0x0fff_0000,
+            build_id: "00ff".into(),
+        };
+        let (ours, warnings) = resolve_offline(std::slice::from_ref(&m), &[0x1000_0010]);
+        assert_eq!(
+            warnings,
+            [format!(
+                "ying: {}: is not a regular file; its frames are shown as module+0xoffset",
+                m.name
+            )]
+        );
+        assert_eq!(&*ours[&0x1000_0010][0].function, "libfifo.so+0x10010");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A module of the other process at addresses where this process has nothing, whose file

@@ -53,6 +53,12 @@ impl LiveProfile {
     /// Reads and decodes the live file at `path`. Errors name the path: unreadable, not a live
     /// file, or written by a newer Ying.
     pub fn read(path: &Path) -> io::Result<Self> {
+        // Never a FIFO or a device (a directory listing may name one): opening it could block.
+        let md = std::fs::metadata(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        if !md.is_file() {
+            return Err(bad(path, "not a regular file"));
+        }
         let bytes = std::fs::read(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         let modified = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
