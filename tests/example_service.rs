@@ -209,7 +209,18 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
         .and_then(|n| n.trim().parse().ok())
         .expect("stdout has the exact retained total");
     assert!(total >= 16 << 20, "the leak is retained: {total}");
-    assert!(stdout.contains("top 3 stacks by retained:"), "{stdout}");
+    // Up to three stacks by retained bytes: the leaked buffers usually come through two stacks
+    // (a few MiB through a second one), and a run where all came through one has only two
+    // stacks still retaining (seen once in CI); the leak is first either way.
+    let by_retained = stdout.split("stacks by allocated:").next().unwrap_or_default();
+    assert!(
+        ["top 2 stacks by retained:", "top 3 stacks by retained:"]
+            .iter()
+            .any(|t| by_retained.contains(t)),
+        "{stdout}"
+    );
+    let first = by_retained.split("  #2 ").next().unwrap_or_default();
+    assert!(first.contains(LEAK_FN), "the leak is not the top retained stack:\n{stdout}");
     assert!(stdout.contains("top 3 stacks by allocated:"), "{stdout}");
 
     let sets = report_sets(&dir);

@@ -35,7 +35,6 @@ impl ProfilerRunner {
         }
     }
 
-    /// When the report thread should next wake for the live file (None: it is off).
     /// The live file's writer for a report thread starting now: its first version is due one
     /// interval from now, so that a process that lives less than that (a compiler's `cc1`, a
     /// shell's subshell) never writes one, and the report thread's first wake-up does not
@@ -59,12 +58,13 @@ impl ProfilerRunner {
         if self.live.file == LiveFile::Off || now < writer.next() {
             return Due::No;
         }
+        let interval = Duration::from_millis(self.live.interval_ms);
         if !self.worth_a_report() {
             // Looked at again one interval later (the report thread does not spin).
-            writer.done(now, Duration::from_millis(self.live.interval_ms), Duration::ZERO);
+            writer.done(now, Due::No, interval, Duration::ZERO);
             return Due::No;
         }
-        writer.due(now)
+        writer.due(now, &crate::engine::totals::read(), interval)
     }
 
     /// Writes a version of the live file (`due` is [`Due::Write`]) or sets its heartbeat
@@ -79,7 +79,7 @@ impl ProfilerRunner {
         let now = Instant::now();
         let interval = Duration::from_millis(self.live.interval_ms);
         if due == Due::No || !crate::sys::fd_headroom() {
-            writer.done(now, interval, Duration::ZERO);
+            writer.done(now, Due::No, interval, Duration::ZERO);
             return;
         }
         let out = self.live_dir().map(|dir| {
@@ -101,7 +101,7 @@ impl ProfilerRunner {
                 _ => dir.touch(&name),
             }
         });
-        writer.done(now, interval, now.elapsed());
+        writer.done(now, due, interval, now.elapsed());
         if let Some(Err(e)) = out {
             warn_once(&e);
         }

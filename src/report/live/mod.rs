@@ -38,8 +38,10 @@
 //! By the report thread (so not with `YING_CHECK_INTERVAL_SECS=0`), every
 //! `YING_LIVE_INTERVAL_MS` when the allocated or freed bytes moved since the last version,
 //! backing off to 20 times the time the last version took when that is longer (a large table
-//! never costs more than 5 % of one core); when nothing moved, only the file's modification
-//! time is set (the heartbeat: "last seen alive"). The first version is written one interval
+//! never costs more than 5 % of one core). A retained total that grows by an eighth (and at
+//! least 4 MiB) since the last version gets one at once, and while it grows the thread looks
+//! every 100 ms: the spike before an OOM kill is what the file is for. When nothing moved, only
+//! the file's modification time is set, every 5 s (the heartbeat: "last seen alive"). The first version is written one interval
 //! after the report thread starts and only once the process took a sample, so short-lived
 //! processes (a compiler pass, a shell's subshell) write none: `make -j2` of 50 files under the
 //! shim slowed by a third when each of them did (BENCHMARKS.md, per-process cost). The rows

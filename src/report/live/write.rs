@@ -19,6 +19,17 @@ use crate::symbols::symbolize::Module;
 /// 20 in the file.
 const POINTS: usize = 512;
 
+/// While the retained total grows, the report thread looks at it this often (instead of once
+/// per interval), so that a spike towards an OOM kill gets a version as it grows.
+const GROWTH_POLL: Duration = Duration::from_millis(100);
+/// Growth between two looks that counts as growing.
+const GROWING_BYTES: u64 = 1 << 20;
+/// A version is written before its interval when the retained total grew by an eighth since
+/// the last one, and by at least this much.
+const SPIKE_BYTES: u64 = 4 << 20;
+/// When nothing moved, the file's modification time (the heartbeat) is set this often.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
 /// What the writer keeps between versions: the caller (the report thread) owns it.
 #[derive(Debug, Default)]
 pub(crate) struct LiveWriter {
@@ -30,8 +41,18 @@ pub(crate) struct LiveWriter {
     modules: Vec<format::Module>,
     /// The totals of the last version written: a version is written only when they moved.
     last_totals: Option<Totals>,
-    /// When the next version may be written, and when the heartbeat is next set (None: now).
+    /// When the next version is due at the latest interval (None: now).
     next: Option<Instant>,
+    /// When the last version was written or the heartbeat set, and the least time before the
+    /// next version (20 times what the last one took).
+    last_write: Option<Instant>,
+    last_touch: Option<Instant>,
+    min_gap: Duration,
+    /// The retained total at the last look, when that was, and whether it grew since the look
+    /// before.
+    last_look: u64,
+    last_look_at: Option<Instant>,
+    growing: bool,
 }
 
 /// What [`LiveWriter::due`] asks the report thread to do now.
@@ -41,7 +62,7 @@ pub(crate) enum Due {
     No,
     /// Write a version: the totals moved.
     Write,
-    /// Nothing moved: only set the file's modification time (the heartbeat).
+    /// Nothing moved for a while: only set the file's modification time (the heartbeat).
     Touch,
 }
 
@@ -51,29 +72,62 @@ impl LiveWriter {
         Self { next: Some(first), ..Self::default() }
     }
 
-    /// When the report thread should wake for the next version.
+    /// When the report thread should wake for the live file: at the next version's time, or
+    /// sooner while the retained total grows.
     pub(crate) fn next(&self) -> Instant {
-        self.next.unwrap_or_else(Instant::now)
+        let next = self.next.unwrap_or_else(Instant::now);
+        match self.last_look_at {
+            Some(at) if self.growing => next.min(at + GROWTH_POLL),
+            _ => next,
+        }
     }
 
-    /// What is due now, given the minimum interval between versions.
-    pub(crate) fn due(&self, now: Instant) -> Due {
+    /// What is due at `now`, the exact totals being `totals`: a version when the totals moved
+    /// and the interval passed, or before it when the retained total grew by an eighth (at
+    /// least [`SPIKE_BYTES`]) since the last version; the heartbeat when nothing moved for
+    /// [`HEARTBEAT`].
+    pub(crate) fn due(&mut self, now: Instant, totals: &Totals, interval: Duration) -> Due {
+        let retained = totals.retained_bytes();
+        self.growing = retained > self.last_look.saturating_add(GROWING_BYTES);
+        self.last_look = retained;
+        self.last_look_at = Some(now);
+        if self.pid != std::process::id() {
+            return if self.next.is_some_and(|n| now < n) { Due::No } else { Due::Write };
+        }
+        let last = self.last_totals.map_or(0, |t| t.retained_bytes());
+        let gap_passed = self.last_write.is_none_or(|w| now >= w + self.min_gap);
+        let spike = retained >= last.saturating_add((last / 8).max(SPIKE_BYTES));
+        if spike && gap_passed {
+            return Due::Write;
+        }
         if self.next.is_some_and(|n| now < n) {
             return Due::No;
         }
-        if self.pid != std::process::id()
-            || self.last_totals != Some(moved(&crate::engine::totals::read()))
-        {
+        if self.last_totals != Some(moved(totals)) {
             Due::Write
-        } else {
+        } else if self.last_touch.is_none_or(|t| now >= t + HEARTBEAT) {
             Due::Touch
+        } else {
+            // Nothing moved: looked at again an interval later.
+            self.next = Some(now + interval);
+            Due::No
         }
     }
 
-    /// Schedules the next version `interval` from now, or 20 times `cost` (the time this one
-    /// took) when that is longer, so that writing never takes more than 5 % of the thread.
-    pub(crate) fn done(&mut self, now: Instant, interval: Duration, cost: Duration) {
-        self.next = Some(now + interval.max(cost.saturating_mul(20)));
+    /// Records what was done at `now` (a version that took `cost`, or the heartbeat) and
+    /// schedules the next version `interval` later, or 20 times `cost` when that is longer,
+    /// so that writing never takes more than 5 % of the thread.
+    pub(crate) fn done(&mut self, now: Instant, due: Due, interval: Duration, cost: Duration) {
+        match due {
+            Due::Write => {
+                self.last_write = Some(now);
+                self.last_touch = Some(now);
+                self.min_gap = cost.saturating_mul(20);
+            }
+            Due::Touch => self.last_touch = Some(now),
+            Due::No => {}
+        }
+        self.next = Some(now + interval.max(self.min_gap));
     }
 
     /// Writes the engine's state now to `out`, `next_seq` the number a report of it would
@@ -301,6 +355,58 @@ fn start_ms(ticks: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn totals(retained: u64) -> Totals {
+        Totals { allocated_bytes: retained, ..Totals::default() }
+    }
+
+    /// A writer that wrote a version of `retained` bytes at `at`.
+    fn wrote(at: Instant, retained: u64, interval: Duration) -> LiveWriter {
+        let mut w = LiveWriter::starting(at);
+        assert_eq!(w.due(at, &totals(retained), interval), Due::Write);
+        w.pid = std::process::id();
+        w.last_totals = Some(moved(&totals(retained)));
+        w.done(at, Due::Write, interval, Duration::from_millis(1));
+        w
+    }
+
+    /// Between versions nothing is due; at the interval a version if memory moved, else
+    /// nothing until the heartbeat is due; a heartbeat every [`HEARTBEAT`].
+    #[test]
+    fn versions_at_the_interval_and_heartbeats_when_nothing_moves() {
+        let (t0, i) = (Instant::now(), Duration::from_millis(500));
+        let mut w = wrote(t0, 10 << 20, i);
+        assert_eq!(w.due(t0 + i / 2, &totals(11 << 20), i), Due::No);
+        assert_eq!(w.due(t0 + i, &totals(11 << 20), i), Due::Write);
+        let mut w = wrote(t0, 10 << 20, i);
+        assert_eq!(w.due(t0 + i, &totals(10 << 20), i), Due::No, "heartbeat not due yet");
+        assert!(w.next() >= t0 + i + i, "looked at again an interval later, no spinning");
+        assert_eq!(w.due(t0 + HEARTBEAT, &totals(10 << 20), i), Due::Touch);
+    }
+
+    /// A retained total that grows by an eighth (at least [`SPIKE_BYTES`]) gets a version
+    /// before the interval, once 20 times the last version's cost has passed; while it grows,
+    /// the thread looks every [`GROWTH_POLL`].
+    #[test]
+    fn a_spike_gets_a_version_before_its_interval() {
+        let (t0, i) = (Instant::now(), Duration::from_secs(60));
+        let mut w = wrote(t0, 100 << 20, i);
+        let soon = t0 + Duration::from_millis(100);
+        assert_eq!(w.due(soon, &totals(110 << 20), i), Due::No, "10 MiB is not an eighth");
+        assert!(w.next() <= soon + GROWTH_POLL, "growing: looked at again soon");
+        assert_eq!(w.due(soon + GROWTH_POLL, &totals(113 << 20), i), Due::Write);
+        let mut small = wrote(t0, 1 << 20, i);
+        assert_eq!(small.due(soon, &totals(4 << 20), i), Due::No, "less than SPIKE_BYTES");
+        // A version that took 50 ms: the next not before a second.
+        let mut slow = wrote(t0, 100 << 20, i);
+        slow.done(t0, Due::Write, i, Duration::from_millis(50));
+        assert_eq!(slow.due(t0 + Duration::from_millis(500), &totals(200 << 20), i), Due::No);
+        assert_eq!(slow.due(t0 + Duration::from_secs(1), &totals(200 << 20), i), Due::Write);
+        // Not growing any more: the next look is at the interval.
+        let mut flat = wrote(t0, 100 << 20, i);
+        assert_eq!(flat.due(soon, &totals(100 << 20), i), Due::No);
+        assert!(flat.next() >= t0 + i);
+    }
 
     /// The message written head first and rows one by one decodes as the whole message.
     #[test]
