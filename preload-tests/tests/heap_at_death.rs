@@ -521,6 +521,7 @@ fn symbolize_offline_names_nothing_in_the_process_and_ying_report_names_it_all()
     assert_eq!(named.paths.text.as_deref(), Some(set.path("txt").as_path()), "not the same set");
     let m = set.manifest();
     assert!(m.ended.is_none(), "a set's raw profile says nothing of an end: {:?}", m.ended);
+    assert!(m.exiting, "the named set is still the exit report");
     assert!(
         m.entries.first().is_some_and(|e| e
             .frames

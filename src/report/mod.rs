@@ -315,9 +315,10 @@ pub(crate) fn write_set_numbered(
     if own && crate::symbols::symbolize::offline() {
         let mut w = live::write::LiveWriter::default();
         let (interval, unit, opts) = (r.facts.sample_interval, r.facts.unit, r.opts.clone());
+        let occasion = r.facts.occasion.clone();
         // Numbered as this set, so that `ying report` writes its named files over these.
         let raw = dir.write_atomic_with(&format!("{stem}.live"), |out| {
-            w.encode(interval, unit, &opts, seq, out)
+            w.encode(interval, unit, &opts, seq, &occasion, out)
         });
         keep(raw, &mut paths.raw);
     }

@@ -60,6 +60,13 @@ pub(crate) struct Live {
     /// The most recent giant refusals.
     #[prost(message, repeated, tag = "19")]
     pub(crate) giant_refusals: Vec<GiantRefusal>,
+    /// Why the report was asked for, for a set's raw profile (`YING_SYMBOLIZE=offline`); empty
+    /// in a live file.
+    #[prost(string, tag = "20")]
+    pub(crate) reason: String,
+    /// Whether it is the exit report's raw profile.
+    #[prost(bool, tag = "21")]
+    pub(crate) exiting: bool,
 }
 
 /// The process's identity.

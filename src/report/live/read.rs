@@ -320,7 +320,9 @@ impl LiveProfile {
             high_water_bytes: pk.high_water_bytes,
             captures: pk.captures,
         });
-        facts.occasion = Occasion { reason: None, exiting: false, ended };
+        // A set's raw profile keeps its set's reason and exit flag.
+        let reason = (!l.reason.is_empty()).then(|| l.reason.clone());
+        facts.occasion = Occasion { reason, exiting: l.exiting, ended };
         facts.foreign_malloc = (!l.foreign_malloc.is_empty()).then(|| l.foreign_malloc.clone());
         facts.mapped = match l.mapped_kind {
             1 => crate::engine::mapped::MappedState::Off,

@@ -141,6 +141,7 @@ impl LiveWriter {
         unit: ByteUnit,
         opts: &ReportOptions,
         next_seq: u64,
+        occasion: &Occasion,
         out: &mut dyn Write,
     ) -> io::Result<()> {
         let pid = std::process::id();
@@ -241,6 +242,8 @@ impl LiveWriter {
                     ips: r.ips.iter().map(|&ip| ip as u64).collect(),
                 })
                 .collect(),
+            reason: occasion.reason.clone().unwrap_or_default(),
+            exiting: occasion.exiting,
         };
         let mut buf = prost::Message::encode_to_vec(&head);
         drop(head);
