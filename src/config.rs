@@ -107,6 +107,12 @@ fn parse_live_file(s: &str) -> Result<LiveFile, String> {
     }
 }
 
+/// The name of signal `n` as messages give it (`SIGKILL`, `SIGRTMIN+3`, `signal 99`): the
+/// same names `YING_DUMP_SIGNAL` takes, for `ying run`'s report of how a program ended.
+pub fn signal_name(n: i32) -> String {
+    crate::triggers::signal::name(n)
+}
+
 /// `YING_SYMBOLIZE`: `in-process` (false) or `offline` (true).
 fn parse_symbolize(s: &str) -> Result<bool, String> {
     match s.trim().to_ascii_lowercase().as_str() {

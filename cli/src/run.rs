@@ -221,7 +221,7 @@ fn ending(status: &std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (_, Some(sig)) => {
-            let name = signal_name(sig);
+            let name = ying_profiler::config::signal_name(sig);
             if status.core_dumped() {
                 format!("killed by {name} (core dumped)")
             } else {
@@ -231,31 +231,6 @@ fn ending(status: &std::process::ExitStatus) -> String {
         (Some(c), _) => format!("exited with status {c} without its exit report"),
         _ => "ended".to_string(),
     }
-}
-
-/// `SIGKILL` for 9.
-fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("signal {sig}"),
-    }
-    .to_string()
 }
 
 /// Writes into `out` the report set of every live file in `dir` that this run left behind (a

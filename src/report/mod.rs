@@ -239,6 +239,13 @@ pub(crate) fn write_set(
     write_set_numbered(r, dir, seq, true, page)
 }
 
+/// The stem of the set numbered `seq` of `r`: `ying.<exe>.<pid>.<seq>.<time>`.
+pub(crate) fn set_stem(r: &Report, seq: u64) -> String {
+    let ctx = &r.facts.process;
+    let stamp = utc_timestamp(r.facts.taken_at, false);
+    SetName { exe: ctx.exe_name(), pid: ctx.pid, seq, stamp }.to_string()
+}
+
 /// The HTML page a set comes with.
 pub(crate) enum Page {
     /// None.
@@ -261,13 +268,7 @@ pub(crate) fn write_set_numbered(
     page: Page,
 ) -> io::Result<ReportPaths> {
     let ctx = r.facts.process.clone();
-    let stem = SetName {
-        exe: ctx.exe_name(),
-        pid: ctx.pid,
-        seq,
-        stamp: utc_timestamp(r.facts.taken_at, false),
-    }
-    .to_string();
+    let stem = set_stem(r, seq);
     let mut paths = ReportPaths::default();
     let mut first_err: Option<io::Error> = None;
     let mut keep = |res: io::Result<PathBuf>, slot: &mut Option<PathBuf>| match res {
@@ -314,12 +315,9 @@ pub(crate) fn write_set_numbered(
     // With `YING_SYMBOLIZE=offline`, the set's raw profile, for `ying report` to name.
     if own && crate::symbols::symbolize::offline() {
         let mut w = live::write::LiveWriter::default();
-        let (interval, unit, opts) = (r.facts.sample_interval, r.facts.unit, r.opts.clone());
-        let occasion = r.facts.occasion.clone();
         // Numbered as this set, so that `ying report` writes its named files over these.
-        let raw = dir.write_atomic_with(&format!("{stem}.live"), |out| {
-            w.encode(interval, unit, &opts, seq, &occasion, out)
-        });
+        let raw =
+            dir.write_atomic_with(&format!("{stem}.live"), |out| w.encode_report(r, seq, out));
         keep(raw, &mut paths.raw);
     }
     // The manifest after every file of the set, which it lists.

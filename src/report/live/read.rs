@@ -61,7 +61,7 @@ impl LiveProfile {
         }
         let bytes = std::fs::read(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        let modified = std::fs::metadata(path).and_then(|m| m.modified()).unwrap_or(UNIX_EPOCH);
+        let modified = md.modified().unwrap_or(UNIX_EPOCH);
         let live: format::Live = prost::Message::decode(bytes.as_slice())
             .map_err(|e| bad(path, format!("not a Ying live file ({e})")))?;
         if live.version == 0 || live.process.is_none() {
@@ -120,9 +120,11 @@ impl LiveProfile {
     /// same tick, since the same boot, and not a zombie (dead, not yet reaped by its parent).
     pub fn is_running(&self) -> bool {
         let p = self.process();
+        // A zombie (state Z or X) has ended; its parent has not reaped it yet.
         p.boot_id == super::write::boot_id()
-            && super::write::start_ticks(&p.pid.to_string()) == Some(p.start_ticks)
-            && !super::write::is_zombie(&p.pid.to_string())
+            && super::write::state_and_start(&p.pid.to_string()).is_some_and(|(state, start)| {
+                start == p.start_ticks && state != "Z" && state != "X"
+            })
     }
 
     /// What the text header says of the process's end when the caller does not know it.
@@ -171,13 +173,7 @@ impl LiveProfile {
         let at = self.point(&report);
         let page = crate::report::Page::Of(Box::new(t), at, title);
         let paths = crate::report::write_set_numbered(&mut report, &dir, seq, false, page)?;
-        let stem = crate::report::SetName {
-            exe: report.facts.process.exe_name(),
-            pid: self.pid(),
-            seq,
-            stamp: utc_timestamp(report.facts.taken_at, false),
-        }
-        .to_string();
+        let stem = crate::report::set_stem(&report, seq);
         Ok(LiveReport { paths, stem, warnings, ended })
     }
 

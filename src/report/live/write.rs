@@ -11,8 +11,9 @@ use crate::engine::sampler::ByteUnit;
 use crate::engine::totals::Totals;
 use crate::report::ReportOptions;
 use crate::report::model::Occasion;
+use crate::report::model::Report;
 use crate::report::model::facts::Facts;
-use crate::report::model::table;
+use crate::report::model::table::{self, StackTable};
 use crate::symbols::symbolize::Module;
 
 /// Timeline points a version carries (the most recent ones): 40 bytes each in memory, about
@@ -33,8 +34,7 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 /// What the writer keeps between versions: the caller (the report thread) owns it.
 #[derive(Debug, Default)]
 pub(crate) struct LiveWriter {
-    /// The process whose identity and modules are kept (a `fork` child reads its own).
-    pid: u32,
+    /// The process's identity (read again by a `fork` child, whose pid differs).
     process: format::Process,
     /// The loader's (loads, unloads) counters when `modules` was listed.
     modules_key: (u64, u64),
@@ -91,7 +91,8 @@ impl LiveWriter {
         self.growing = retained > self.last_look.saturating_add(GROWING_BYTES);
         self.last_look = retained;
         self.last_look_at = Some(now);
-        if self.pid != std::process::id() {
+        if self.last_totals.is_none() {
+            // No version yet: the first one at its time.
             return if self.next.is_some_and(|n| now < n) { Due::No } else { Due::Write };
         }
         let last = self.last_totals.map_or(0, |t| t.retained_bytes());
@@ -130,37 +131,68 @@ impl LiveWriter {
         self.next = Some(now + interval.max(self.min_gap));
     }
 
-    /// Writes the engine's state now to `out`, `next_seq` the number a report of it would
-    /// take: the message without its rows first, then each row as it is made (a protobuf
-    /// message is its fields in any order), so that what is held beyond the stack table is
-    /// one row and the histograms of all rows, not a copy of the whole table. The caller holds
-    /// the re-entrancy guard (the report thread is profiler code).
+    /// Writes the engine's state now to `out` (a version of the live file), `next_seq` the
+    /// number a report of it would take. The caller holds the re-entrancy guard (the report
+    /// thread is profiler code).
     pub(crate) fn encode(
         &mut self,
         sample_interval: u64,
         unit: ByteUnit,
         opts: &ReportOptions,
         next_seq: u64,
-        occasion: &Occasion,
         out: &mut dyn Write,
     ) -> io::Result<()> {
-        let pid = std::process::id();
-        if self.pid != pid {
-            *self = Self { pid, process: identity(), ..Self::default() };
-        }
         let key = crate::symbols::symbolize::loader_counters();
         if self.modules.is_empty() || key != self.modules_key {
             self.modules = crate::symbols::symbolize::modules().iter().map(module).collect();
             self.modules_key = key;
         }
-        let facts = Facts::read(sample_interval, unit, Occasion::default());
+        let mut facts = Facts::read(sample_interval, unit, Occasion::default());
         self.last_totals = Some(moved(&facts.totals));
+        let (stacks, peak) = table::take_unsymbolized();
+        facts.peak = peak;
+        let modules = std::mem::take(&mut self.modules);
+        let written = self.encode_state(&facts, &stacks, &modules, opts, next_seq, out);
+        self.modules = modules;
+        written
+    }
+
+    /// Writes the report `r` as a raw profile (`YING_SYMBOLIZE=offline`: the set's `.live`,
+    /// numbered `seq` as the set): the very figures and addresses of the set, not another
+    /// walk of the engine's tables.
+    pub(crate) fn encode_report(
+        &mut self,
+        r: &Report,
+        seq: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let modules: Vec<format::Module> = r.facts.modules.iter().map(module).collect();
+        self.encode_state(&r.facts, &r.table, &modules, &r.opts, seq, out)
+    }
+
+    /// Writes `facts` and `stacks` to `out`: the message without its rows first, then each
+    /// row as it is made (a protobuf message is its fields in any order), so that what is held
+    /// beyond the stack table is one row and the histograms of all rows, not a copy of the
+    /// whole table.
+    fn encode_state(
+        &mut self,
+        facts: &Facts,
+        stacks: &StackTable,
+        modules: &[format::Module],
+        opts: &ReportOptions,
+        next_seq: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        if self.process.pid != std::process::id() {
+            self.process = identity();
+        }
+        let (sample_interval, unit, occasion) =
+            (facts.sample_interval, facts.unit, &facts.occasion);
         let ctx = &facts.process;
         let mut process = self.process.clone();
         process.exe.clone_from(&ctx.exe);
         process.rss_kib = ctx.rss_kib.unwrap_or(0);
         process.anon_rss_kib = ctx.anon_rss_kib.unwrap_or(0);
-        let (stacks, peak) = table::take_unsymbolized();
         let ips: Vec<u64> = stacks.locations().iter().map(|l| l.ip as u64).collect();
         let span_paths = stacks
             .span_paths()
@@ -201,7 +233,7 @@ impl LiveWriter {
                 address_conflicts: facts.address_conflicts,
                 giant_refused: facts.giant_refused,
             }),
-            peak: peak.map(|p| format::Peak {
+            peak: facts.peak.map(|p| format::Peak {
                 since_start_ms_plus_one: p.since_start.map_or(0, |d| d.as_millis() as u64 + 1),
                 at_ms: ms(p.at),
                 estimated_bytes: p.estimated_bytes,
@@ -209,7 +241,7 @@ impl LiveWriter {
                 high_water_bytes: p.high_water_bytes,
                 captures: p.captures,
             }),
-            modules: self.modules.clone(),
+            modules: modules.to_vec(),
             ips,
             rows: Vec::new(),
             span_paths,
@@ -310,7 +342,7 @@ fn identity() -> format::Process {
                 .collect()
         })
         .unwrap_or_default();
-    let start_ticks = start_ticks("self").unwrap_or(0);
+    let start_ticks = state_and_start("self").map_or(0, |(_, t)| t);
     format::Process {
         pid: std::process::id(),
         cmdline,
@@ -321,21 +353,13 @@ fn identity() -> format::Process {
     }
 }
 
-/// Field 22 of `/proc/<pid>/stat`: the process's start in clock ticks since boot.
-pub(crate) fn start_ticks(pid: &str) -> Option<u64> {
+/// The state (field 3) and start time in clock ticks since boot (field 22) of `/proc/<pid>/stat`.
+pub(crate) fn state_and_start(pid: &str) -> Option<(String, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from its end.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether the process `pid` has ended and waits to be reaped (state `Z` or `X` in
-/// `/proc/<pid>/stat`).
-pub(crate) fn is_zombie(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|stat| {
-        let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
-        matches!(state, Some("Z" | "X"))
-    })
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.to_string();
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 /// `/proc/sys/kernel/random/boot_id`, trimmed (empty when unreadable).
@@ -367,7 +391,6 @@ mod tests {
     fn wrote(at: Instant, retained: u64, interval: Duration) -> LiveWriter {
         let mut w = LiveWriter::starting(at);
         assert_eq!(w.due(at, &totals(retained), interval), Due::Write);
-        w.pid = std::process::id();
         w.last_totals = Some(moved(&totals(retained)));
         w.done(at, Due::Write, interval, Duration::from_millis(1));
         w
