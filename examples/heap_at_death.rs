@@ -2,7 +2,8 @@
 //! for `tests/heap_at_death.rs`: it grows in steps of 8 blocks of 48 KiB, all allocated in
 //! `rust_grow` and kept, printing after each step the bytes it holds (`held N`), then ends as
 //! its second argument says: `pause` (wait to be killed), `segv` (a write through a null
-//! pointer) or `abort`. Its live file goes to the directory given as the first argument.
+//! pointer), `abort`, `_exit` (`_exit(7)`, no exit handler) or `sigterm` (`SIGTERM`, not
+//! handled). Its live file goes to the directory given as the first argument.
 //!
 //! usage: heap_at_death DIR MODE STEPS
 
@@ -33,7 +34,7 @@ fn main() {
         .build()
         .expect("runner settings")
         .spawn(&YING);
-    let mut kept: Vec<Vec<u8>> = Vec::with_capacity(steps * 8);
+    let mut kept: Vec<Vec<u8>> = Vec::new();
     let mut out = std::io::stdout().lock();
     for _ in 0..steps {
         for _ in 0..8 {
@@ -50,6 +51,12 @@ fn main() {
         // SAFETY: none: the point is to crash, as a program with a bug does.
         "segv" => unsafe { std::ptr::null_mut::<i32>().write_volatile(1) },
         "abort" => std::process::abort(),
+        // SAFETY: `_exit` ends the process at once; nothing after it runs.
+        "_exit" => unsafe { libc::_exit(7) },
+        "sigterm" => {
+            // SAFETY: raise only sends a signal to this thread; SIGTERM's default ends the process.
+            unsafe { libc::raise(libc::SIGTERM) };
+        }
         _ => loop {
             std::thread::sleep(std::time::Duration::from_secs(1));
         },

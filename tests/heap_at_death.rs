@@ -1,5 +1,6 @@
 //! The heap at death under the `#[global_allocator]` front end: `examples/heap_at_death.rs`
-//! killed by `SIGKILL` at random moments, or crashing (`SIGSEGV`, `abort`), leaves its live
+//! killed by `SIGKILL` at random moments, crashing (`SIGSEGV`, `abort`), ended by an unhandled
+//! `SIGTERM` or by `_exit` leaves its live
 //! file, from which a report set naming `rust_grow` is written outside the process, its
 //! estimate unbiased over the runs.
 
@@ -130,12 +131,18 @@ fn a_rust_program_killed_at_random_moments_leaves_its_heap() {
 }
 
 #[test]
-fn a_rust_program_that_crashes_leaves_its_heap() {
+fn a_rust_program_that_crashes_or_ends_without_exit_handlers_leaves_its_heap() {
     let Some(exe) = example() else {
         eprintln!("SKIPPED: examples/heap_at_death was not built");
         return;
     };
-    for (mode, sig) in [("segv", libc::SIGSEGV), ("abort", libc::SIGABRT)] {
+    // (mode, signal that ends it; 0: it exits, with `_exit`)
+    for (mode, sig) in [
+        ("segv", libc::SIGSEGV),
+        ("abort", libc::SIGABRT),
+        ("sigterm", libc::SIGTERM),
+        ("_exit", 0),
+    ] {
         let dir = common::scratch(&format!("death-rust-{mode}"));
         let (pid, got, held) = run(&exe, &dir, mode, None);
         assert_eq!(got, sig, "{mode}");

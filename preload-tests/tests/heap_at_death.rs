@@ -30,6 +30,18 @@ struct Running {
 
 impl Running {
     fn start(exe: &Path, args: &[&str], reports: &Path, vars: &[(&str, &str)]) -> Self {
+        Self::spawn(exe, args, reports, vars, true)
+    }
+
+    /// [`Running::start`], under the shim when `preload` (else the program profiles itself:
+    /// the Rust front end).
+    fn spawn(
+        exe: &Path,
+        args: &[&str],
+        reports: &Path,
+        vars: &[(&str, &str)],
+        preload: bool,
+    ) -> Self {
         let mut cmd = Command::new(exe);
         cmd.args(args);
         for (k, _) in std::env::vars_os() {
@@ -37,8 +49,10 @@ impl Running {
                 cmd.env_remove(k);
             }
         }
-        cmd.env("LD_PRELOAD", preload_lib())
-            .env("YING_REPORTING_PATH", reports)
+        if preload {
+            cmd.env("LD_PRELOAD", preload_lib());
+        }
+        cmd.env("YING_REPORTING_PATH", reports)
             .env("YING_LIVE_INTERVAL_MS", "50")
             .envs(vars.iter().copied())
             .stdout(Stdio::piped())
@@ -433,6 +447,47 @@ impl Drop for Cgroup {
 
 #[test]
 fn an_oom_kill_under_a_cgroup_limit_leaves_its_heap() {
+    let dir = TestDir::new("death-oom");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let reports = dir.reports("r");
+    let args = ["pause", "100000", "8", &BLOCK.to_string(), "5000"];
+    oom_kill(&dir, &exe, &args, &reports, true, "death_grow");
+}
+
+#[test]
+fn an_oom_kill_of_a_rust_program_profiling_itself_leaves_its_heap() {
+    let dir = TestDir::new("death-oom-rust");
+    let Some(exe) = rust_example() else { return };
+    // The example writes its reports (and its live file) in its first argument.
+    let reports = dir.reports("r");
+    let args = [reports.to_str().unwrap(), "pause", "100000"];
+    oom_kill(&dir, &exe, &args, &reports, false, "heap_at_death::rust_grow");
+}
+
+/// `examples/heap_at_death.rs` (the `#[global_allocator]` front end), built by cargo now;
+/// None (with a line saying why) when it cannot be built.
+fn rust_example() -> Option<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let o = Run::new(cargo)
+        .args(&["build", "--quiet", "--example", "heap_at_death", "-p", "ying_profiler"])
+        .args(&["--message-format=json"])
+        .cwd(workspace_root())
+        .timeout(Duration::from_secs(600))
+        .run();
+    let exe = o.stdout_str().lines().filter(|l| l.contains("\"executable\":\"")).find_map(|l| {
+        let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+        Some(PathBuf::from(&l[start..start + l[start..].find('"')?]))
+    });
+    if exe.is_none() {
+        eprintln!("SKIPPED: examples/heap_at_death could not be built\n{}", o.describe());
+    }
+    exe
+}
+
+/// Runs `exe args` (under the shim when `preload`) in a cgroup of 96 MiB until the OOM
+/// killer ends it, then checks its heap at death: `func` on top, most of the limit there.
+/// Skips with one line when no cgroup can be made.
+fn oom_kill(dir: &TestDir, exe: &Path, args: &[&str], reports: &Path, preload: bool, func: &str) {
     let limit = 96u64 << 20;
     let cg = match Cgroup::new(limit) {
         Ok(cg) => cg,
@@ -441,28 +496,12 @@ fn an_oom_kill_under_a_cgroup_limit_leaves_its_heap() {
             return;
         }
     };
-    let dir = TestDir::new("death-oom");
-    let exe = dir.compile_c("heap_at_death.c", &[]);
-    let reports = dir.reports("r");
     // The program joins the cgroup before it execs (the shell's own pid is the program's).
     let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.path.display());
-    let sh = Path::new("/bin/sh");
-    let r = Running::start(
-        sh,
-        &[
-            "-c",
-            &script,
-            "sh",
-            exe.to_str().unwrap(),
-            "pause",
-            "100000",
-            "8",
-            &BLOCK.to_string(),
-            "5000",
-        ],
-        &reports,
-        &[("YING_MEMORY_LIMIT_PCT", "0")],
-    );
+    let mut sh_args = vec!["-c", &script, "sh", exe.to_str().unwrap()];
+    sh_args.extend_from_slice(args);
+    let vars = [("YING_MEMORY_LIMIT_PCT", "0")];
+    let r = Running::spawn(Path::new("/bin/sh"), &sh_args, reports, &vars, preload);
     let pid = r.pid();
     let status = r.wait();
     assert_eq!(
@@ -470,14 +509,8 @@ fn an_oom_kill_under_a_cgroup_limit_leaves_its_heap() {
         Some(libc::SIGKILL),
         "not killed by the OOM killer: {status:?}"
     );
-    let d = heap_at_death(
-        &reports,
-        pid,
-        &dir.reports("out"),
-        Some("killed by SIGKILL (OOM)"),
-        "death_grow",
-    );
-    assert!(d.on_top, "death_grow is not on top");
+    let d = heap_at_death(reports, pid, &dir.reports("out"), Some("killed by SIGKILL (OOM)"), func);
+    assert!(d.on_top, "{func} is not on top");
     // The file is a version or two behind the kill: most of the limit is there.
     assert!(d.exact >= limit / 2, "the heap at death holds {} of a {limit}-byte limit", d.exact);
     drop(cg);

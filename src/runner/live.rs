@@ -91,9 +91,7 @@ impl ProfilerRunner {
                     let opts = self.report_options();
                     let seq = crate::report::next_seq();
                     let written = dir
-                        .write_atomic_with(&name, |w| {
-                            writer.encode(interval, unit, &opts, seq, &Default::default(), w)
-                        })
+                        .write_atomic_with(&name, |w| writer.encode(interval, unit, &opts, seq, w))
                         .map(drop);
                     if written.is_ok() {
                         WROTE.store(std::process::id(), Ordering::Relaxed);
