@@ -12,9 +12,10 @@ use crate::report::files::ReportDir;
 use crate::report::live::write::{Due, LiveWriter};
 
 impl ProfilerRunner {
-    /// The live file's directory (opened and identified now the first time), None when the
-    /// live file is off.
-    fn live_dir(&self) -> Option<io::Result<&ReportDir>> {
+    /// The live file's directory (opened and identified now the first time: the runner's
+    /// start, so that a relative `YING_LIVE_FILE` is the working directory's of then, as the
+    /// reporting path is), None when the live file is off.
+    pub(super) fn live_dir(&self) -> Option<io::Result<&ReportDir>> {
         match &self.live.file {
             LiveFile::Off => None,
             LiveFile::ReportingDir => Some(self.reporting_dir()),
@@ -23,10 +24,7 @@ impl ProfilerRunner {
                 if let Some(d) = slot.get() {
                     return Some(Ok(d));
                 }
-                let abs = match std::env::current_dir() {
-                    Ok(cwd) if path.is_relative() => cwd.join(path),
-                    _ => path.clone(),
-                };
+                let abs = super::write::absolute(path);
                 Some(ReportDir::open(&abs, self.report_file_mode).map(|d| {
                     let _ = slot.set(d);
                     slot.get().expect("just set")

@@ -176,6 +176,8 @@ impl ProfilerRunner {
             if runner.report_at_exit {
                 runner.register_exit_report(source);
             }
+            // A failure here is said when the first version cannot be written.
+            let _ = runner.live_dir();
             if runner.live.symbolize_offline {
                 crate::symbols::symbolize::set_offline(true);
             }

@@ -21,6 +21,14 @@ use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
 use crate::source::turn::{Turn, trim_after_dump};
 use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, guarded, guarded_io};
 
+/// `p` made absolute: a relative path is joined to the working directory of this moment.
+pub(super) fn absolute(p: &Path) -> std::path::PathBuf {
+    match std::env::current_dir() {
+        Ok(cwd) if p.is_relative() => cwd.join(p),
+        _ => p.to_path_buf(),
+    }
+}
+
 /// Writes a report set of `source`'s stacks into `dir`, from a report taken and dropped as
 /// profiler code: its memory is bounded by the stacks' count and depth (see `report::model`),
 /// not by a copy of every stack with its frames. Only the returned paths are the caller's
@@ -47,13 +55,7 @@ impl ProfilerRunner {
     /// The reporting path as an absolute path, fixed at the first call on this runner or any
     /// clone of it (a relative path is joined to the working directory of that moment).
     pub fn absolute_reporting_path(&self) -> &Path {
-        self.dir.0.absolute.get_or_init(|| {
-            let p = Path::new(&self.reporting_path);
-            match std::env::current_dir() {
-                Ok(cwd) if p.is_relative() => cwd.join(p),
-                _ => p.to_path_buf(),
-            }
-        })
+        self.dir.0.absolute.get_or_init(|| absolute(Path::new(&self.reporting_path)))
     }
 
     /// Creates (if missing) and identifies the reporting directory, once for this runner and its

@@ -512,7 +512,7 @@ impl StackTable {
     }
 
     /// The table of `rows` over `locations` (index 0 the overflow pseudo-location) and
-    /// `span_paths` (index 0 the empty path), as [`StackTable::raw_rows`] gave them: the
+    /// `span_paths` (index 0 the empty path), as [`StackTable::raw_row`] gives them: the
     /// inverse of that, for a table stored in a file. A location index out of range is
     /// dropped from its row, a span index out of range becomes the empty path.
     pub(crate) fn from_raw(
