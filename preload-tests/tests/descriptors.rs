@@ -3,16 +3,22 @@
 //! endpoint's socket far above the numbers a program closes or expects, and a worker that
 //! dropped privileges gets one clear line instead of a failure per report. Each program runs
 //! plain and under the shim (periodic reports every second, every 1,000 bytes sampled) with a
-//! timeout; stdout and the exit status must be those of the plain run.
+//! timeout; stdout and the exit status must be those of the plain run, the live file being
+//! written every 50 ms meanwhile.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use preload_tests::{Comparison, Outcome, Run, TestDir, compare, require_tool};
 
-/// Periodic reports every second, and enough samples that each check writes or tries to.
-const REPORTING: [(&str, &str); 2] =
-    [("YING_CHECK_INTERVAL_SECS", "1"), ("YING_SAMPLE_INTERVAL_BYTES", "1000")];
+/// Periodic reports every second, and enough samples that each check writes or tries to; the
+/// live file written every 50 ms meanwhile (kept after the exit, to be seen).
+const REPORTING: [(&str, &str); 4] = [
+    ("YING_CHECK_INTERVAL_SECS", "1"),
+    ("YING_SAMPLE_INTERVAL_BYTES", "1000"),
+    ("YING_LIVE_INTERVAL_MS", "50"),
+    ("YING_KEEP_LIVE_FILE", "1"),
+];
 
 /// /proc/self/fd and an fcntl count, before and after 2.5 s of periodic reports, and the number
 /// the next `open` gets: all as in the plain run, and reports were written meanwhile.
@@ -29,6 +35,10 @@ fn descriptor_table_is_the_programs_own() {
     c.assert_no_ying_lines();
     // The baseline at the first check and at least one more during the sleep, then the exit's.
     c.check(c.main_reports().len() >= 2, "fewer than two report sets: no periodic report ran");
+    let live = std::fs::read_dir(&reports)
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".live")))
+        .unwrap_or(false);
+    c.check(live, "no live file was written meanwhile");
 }
 
 /// At soft limits of 4, 5 and 6 descriptors the program opens 1, 2 and 3 files, as in the plain
