@@ -3,7 +3,7 @@
 //! at a normal exit.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{LiveFile, ProfileSource, ProfilerRunner};
@@ -76,7 +76,16 @@ impl ProfilerRunner {
     ) {
         let now = Instant::now();
         let interval = Duration::from_millis(self.live.interval_ms);
-        if due == Due::No || !crate::sys::fd_headroom() {
+        // Nothing opened near the descriptor limit, nor the first time a standard descriptor is
+        // seen closed (the program may be rearranging them and expect the number; one closed
+        // at two looks in a row is closed for good, as in some daemons): tried again an interval
+        // later.
+        let std_open = crate::sys::std_fds_open();
+        let std_just_closed = !std_open && STD_OPEN.swap(false, Ordering::Relaxed);
+        if std_open {
+            STD_OPEN.store(true, Ordering::Relaxed);
+        }
+        if due == Due::No || !crate::sys::fd_headroom() || std_just_closed {
             writer.done(now, Due::No, interval, Duration::ZERO);
             return;
         }
@@ -128,6 +137,9 @@ impl ProfilerRunner {
         }
     }
 }
+
+/// Whether the standard descriptors were all open at the last look.
+static STD_OPEN: AtomicBool = AtomicBool::new(true);
 
 /// The process that last wrote a live file (a `fork` child inherits its parent's value).
 static WROTE: AtomicU32 = AtomicU32::new(0);

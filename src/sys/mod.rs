@@ -70,6 +70,13 @@ fn fd_free(fd: i32) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) < 0 && *libc::__errno_location() == libc::EBADF }
 }
 
+/// Whether the standard descriptors 0, 1 and 2 are all open. While one is closed, a program is
+/// usually about to put something there (a shell or `subprocess` rearranging its standard
+/// streams), and a descriptor Ying opened then would take that number.
+pub(crate) fn std_fds_open() -> bool {
+    (0..3).all(|fd| !fd_free(fd))
+}
+
 /// How many descriptor slots must be free under `RLIMIT_NOFILE` before Ying opens anything at
 /// report time. A report holds at most 3 at once (two while walking the reporting path, then
 /// the directory and one file; or an ELF file being symbolized), so the program keeps at least
