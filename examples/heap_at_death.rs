@@ -30,6 +30,7 @@ fn main() {
     let steps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(60);
     let _runner = ProfilerRunnerBuilder::default()
         .reporting_path(dir)
+        .live_file(ying_profiler::utils::LiveFile::ReportingDir)
         .live_interval_ms(50)
         .build()
         .expect("runner settings")

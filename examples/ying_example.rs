@@ -322,7 +322,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .report_at_exit(false)
         // `YING_SYMBOLIZE=offline` as the shim reads it: no debug info read in the process.
         .symbolize_offline(std::env::var("YING_SYMBOLIZE").is_ok_and(|v| v == "offline"))
-        // `YING_LIVE_FILE=off` as the shim reads it (the live file is on by default).
+        // The live file on, unless `YING_LIVE_FILE=off` (the benchmarks measure both).
         .live_file(if std::env::var("YING_LIVE_FILE").is_ok_and(|v| v == "off") {
             ying_profiler::utils::LiveFile::Off
         } else {

@@ -65,7 +65,8 @@
 //! on demand (from a service's handler, say) and returns its paths. A runner keeps at most
 //! `max_report_sets` sets of its process in its directory (50 by default), removing the oldest.
 //!
-//! A runner's report thread also keeps the process's *live file*, `ying.<exe>.<pid>.live`
+//! With [`utils::ProfilerRunnerBuilder::live_file`] (`YING_LIVE_FILE=on`; `ying run` sets it),
+//! a runner's report thread also keeps the process's *live file*, `ying.<exe>.<pid>.live`
 //! ([`report::live`]; [`utils::ProfilerRunnerBuilder::live_file`]): a process killed by the
 //! OOM killer or `SIGKILL`, or ended by a crash, leaves its heap at death there, and
 //! `ying report FILE` (or [`report::live::LiveProfile`]) writes its report set afterwards,

@@ -156,6 +156,10 @@ pub fn run(req: &Request) -> Result<u8, String> {
     }
     let mut cmd = Command::new(program);
     cmd.args(&req.command[1..]).env("LD_PRELOAD", preload).env_remove("YING_LIB");
+    // The heap at death: the program keeps its live file unless the user said otherwise.
+    if std::env::var_os("YING_LIVE_FILE").is_none() {
+        cmd.env("YING_LIVE_FILE", "on");
+    }
     if let Some(secs) = req.interval {
         cmd.env("YING_CHECK_INTERVAL_SECS", secs.to_string());
     }

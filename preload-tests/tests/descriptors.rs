@@ -13,9 +13,10 @@ use preload_tests::{Comparison, Outcome, Run, TestDir, compare, require_tool};
 
 /// Periodic reports every second, and enough samples that each check writes or tries to; the
 /// live file written every 50 ms meanwhile (kept after the exit, to be seen).
-const REPORTING: [(&str, &str); 4] = [
+const REPORTING: [(&str, &str); 5] = [
     ("YING_CHECK_INTERVAL_SECS", "1"),
     ("YING_SAMPLE_INTERVAL_BYTES", "1000"),
+    ("YING_LIVE_FILE", "on"),
     ("YING_LIVE_INTERVAL_MS", "50"),
     ("YING_KEEP_LIVE_FILE", "1"),
 ];

@@ -54,6 +54,7 @@ impl Running {
         }
         cmd.env("YING_REPORTING_PATH", reports)
             .env("YING_LIVE_INTERVAL_MS", "50")
+            .env("YING_LIVE_FILE", "on")
             .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());

@@ -61,7 +61,7 @@ pub(super) struct LiveSettings {
 impl Default for LiveSettings {
     fn default() -> Self {
         Self {
-            file: LiveFile::ReportingDir,
+            file: LiveFile::Off,
             interval_ms: DEFAULT_LIVE_INTERVAL_MS,
             keep: false,
             symbolize_offline: false,
@@ -205,8 +205,8 @@ impl ProfilerRunnerBuilder {
         self.inner.get_or_insert_with(ProfilerRunner::default)
     }
 
-    /// Where the live file goes ([`LiveFile`], `YING_LIVE_FILE`; see `ying report`): in the
-    /// reporting directory by default, nowhere, or in another directory.
+    /// Where the live file goes ([`LiveFile`], `YING_LIVE_FILE`; see `ying report`): nowhere by
+    /// default, in the reporting directory, or in another directory.
     pub fn live_file(&mut self, value: LiveFile) -> &mut Self {
         self.runner_mut().live.file = value;
         self

@@ -35,7 +35,10 @@
 //!
 //! # When it is written
 //!
-//! By the report thread (so not with `YING_CHECK_INTERVAL_SECS=0`), every
+//! Only with `YING_LIVE_FILE` on or a directory (off by default: each version opens a few
+//! descriptors for a moment, which a program rearranging its low descriptors can meet; `ying
+//! run` turns it on for its program). By the report thread (so not with
+//! `YING_CHECK_INTERVAL_SECS=0`), every
 //! `YING_LIVE_INTERVAL_MS` when the allocated or freed bytes moved since the last version,
 //! backing off to 20 times the time the last version took when that is longer (a large table
 //! never costs more than 5 % of one core). A retained total that grows by an eighth (and at
