@@ -105,16 +105,17 @@ impl Running {
         unsafe { libc::kill(self.pid() as i32, sig) };
     }
 
-    /// Waits (at most 20 s) for the end, killing the child when time runs out.
+    /// Waits (at most 60 s: an OOM kill on two loaded cores is slow) for the end, killing the
+    /// child when time runs out.
     fn wait(mut self) -> ExitStatus {
         let start = Instant::now();
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
             }
-            if start.elapsed() > Duration::from_secs(20) {
+            if start.elapsed() > Duration::from_secs(60) {
                 let _ = self.child.kill();
-                panic!("the program did not end within 20 s");
+                panic!("the program did not end within 60 s");
             }
             std::thread::sleep(Duration::from_millis(5));
         }
