@@ -356,6 +356,7 @@ mod tests {
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[7]),
             spans: Vec::new(),
+            variance: Default::default(),
         }
     }
 
@@ -543,6 +544,32 @@ pub struct StackStats {
     /// The `tracing` spans entered when the samples were taken, outermost first (empty unless
     /// the `profile_spans` feature and [`crate::spans::YingSpanLayer`] are in use).
     pub spans: Vec<crate::spans::SpanInfo>,
+    /// The variance estimates of the figures above (all zero when exact).
+    pub variance: Variances,
+}
+
+/// Unbiased estimates of the variances of a [`StackStats`]'s estimated figures, in squared
+/// bytes and squared counts (the Horvitz-Thompson estimate: every sample of a block sampled
+/// with probability `p` adds `(1-p)/p²` times the square of what it counts). Variances of
+/// different stacks add up: a stack's sampling is independent of another's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Variances {
+    /// Of [`StackStats::allocated_bytes`].
+    pub allocated_bytes: f64,
+    /// Of [`StackStats::num_allocations`].
+    pub num_allocations: f64,
+    /// Of [`StackStats::freed_bytes`].
+    pub freed_bytes: f64,
+    /// Of [`StackStats::num_frees`].
+    pub num_frees: f64,
+    /// Of [`StackStats::retained_bytes`].
+    pub retained_bytes: f64,
+    /// Of [`StackStats::retained_count`].
+    pub retained_count: f64,
+    /// Of [`StackStats::peak_retained_bytes`].
+    pub peak_retained_bytes: f64,
+    /// Of [`StackStats::peak_retained_count`].
+    pub peak_retained_count: f64,
 }
 
 impl StackStats {
@@ -558,6 +585,17 @@ impl StackStats {
             Measurement::RetainedBytes => self.retained_bytes,
             Measurement::RetainedBytesAtPeak => self.peak_retained_bytes,
         }
+    }
+
+    /// The standard error of the figure that `m` ranks by (its variance's square root; 0 when
+    /// exact): the figure is within 1.96 standard errors of the truth 95 times in 100.
+    pub fn stderr(&self, m: Measurement) -> f64 {
+        let v = match m {
+            Measurement::AllocatedBytes => self.variance.allocated_bytes,
+            Measurement::RetainedBytes => self.variance.retained_bytes,
+            Measurement::RetainedBytesAtPeak => self.variance.peak_retained_bytes,
+        };
+        v.max(0.0).sqrt()
     }
 
     /// The frames reports show, without folding: allocator plumbing and inlined `::poll` glue

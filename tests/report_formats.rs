@@ -9,7 +9,7 @@ use ying_profiler::Peak;
 use ying_profiler::callstack::StdCallstack;
 use ying_profiler::histogram::MillisHistogram;
 use ying_profiler::report::{ReportContext, flamegraph, folded, text};
-use ying_profiler::{Frame, Measurement, Snapshot, StackStats, Totals};
+use ying_profiler::{Frame, Measurement, Snapshot, StackStats, Totals, Variances};
 
 fn frame(ip: usize, function: &str, line: u32, inlined: bool) -> Frame {
     Frame {
@@ -47,6 +47,17 @@ fn stack(alloc: u64, ret: u64, frames: Vec<Frame>) -> StackStats {
         retained_age: age,
         stack: StdCallstack::from_ips(&ips),
         spans: Vec::new(),
+        // As if from samples of 64 KiB blocks at a 512 KiB interval (each sample's term
+        // `size² (1-p) / p²`, about 3.5e10 bytes²): the text prints `± 1.96 × its square root`.
+        variance: Variances {
+            allocated_bytes: (alloc / 65536) as f64 * 3.5e10,
+            num_allocations: (alloc / 65536) as f64 * 8.0,
+            freed_bytes: ((alloc - ret) / 65536) as f64 * 3.5e10,
+            num_frees: ((alloc - ret) / 65536) as f64 * 8.0,
+            retained_bytes: (ret / 65536) as f64 * 3.5e10,
+            retained_count: (ret / 65536) as f64 * 8.0,
+            ..Variances::default()
+        },
     }
 }
 
@@ -257,11 +268,15 @@ fn stacks_printed_alike_are_one_entry_with_framework_frames_folded() {
     golden("report_handler_merged.txt", &txt);
     // Two entries: lines 60 and 61 of the handler. The first sums its two stacks exactly.
     assert!(txt.contains("stacks:             3 sampled, 2 entries as printed"), "{txt}");
+    // Its variances add up: 16 + 8 blocks of 3.5e10 bytes² retained, a 95 % half-width of
+    // 1.96 * sqrt(24 * 3.5e10) = 1.7 MiB.
     assert!(
-        txt.contains("#1 retained 1.5 MiB (1572864 bytes, 85.7% of estimated) in 1536 allocations"),
+        txt.contains(
+            "#1 retained 1.5 MiB ± 1.7 MiB (1572864 bytes, 85.7% of estimated) in 1536 ± 27 allocations"
+        ),
         "{txt}"
     );
-    assert!(txt.contains("allocated 5.0 MiB (5242880 bytes"), "{txt}");
+    assert!(txt.contains("allocated 5.0 MiB ± 3.1 MiB (5242880 bytes"), "{txt}");
     assert!(txt.contains("samples: 14 (4 live)"), "{txt}");
     assert!(txt.contains("peak #1: 3.0 MiB (3145728 bytes"), "{txt}");
     assert!(!txt.contains("#3 "), "{txt}");

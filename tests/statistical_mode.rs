@@ -31,6 +31,23 @@ marker!(marker_small);
 marker!(marker_near);
 marker!(marker_huge);
 
+/// The reported variances of the stacks through `name`: allocated and retained bytes,
+/// allocations and retained allocations.
+fn variances(stacks: &[StackStats], name: &str) -> [f64; 4] {
+    stacks.iter().filter(|s| s.frames.iter().any(|f| f.function.contains(name))).fold(
+        [0.0; 4],
+        |a, s| {
+            let v = &s.variance;
+            [
+                a[0] + v.allocated_bytes,
+                a[1] + v.retained_bytes,
+                a[2] + v.num_allocations,
+                a[3] + v.retained_count,
+            ]
+        },
+    )
+}
+
 fn sum(stacks: &[StackStats], name: &str) -> (f64, f64, f64, f64) {
     stacks.iter().filter(|s| s.frames.iter().any(|f| f.function.contains(name))).fold(
         (0.0, 0.0, 0.0, 0.0),
@@ -71,17 +88,38 @@ fn estimates_within_four_sigma() {
         let truth_bytes = (n * size) as f64;
         // Rounding of each stack's estimate adds at most 0.5 per stack.
         let slack = 2.0;
-        for (what, est, truth, sd) in [
+        let reported = variances(&snap.stacks, name).map(f64::sqrt);
+        for (i, (what, est, truth, sd)) in [
             ("allocated bytes", alloc, truth_bytes, sd_bytes),
             ("retained bytes", ret, truth_bytes, sd_bytes),
             ("allocations", count, n as f64, sd_count),
             ("retained allocations", ret_count, n as f64, sd_count),
-        ] {
-            eprintln!("{name}: {what} estimate {est:.0} truth {truth:.0} sd {sd:.0}");
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let se = reported[i];
+            eprintln!(
+                "{name}: {what} estimate {est:.0} truth {truth:.0} sd {sd:.0}, reported standard error {se:.0}"
+            );
             assert!(
                 (est - truth).abs() <= 4.0 * sd + slack,
                 "{name}: {what} estimate {est} vs truth {truth} (sd {sd})"
             );
+            // The reported standard error estimates the true one: all of these blocks' estimates
+            // are made of at least 20 samples, whose variance estimate is within a factor of
+            // 1.6 of the truth (at 4 of its own standard deviations, for 20 samples or more).
+            if sd > 1.0 {
+                assert!(
+                    (se / sd - 1.0).abs() < 0.6,
+                    "{name}: {what}: reported standard error {se:.0} vs the true {sd:.0}"
+                );
+            } else {
+                assert!(
+                    se < 1.0 + slack,
+                    "{name}: {what}: standard error {se} for an exact figure"
+                );
+            }
         }
     }
     drop(keep);

@@ -234,6 +234,12 @@ pub struct Entry {
     pub frees: u64,
     /// Bytes retained at the kept peak.
     pub peak_retained_bytes: u64,
+    /// The standard error of `retained_bytes`.
+    #[serde(default)]
+    pub retained_bytes_stderr: u64,
+    /// The standard error of `allocated_bytes`.
+    #[serde(default)]
+    pub allocated_bytes_stderr: u64,
     /// Samples taken at this stack.
     pub samples: u64,
     /// Of them, still live.
@@ -271,8 +277,14 @@ pub struct Totals {
 pub struct Estimated {
     /// Bytes allocated (sampled).
     pub allocated_bytes: u64,
+    /// Its standard error.
+    #[serde(default)]
+    pub allocated_bytes_stderr: u64,
     /// Bytes retained (sampled).
     pub retained_bytes: u64,
+    /// Its standard error.
+    #[serde(default)]
+    pub retained_bytes_stderr: u64,
 }
 
 /// The kept peak.

@@ -108,54 +108,55 @@ pub(crate) struct Kept {
     pub(crate) wall: SystemTime,
 }
 
+/// A stack entry's retained estimates, bytes and count, and their variance estimates (see
+/// `sampler::Weight::variance`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Retained {
+    pub(crate) bytes: f64,
+    pub(crate) count: f64,
+    pub(crate) var: [f64; 2],
+}
+
 /// One stack entry's retained estimate as it was at the start of `epoch` (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PeakSlot {
     epoch: u32,
-    bytes: f64,
-    count: f64,
+    saved: Retained,
 }
 
 impl PeakSlot {
-    /// Saves `bytes` and `count` (the entry's retained figures) if this is the entry's first
-    /// change in the current epoch. Call before every change of them.
+    /// Saves `now` (the entry's retained figures) if this is the entry's first change in the
+    /// current epoch. Call before every change of them.
     #[inline]
-    pub(crate) fn before_change(&mut self, bytes: f64, count: f64) {
+    pub(crate) fn before_change(&mut self, now: Retained) {
         let epoch = EPOCH.load(Ordering::Relaxed);
         if self.epoch != epoch {
-            *self = PeakSlot { epoch, bytes, count };
+            *self = PeakSlot { epoch, saved: now };
         }
     }
 
-    /// The entry's tally asked for a capture after a change of `delta_bytes` and `delta_count`
-    /// that made its figures `bytes` and `count` (a new sample, a growth, or a flush by a free):
-    /// keeps a new peak if it is still due, as the state just before that change (see
-    /// [`capture`]), `exact_excluded` being the change's exact bytes. Under the stripe's lock.
+    /// The entry's tally asked for a capture after a change (`before`: its retained bytes,
+    /// count and their variances just before it; a new sample, a growth, or a flush by a free):
+    /// keeps a new peak if it is still due, as that state (see [`capture`]), `exact_excluded`
+    /// being the change's exact bytes. Under the stripe's lock.
     #[cold]
     #[inline(never)]
-    pub(crate) fn capture_before(
-        &mut self,
-        bytes: f64,
-        count: f64,
-        delta_bytes: f64,
-        delta_count: f64,
-        exact_excluded: f64,
-    ) {
+    pub(crate) fn capture_before(&mut self, before: Retained, exact_excluded: f64) {
         if let Some(epoch) = capture(exact_excluded) {
-            *self = PeakSlot { epoch, bytes: bytes - delta_bytes, count: count - delta_count };
+            *self = PeakSlot { epoch, saved: before };
         }
     }
 
-    /// The entry's retained bytes and count at the peak of `epoch`, its current ones being
-    /// `bytes` and `count`. A slot saved in a later epoch (a capture during the read) holds the
-    /// value nearest to the peak that is left.
-    pub(crate) fn at(&self, epoch: u32, bytes: f64, count: f64) -> (f64, f64) {
+    /// The entry's retained figures at the peak of `epoch`, its current ones being `now`. A
+    /// slot saved in a later epoch (a capture during the read) holds the value nearest to the
+    /// peak that is left.
+    pub(crate) fn at(&self, epoch: u32, now: Retained) -> Retained {
         if epoch == 0 {
-            (0.0, 0.0)
+            Retained::default()
         } else if self.epoch.wrapping_sub(epoch) as i32 >= 0 {
-            (self.bytes, self.count)
+            self.saved
         } else {
-            (bytes, count)
+            now
         }
     }
 }
@@ -391,14 +392,15 @@ mod tests {
 
     #[test]
     fn a_slot_keeps_the_value_at_the_start_of_its_epoch() {
+        let r = |bytes: f64, count: f64| Retained { bytes, count, var: [bytes, count] };
         let mut s = PeakSlot::default();
-        assert_eq!(s.at(0, 5.0, 1.0), (0.0, 0.0), "no peak kept yet");
+        assert_eq!(s.at(0, r(5.0, 1.0)), Retained::default(), "no peak kept yet");
         // Changed in epoch 3, read for epoch 3: the saved value.
-        s = PeakSlot { epoch: 3, bytes: 10.0, count: 2.0 };
-        assert_eq!(s.at(3, 99.0, 9.0), (10.0, 2.0));
+        s = PeakSlot { epoch: 3, saved: r(10.0, 2.0) };
+        assert_eq!(s.at(3, r(99.0, 9.0)), r(10.0, 2.0));
         // Saved in epoch 2, read for epoch 3: unchanged since, the current value.
-        assert_eq!(s.at(4, 99.0, 9.0), (99.0, 9.0));
+        assert_eq!(s.at(4, r(99.0, 9.0)), r(99.0, 9.0));
         // Saved in a later epoch than the one read (a capture during the read): the slot.
-        assert_eq!(s.at(2, 99.0, 9.0), (10.0, 2.0));
+        assert_eq!(s.at(2, r(99.0, 9.0)), r(10.0, 2.0));
     }
 }

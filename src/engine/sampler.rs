@@ -158,6 +158,23 @@ pub fn weight(size: u64, interval: u64) -> Weight {
     Weight { count: 1.0 / p, bytes: size as f64 / p }
 }
 
+impl Weight {
+    /// This sample's terms of the Horvitz-Thompson variance estimates of the byte and count
+    /// figures it is added to: `(1-p)/p^2` times the square of what it counts (`size` bytes,
+    /// one allocation), `bytes^2 (1 - p)` and `count (count - 1)` with `count = 1/p`. Summed
+    /// over a stack's samples they estimate its figures' variances without bias: the byte
+    /// sampler includes each block independently (a Poisson process over the bytes), so the
+    /// variance is the sum of the blocks' own. Zero for a block sampled surely.
+    #[inline]
+    pub fn variance(&self) -> (f64, f64) {
+        if self.count <= 1.0 {
+            return (0.0, 0.0);
+        }
+        let keep = 1.0 - 1.0 / self.count;
+        (self.bytes * self.bytes * keep, self.count * (self.count - 1.0))
+    }
+}
+
 /// Probability that a sampled block of weight `old` (it was sampled with probability
 /// `1/old.count`) stays sampled when it shrinks to `new_size` counted bytes: `p(new) / p(old)`,
 /// so that it is sampled afterwards with probability `p(new)` (see the module docs).
@@ -278,6 +295,24 @@ mod tests {
             let composed = 1.0 - (1.0 - pa) * (1.0 - pg);
             assert!((composed / sample_probability(b, r) - 1.0).abs() < 1e-9, "{a} -> {b}");
         }
+    }
+
+    #[test]
+    fn variance_terms_are_those_of_a_bernoulli_inclusion() {
+        // A block of size s sampled with probability p, weighted s/p: the estimate's variance
+        // is s^2 (1-p)/p, whose unbiased estimate from the one draw is s^2 (1-p)/p^2, once
+        // sampled (probability p).
+        let r = 64 * 1024;
+        for s in [16u64, 4096, 1 << 20, 64 << 20] {
+            let p = sample_probability(s, r);
+            let w = weight(s, r);
+            let (vb, vc) = w.variance();
+            let truth_b = (s as f64).powi(2) * (1.0 - p) / p;
+            let truth_c = (1.0 - p) / p;
+            assert!((p * vb / truth_b - 1.0).abs() < 1e-9 || truth_b < 1e-3, "{s}: {vb}");
+            assert!((p * vc / truth_c - 1.0).abs() < 1e-9 || truth_c < 1e-9, "{s}: {vc}");
+        }
+        assert_eq!(weight(100, 1).variance(), (0.0, 0.0), "exact mode has no variance");
     }
 
     #[test]

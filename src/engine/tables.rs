@@ -23,6 +23,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::engine::histogram::MillisHistogram;
+use crate::engine::peak::Retained;
 use crate::engine::sampler::Weight;
 use crate::spans::{SPAN_DEPTH, SpanPath};
 use crate::sys::spin::SpinMutex;
@@ -69,8 +70,11 @@ pub(crate) struct StackEntry<F = Box<[usize]>> {
     pub(crate) spans: SpanPath,
     pub(crate) alloc_count: f64,
     pub(crate) alloc_bytes: f64,
-    pub(crate) live_count: f64,
-    pub(crate) live_bytes: f64,
+    /// The variance estimates of `alloc_bytes` and `alloc_count` (`sampler::Weight::variance`
+    /// summed over every sample); the freed figures' are the allocated less the retained.
+    pub(crate) alloc_var: [f64; 2],
+    /// Retained bytes and count, with their variance estimates.
+    pub(crate) live: Retained,
     pub(crate) freed_count: f64,
     pub(crate) freed_bytes: f64,
     /// Raw number of samples taken at this stack, and of those still live.
@@ -98,8 +102,8 @@ impl<F> StackEntry<F> {
             next_same_hash: 0,
             alloc_count: 0.0,
             alloc_bytes: 0.0,
-            live_count: 0.0,
-            live_bytes: 0.0,
+            alloc_var: [0.0; 2],
+            live: Retained::default(),
             freed_count: 0.0,
             freed_bytes: 0.0,
             samples: 0,
@@ -187,17 +191,23 @@ impl StackTable {
     pub(crate) fn add_sample(&mut self, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
         let id = self.intern(ips, spans);
         if let Some(e) = self.entries.get_mut(id as usize) {
-            e.peak.before_change(e.live_bytes, e.live_count);
+            e.peak.before_change(e.live);
+            let before = e.live;
+            let var = w.variance();
             e.alloc_count += w.count;
             e.alloc_bytes += w.bytes;
-            e.live_count += w.count;
-            e.live_bytes += w.bytes;
+            e.alloc_var[0] += var.0;
+            e.alloc_var[1] += var.1;
+            e.live.count += w.count;
+            e.live.bytes += w.bytes;
+            e.live.var[0] += var.0;
+            e.live.var[1] += var.1;
             e.samples += 1;
             e.live_samples += 1;
             self.tally.change(w.bytes, w.bytes);
             if self.tally.take_capture() {
                 let size = if w.count > 0.0 { w.bytes / w.count } else { 0.0 };
-                e.peak.capture_before(e.live_bytes, e.live_count, w.bytes, w.count, size);
+                e.peak.capture_before(before, size);
             }
         }
         id
@@ -206,16 +216,19 @@ impl StackTable {
     /// Records the free of a sample after `lifetime_ms`.
     pub(crate) fn free_sample(&mut self, id: u32, w: Weight, lifetime_ms: f64) {
         if let Some(e) = self.entries.get_mut(id as usize) {
-            e.peak.before_change(e.live_bytes, e.live_count);
-            e.live_count -= w.count;
-            e.live_bytes -= w.bytes;
+            e.peak.before_change(e.live);
+            let var = w.variance();
+            e.live.count -= w.count;
+            e.live.bytes -= w.bytes;
+            e.live.var[0] -= var.0;
+            e.live.var[1] -= var.1;
             e.freed_count += w.count;
             e.freed_bytes += w.bytes;
             e.live_samples = e.live_samples.saturating_sub(1);
             e.lifetimes.add_weighted(lifetime_ms, w.count);
             self.tally.change(-w.bytes, 0.0);
             if self.tally.take_capture() {
-                e.peak.capture_before(e.live_bytes, e.live_count, 0.0, 0.0, 0.0);
+                e.peak.capture_before(e.live, 0.0);
             }
         }
     }
@@ -223,7 +236,10 @@ impl StackTable {
     /// A sampled block was resized in place or moved: it keeps its stack. Its weight changes
     /// from `old` to `new`, or it is no longer sampled (`None`: a shrink forgot it, see
     /// `sampler`); `freed_bytes` is the weighted estimate of the bytes a shrink gave back.
-    /// Allocated figures stay retained plus freed.
+    /// Allocated figures stay retained plus freed. The variances move with the block's terms:
+    /// a growth replaces the old term by the new one (the grown block is sampled with the
+    /// probability of its new size), a shrink keeps the old term in the allocated figure's
+    /// variance (its freed bytes are counted at the old weight).
     pub(crate) fn resize_sample(
         &mut self,
         id: u32,
@@ -233,25 +249,35 @@ impl StackTable {
     ) {
         if let Some(e) = self.entries.get_mut(id as usize) {
             let w = new.unwrap_or(Weight { count: 0.0, bytes: 0.0 });
-            e.peak.before_change(e.live_bytes, e.live_count);
-            e.live_count += w.count - old.count;
-            e.live_bytes += w.bytes - old.bytes;
+            e.peak.before_change(e.live);
+            let before = e.live;
+            let (old_var, new_var) = (old.variance(), w.variance());
+            let dvar = [new_var.0 - old_var.0, new_var.1 - old_var.1];
+            e.live.count += w.count - old.count;
+            e.live.bytes += w.bytes - old.bytes;
+            e.live.var[0] += dvar[0];
+            e.live.var[1] += dvar[1];
             e.freed_bytes += freed_bytes;
             e.alloc_count += w.count - old.count;
             e.alloc_bytes += w.bytes - old.bytes + freed_bytes;
+            if freed_bytes > 0.0 {
+                // A shrink: the allocated figure keeps the block's estimate at its old size
+                // (what it had freed counted at the old weight) and adds the new one if kept;
+                // keeping the old term and adding the new one overstates its variance by their
+                // covariance at most (a few per cent for blocks far below the interval).
+                e.alloc_var[0] += new_var.0;
+                e.alloc_var[1] += new_var.1;
+            } else {
+                e.alloc_var[0] += dvar[0];
+                e.alloc_var[1] += dvar[1];
+            }
             if new.is_none() {
                 e.live_samples = e.live_samples.saturating_sub(1);
             }
             self.tally.change(w.bytes - old.bytes, w.bytes);
             if self.tally.take_capture() {
                 let size = |w: Weight| if w.count > 0.0 { w.bytes / w.count } else { 0.0 };
-                e.peak.capture_before(
-                    e.live_bytes,
-                    e.live_count,
-                    w.bytes - old.bytes,
-                    w.count - old.count,
-                    size(w) - size(old),
-                );
+                e.peak.capture_before(before, size(w) - size(old));
             }
         }
     }
@@ -262,10 +288,15 @@ impl StackTable {
     /// allocated figures kept as retained plus freed.
     fn split_sample(&mut self, id: u32, w: Weight) {
         if let Some(e) = self.entries.get_mut(id as usize) {
-            e.live_count += w.count;
-            e.live_bytes += w.bytes;
+            let var = w.variance();
+            e.live.count += w.count;
+            e.live.bytes += w.bytes;
+            e.live.var[0] += var.0;
+            e.live.var[1] += var.1;
             e.alloc_count += w.count;
             e.alloc_bytes += w.bytes;
+            e.alloc_var[0] += var.0;
+            e.alloc_var[1] += var.1;
             e.live_samples += 1;
         }
     }
@@ -370,7 +401,7 @@ pub(crate) fn for_each_live(mut f: impl FnMut(&Record)) {
 /// Estimated allocated and retained bytes summed over every stack.
 pub(crate) fn estimated_bytes() -> (f64, f64) {
     STACKS.iter().fold((0.0, 0.0), |(a, r), t| {
-        t.lock().entries.iter().fold((a, r), |(a, r), e| (a + e.alloc_bytes, r + e.live_bytes))
+        t.lock().entries.iter().fold((a, r), |(a, r), e| (a + e.alloc_bytes, r + e.live.bytes))
     })
 }
 

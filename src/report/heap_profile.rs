@@ -10,7 +10,10 @@
 use std::io::{self, Write};
 use std::time::UNIX_EPOCH;
 
-use super::pprof::{Label, PprofLine, PprofLocation, PprofMapping, PprofProfile, ProfileWriter};
+use super::pprof::{
+    INUSE_SAMPLE_TYPES, INUSE_STDERR_LABELS, Label, PprofLine, PprofLocation, PprofMapping,
+    PprofProfile, ProfileWriter, SAMPLE_TYPES, STDERR_LABELS, stderr_labels,
+};
 use crate::report::model::Report;
 use crate::report::model::table::{Location, StackTable};
 use crate::report::snapshot::Snapshot;
@@ -174,12 +177,17 @@ fn write_with(
             .iter()
             .map(|sp| Label { key: "span", str: sp.name, num: 0, unit: "" })
             .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }));
+        let fig = &snap.row(row).fig;
         if peak {
-            w.sample_values(&stack, &peak_values, labels)?;
+            let se = fig.peak_pprof_stderrs();
+            let errs = stderr_labels(&INUSE_STDERR_LABELS, &INUSE_SAMPLE_TYPES, &se);
+            w.sample_values(&stack, &peak_values, labels.chain(errs))?;
         } else if let Some(v) = custom {
             w.sample(&stack, v, labels)?;
         } else {
-            w.sample(&stack, snap.row(row).fig.pprof_values(), labels)?;
+            let se = fig.pprof_stderrs();
+            let errs = stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se);
+            w.sample(&stack, fig.pprof_values(), labels.chain(errs))?;
         }
     }
     let taken_at = match (peak, r.facts.peak) {
@@ -286,6 +294,7 @@ mod tests {
                     lifetimes: MillisHistogram::new(),
                     retained_age: MillisHistogram::new(),
                     spans: Vec::new(),
+                    variance: Default::default(),
                 }
             })
             .collect();

@@ -13,8 +13,10 @@
 //!  "exiting":true,"ended":null,"sample_interval_bytes":524288,"unit":"requested"|"chunk",
 //!  "totals":{"allocated_bytes":..,"freed_bytes":..,"retained_bytes":..,"profiler_bytes":..,
 //!            "profiler_peak_bytes":..},
-//!  "estimated":{"allocated_bytes":..,"retained_bytes":..},
-//!  "peak":{"estimated_bytes":..,"exact_bytes":..,"high_water_bytes":..,"at":"..",
+//!  "estimated":{"allocated_bytes":..,"allocated_bytes_stderr":..,"retained_bytes":..,
+//!               "retained_bytes_stderr":..},
+//!  "peak":{"estimated_bytes":..,"estimated_bytes_stderr":..,"exact_bytes":..,
+//!          "high_water_bytes":..,"at":"..",
 //!          "captures":..} | null,
 //!  "mapped":{"bytes":..,"regions":..} | null, "rss_kib":.. | null, "anon_rss_kib":.. | null,
 //!  "foreign_malloc":".." | null,
@@ -25,11 +27,14 @@
 //!  "ranked_by":"retained","entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
 //!    "allocated_bytes":..,"allocations":..,"freed_bytes":..,"frees":..,
 //!    "peak_retained_bytes":..,"samples":..,"live_samples":..,"spans":[".."],
+//!    (and beside each sampled figure its standard error: "retained_bytes_stderr":.., ...)
 //!    "frames":["function (file:line)",..]}],
 //!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
 //! ```
 //!
-//! Every figure is a JSON number (an integer); a missing one is `null`. New keys may be added
+//! Every figure is a JSON number (an integer); a missing one is `null`. A sampled figure's
+//! `_stderr` is its standard error (0 when it has none): the truth is within 1.96 of them 95
+//! times in 100. New keys may be added
 //! in a later version of the same `version`; a key's meaning never changes within it.
 //!
 //! It is streamed to its file through `serde_json`'s serializer, one key at a time, rather
@@ -89,15 +94,19 @@ struct Totals {
     profiler_peak_bytes: u64,
 }
 
+/// Each sampled figure's standard error beside it, `<figure>_stderr` (0: no sampling error).
 #[derive(Serialize)]
 struct Estimated {
     allocated_bytes: u64,
+    allocated_bytes_stderr: u64,
     retained_bytes: u64,
+    retained_bytes_stderr: u64,
 }
 
 #[derive(Serialize)]
 struct Peak {
     estimated_bytes: u64,
+    estimated_bytes_stderr: u64,
     exact_bytes: Option<u64>,
     high_water_bytes: u64,
     at: String,
@@ -147,15 +156,24 @@ impl Serialize for Entries<'_> {
             let st = self.r.stack_stats(e);
             let frames: Vec<String> = st.shown_frames(view).iter().map(|f| f.text(true)).collect();
             let spans: Vec<String> = st.spans.iter().map(|sp| sp.to_string()).collect();
+            let v = &st.variance;
+            let se = |v: f64| v.max(0.0).sqrt().round() as u64;
             Entry {
                 rank: i + 1,
                 retained_bytes: st.retained_bytes,
+                retained_bytes_stderr: se(v.retained_bytes),
                 retained_count: st.retained_count,
+                retained_count_stderr: se(v.retained_count),
                 allocated_bytes: st.allocated_bytes,
+                allocated_bytes_stderr: se(v.allocated_bytes),
                 allocations: st.num_allocations,
+                allocations_stderr: se(v.num_allocations),
                 freed_bytes: st.freed_bytes,
+                freed_bytes_stderr: se(v.freed_bytes),
                 frees: st.num_frees,
+                frees_stderr: se(v.num_frees),
                 peak_retained_bytes: st.peak_retained_bytes,
+                peak_retained_bytes_stderr: se(v.peak_retained_bytes),
                 samples: st.samples,
                 live_samples: st.live_samples,
                 spans,
@@ -169,12 +187,19 @@ impl Serialize for Entries<'_> {
 struct Entry {
     rank: usize,
     retained_bytes: u64,
+    retained_bytes_stderr: u64,
     retained_count: u64,
+    retained_count_stderr: u64,
     allocated_bytes: u64,
+    allocated_bytes_stderr: u64,
     allocations: u64,
+    allocations_stderr: u64,
     freed_bytes: u64,
+    freed_bytes_stderr: u64,
     frees: u64,
+    frees_stderr: u64,
     peak_retained_bytes: u64,
+    peak_retained_bytes_stderr: u64,
     samples: u64,
     live_samples: u64,
     spans: Vec<String>,
@@ -196,6 +221,7 @@ pub(crate) fn write(
     let f = &r.facts;
     let t = &f.totals;
     let (est_alloc, est_ret) = r.estimated_totals();
+    let (se_alloc, se_ret, se_peak) = r.estimated_stderrs();
     let doc = Manifest {
         format: "ying-report-set",
         version: VERSION,
@@ -218,9 +244,15 @@ pub(crate) fn write(
             profiler_bytes: t.profiler_bytes,
             profiler_peak_bytes: t.profiler_peak_bytes,
         },
-        estimated: Estimated { allocated_bytes: est_alloc, retained_bytes: est_ret },
+        estimated: Estimated {
+            allocated_bytes: est_alloc,
+            allocated_bytes_stderr: se_alloc.round() as u64,
+            retained_bytes: est_ret,
+            retained_bytes_stderr: se_ret.round() as u64,
+        },
         peak: f.peak.as_ref().map(|p| Peak {
             estimated_bytes: p.estimated_bytes,
+            estimated_bytes_stderr: se_peak.round() as u64,
             exact_bytes: p.exact_bytes,
             high_water_bytes: p.high_water_bytes,
             at: utc_timestamp(p.at, true),

@@ -371,6 +371,23 @@ pub(crate) fn peak_when(p: &snapshot::Peak) -> String {
     format!("{since} ({})", utc_timestamp(p.at, true))
 }
 
+/// How many standard errors each side of an estimate its printed 95 % interval spans.
+pub const Z95: f64 = 1.96;
+
+/// ` ± 1.2 MiB`: the half-width of the 95 % interval of an estimate of bytes whose standard
+/// error is `stderr` (the estimate is within it of the truth 95 times in 100), or nothing when
+/// the estimate has no sampling error (exact, or made of blocks sampled surely).
+pub fn plus_minus_bytes(stderr: f64) -> String {
+    let half = (Z95 * stderr).round();
+    if half >= 1.0 { format!(" ± {}", human_bytes(half as u64)) } else { String::new() }
+}
+
+/// ` ± 12`: [`plus_minus_bytes`] for a count.
+pub fn plus_minus_count(stderr: f64) -> String {
+    let half = (Z95 * stderr).round();
+    if half >= 1.0 { format!(" ± {}", half as u64) } else { String::new() }
+}
+
 /// `12.3 MiB`-style sizes.
 pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

@@ -62,6 +62,29 @@ pub(crate) const SAMPLE_TYPES: [(&str, &str); 4] = [
 pub(crate) const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
     [("inuse_objects", "count"), ("inuse_space", "bytes")];
 
+/// The numeric label each sample carries beside the value of the same index of
+/// [`SAMPLE_TYPES`]: that value's standard error, in the value's unit (absent when it has no
+/// sampling error). `ying diff` reads them; another producer's profile has none, and its noise
+/// is bounded from its period instead.
+pub(crate) const STDERR_LABELS: [&str; 4] =
+    ["stderr:alloc_objects", "stderr:alloc_space", "stderr:inuse_objects", "stderr:inuse_space"];
+
+/// [`STDERR_LABELS`] for [`INUSE_SAMPLE_TYPES`].
+pub(crate) const INUSE_STDERR_LABELS: [&str; 2] = ["stderr:inuse_objects", "stderr:inuse_space"];
+
+/// The standard-error labels of a sample whose values' standard errors are `stderrs`, named
+/// `names`, in units `types` (those that round to 0 left out).
+pub(crate) fn stderr_labels<'a>(
+    names: &'a [&'a str],
+    types: &'a [(&'a str, &'a str)],
+    stderrs: &'a [f64],
+) -> impl Iterator<Item = Label<'a>> + 'a {
+    names.iter().zip(types).zip(stderrs).filter_map(|((&key, &(_, unit)), &se)| {
+        let n = se.round();
+        (n >= 1.0).then(|| Label { key, str: "", num: n.min(i64::MAX as f64) as i64, unit })
+    })
+}
+
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
 

@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use super::{ReportContext, ReportOptions, human_bytes, utc_timestamp};
+use super::{
+    ReportContext, ReportOptions, human_bytes, plus_minus_bytes, plus_minus_count, utc_timestamp,
+};
 use crate::callstack::{FrameView, Measurement, StackStats};
 use crate::engine::mapped::MappedState;
 use crate::report::model::Report;
@@ -58,21 +60,30 @@ pub(crate) fn stack_block_in(
     let share = |v: u64, w: u64| {
         if rank.is_some() { format!(", {} of estimated", pct(v, w)) } else { String::new() }
     };
+    let v = &s.variance;
+    let (b, c) = (|v: f64| plus_minus_bytes(v.sqrt()), |v: f64| plus_minus_count(v.sqrt()));
     let retained = format!(
-        "retained {} ({} bytes{}) in {} allocations",
+        "retained {}{} ({} bytes{}) in {}{} allocations",
         human_bytes(s.retained_bytes),
+        b(v.retained_bytes),
         s.retained_bytes,
         share(s.retained_bytes, est_ret),
-        s.retained_count
+        s.retained_count,
+        c(v.retained_count),
     );
     let allocated = format!(
-        "allocated {} ({} bytes{}) in {} allocations; freed {} bytes in {} frees",
+        "allocated {}{} ({} bytes{}) in {}{} allocations; freed {}{} ({} bytes) in {}{} frees",
         human_bytes(s.allocated_bytes),
+        b(v.allocated_bytes),
         s.allocated_bytes,
         share(s.allocated_bytes, est_alloc),
         s.num_allocations,
+        c(v.num_allocations),
+        human_bytes(s.freed_bytes),
+        b(v.freed_bytes),
         s.freed_bytes,
-        s.num_frees
+        s.num_frees,
+        c(v.num_frees),
     );
     let (first, second) = match m {
         Measurement::RetainedBytes | Measurement::RetainedBytesAtPeak => (retained, allocated),
@@ -171,8 +182,26 @@ pub(crate) fn render_report(r: &Report) -> String {
         t.freed_bytes
     );
     o.push_str(&mapped_line(f.mapped));
-    let _ = writeln!(o, "retained (sampled): {} ({} bytes)", human_bytes(est_ret), est_ret);
-    let _ = writeln!(o, "allocated (sampled):{} ({} bytes)", human_bytes(est_alloc), est_alloc);
+    let (se_alloc, se_ret, _) = r.estimated_stderrs();
+    let legend = if se_ret > 0.0 || se_alloc > 0.0 {
+        "; ± is the 95 % interval of a sampled figure"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        o,
+        "retained (sampled): {}{} ({} bytes{legend})",
+        human_bytes(est_ret),
+        plus_minus_bytes(se_ret),
+        est_ret
+    );
+    let _ = writeln!(
+        o,
+        "allocated (sampled):{}{} ({} bytes)",
+        human_bytes(est_alloc),
+        plus_minus_bytes(se_alloc),
+        est_alloc
+    );
     o.push_str(&peak_header_line(r));
     let _ = writeln!(
         o,
@@ -250,9 +279,10 @@ fn exact(p: &Peak) -> String {
 fn peak_header_line(r: &Report) -> String {
     match &r.facts.peak {
         Some(p) => format!(
-            "peak (sampled):     {} high-water; stacks kept at {} estimated, {}, {}\n",
+            "peak (sampled):     {} high-water; stacks kept at {}{} estimated, {}, {}\n",
             human_bytes(p.high_water_bytes),
             human_bytes(p.estimated_bytes),
+            plus_minus_bytes(r.estimated_stderrs().2),
             match p.exact_bytes {
                 Some(b) => format!("{} exact", human_bytes(b)),
                 None => "exact not read".to_string(),
@@ -297,8 +327,9 @@ fn peak_section(r: &Report, top_k: usize, view: FrameView) -> String {
     );
     let _ = writeln!(
         o,
-        "kept peak:            {} ({} bytes) estimated, {}",
+        "kept peak:            {}{} ({} bytes) estimated, {}",
         human_bytes(p.estimated_bytes),
+        plus_minus_bytes(r.estimated_stderrs().2),
         p.estimated_bytes,
         exact(p)
     );
@@ -326,12 +357,15 @@ fn peak_section(r: &Report, top_k: usize, view: FrameView) -> String {
         let s = r.stack_stats(e);
         let _ = writeln!(
             o,
-            "peak #{}: {} ({} bytes, {share:.1}% of the kept peak) in {} allocations; retained now {}",
+            "peak #{}: {}{} ({} bytes, {share:.1}% of the kept peak) in {}{} allocations; retained now {}{}",
             i + 1,
             human_bytes(at_peak),
+            plus_minus_bytes(s.variance.peak_retained_bytes.sqrt()),
             at_peak,
             s.peak_retained_count,
-            human_bytes(s.retained_bytes)
+            plus_minus_count(s.variance.peak_retained_count.sqrt()),
+            human_bytes(s.retained_bytes),
+            plus_minus_bytes(s.variance.retained_bytes.sqrt()),
         );
         write_spans_and_frames(&mut o, &s, view, true);
         o.push('\n');

@@ -589,6 +589,7 @@ mod tests {
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[0x1000 + line as usize, 0x2000]),
             spans: Vec::new(),
+            variance: Default::default(),
         }
     }
 

@@ -173,6 +173,10 @@ pub(crate) struct Row {
     pub(crate) lifetimes: Option<Histogram>,
     #[prost(message, optional, tag = "7")]
     pub(crate) retained_age: Option<Histogram>,
+    /// The estimates' variance estimates, same order (absent in a file of a version that did
+    /// not write them: read as zero).
+    #[prost(double, repeated, tag = "8")]
+    pub(crate) var: Vec<f64>,
 }
 
 /// A weighted histogram of milliseconds.

@@ -256,8 +256,12 @@ impl LiveProfile {
                 for (a, b) in est.iter_mut().zip(&r.est) {
                     *a = if b.is_finite() { *b } else { 0.0 };
                 }
+                let mut var = [0.0; 8];
+                for (a, b) in var.iter_mut().zip(&r.var) {
+                    *a = if b.is_finite() { b.max(0.0) } else { 0.0 };
+                }
                 RawRow {
-                    fig: Figures { est, samples: r.samples, live_samples: r.live_samples },
+                    fig: Figures { est, var, samples: r.samples, live_samples: r.live_samples },
                     locs: r.locs.clone(),
                     spans: r.spans,
                     histograms: Histograms {

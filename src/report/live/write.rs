@@ -285,6 +285,7 @@ impl LiveWriter {
             let raw = stacks.raw_row(r as u32, h);
             let row = format::Row {
                 est: raw.fig.est.to_vec(),
+                var: raw.fig.var.to_vec(),
                 samples: raw.fig.samples,
                 live_samples: raw.fig.live_samples,
                 locs: raw.locs,
@@ -439,6 +440,7 @@ mod tests {
     fn rows_streamed_after_the_head_decode_as_one_message() {
         let row = |n: u64| format::Row {
             est: vec![n as f64; 8],
+            var: vec![n as f64; 8],
             samples: n,
             live_samples: n / 2,
             locs: vec![1, 2, n as u32],

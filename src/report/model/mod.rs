@@ -292,6 +292,16 @@ impl Report {
         self.table.stack_stats(self.printed.lead(e), self.figures(e), &h)
     }
 
+    /// The standard errors of [`Report::estimated_totals`] and of the estimate at the kept peak
+    /// (allocated, retained, at the peak): the stacks' variances add up.
+    pub(crate) fn estimated_stderrs(&self) -> (f64, f64, f64) {
+        let (a, r, p) = (0..self.table.len() as u32).fold((0.0, 0.0, 0.0), |(a, r, p), row| {
+            let v = &self.table.row(row).fig.var;
+            (a + v[table::ALLOC_BYTES], r + v[table::LIVE_BYTES], p + v[table::PEAK_BYTES])
+        });
+        (a.sqrt(), r.sqrt(), p.sqrt())
+    }
+
     /// Estimated allocated and retained bytes summed over all stacks.
     pub(crate) fn estimated_totals(&self) -> (u64, u64) {
         (0..self.table.len() as u32).fold((0, 0), |(a, r), row| {
@@ -346,6 +356,7 @@ pub(crate) mod fixtures {
             lifetimes,
             retained_age,
             spans: Vec::new(),
+            variance: Default::default(),
         }
     }
 }

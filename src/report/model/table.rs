@@ -12,10 +12,10 @@
 //!
 //! # What it costs
 //!
-//! A table of `S` stacks of `F` frames on average takes about `S * (110 + 4 * F)` bytes: a
-//! 104-byte row of figures (its peak figures included), the frame indices, and while the
-//! stripes are merged a hash index of about 20 bytes a stack (the arrays are counted first and
-//! allocated once, at their size). The location table is a few hundred bytes per distinct
+//! A table of `S` stacks of `F` frames on average takes about `S * (175 + 4 * F)` bytes: a
+//! 168-byte row of figures (its peak figures and the estimates' variances included), the frame
+//! indices, and while the stripes are merged a hash index of about 20 bytes a stack (the arrays
+//! are counted first and allocated once, at their size). The location table is a few hundred bytes per distinct
 //! address.
 
 use std::collections::HashMap;
@@ -50,21 +50,23 @@ pub(crate) struct Location {
 }
 
 /// Indices of a row's estimates.
-const ALLOC_BYTES: usize = 0;
-const ALLOC_COUNT: usize = 1;
-const FREED_BYTES: usize = 2;
-const FREED_COUNT: usize = 3;
-const LIVE_BYTES: usize = 4;
-const LIVE_COUNT: usize = 5;
+pub(crate) const ALLOC_BYTES: usize = 0;
+pub(crate) const ALLOC_COUNT: usize = 1;
+pub(crate) const FREED_BYTES: usize = 2;
+pub(crate) const FREED_COUNT: usize = 3;
+pub(crate) const LIVE_BYTES: usize = 4;
+pub(crate) const LIVE_COUNT: usize = 5;
 /// Retained bytes and count at the kept peak.
-const PEAK_BYTES: usize = 6;
-const PEAK_COUNT: usize = 7;
+pub(crate) const PEAK_BYTES: usize = 6;
+pub(crate) const PEAK_COUNT: usize = 7;
 
 /// The figures of one stack, or of one entry of a report (the stacks printed alike summed).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Figures {
     /// Unrounded estimates (sums over the stripes), see the `ALLOC_BYTES`... indices.
     pub(crate) est: [f64; 8],
+    /// Their variance estimates (see [`crate::Variances`]), same indices.
+    pub(crate) var: [f64; 8],
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
 }
@@ -77,6 +79,21 @@ impl Figures {
             Measurement::RetainedBytes => round(self.est[LIVE_BYTES]),
             Measurement::RetainedBytesAtPeak => round(self.est[PEAK_BYTES]),
         }
+    }
+
+    /// The standard error of estimate `i` (the `ALLOC_BYTES`... indices).
+    pub(crate) fn stderr_at(&self, i: usize) -> f64 {
+        self.var[i].max(0.0).sqrt()
+    }
+
+    /// The standard errors of Go's four heap values ([`Figures::pprof_values`]).
+    pub(crate) fn pprof_stderrs(&self) -> [f64; 4] {
+        [ALLOC_COUNT, ALLOC_BYTES, LIVE_COUNT, LIVE_BYTES].map(|i| self.stderr_at(i))
+    }
+
+    /// The standard errors of the peak heap profile's two values.
+    pub(crate) fn peak_pprof_stderrs(&self) -> [f64; 2] {
+        [PEAK_COUNT, PEAK_BYTES].map(|i| self.stderr_at(i))
     }
 
     /// Go's four heap values: allocated objects and bytes, retained objects and bytes.
@@ -96,6 +113,9 @@ impl Figures {
         for (a, b) in self.est.iter_mut().zip(other.est) {
             *a = round(*a) as f64 + round(b) as f64;
         }
+        for (a, b) in self.var.iter_mut().zip(other.var) {
+            *a += b.max(0.0);
+        }
         self.samples += other.samples;
         self.live_samples += other.live_samples;
     }
@@ -113,6 +133,16 @@ impl Figures {
             peak_retained_count: round(self.est[PEAK_COUNT]),
             samples: self.samples,
             live_samples: self.live_samples,
+            variance: crate::Variances {
+                allocated_bytes: self.var[ALLOC_BYTES].max(0.0),
+                num_allocations: self.var[ALLOC_COUNT].max(0.0),
+                freed_bytes: self.var[FREED_BYTES].max(0.0),
+                num_frees: self.var[FREED_COUNT].max(0.0),
+                retained_bytes: self.var[LIVE_BYTES].max(0.0),
+                retained_count: self.var[LIVE_COUNT].max(0.0),
+                peak_retained_bytes: self.var[PEAK_BYTES].max(0.0),
+                peak_retained_count: self.var[PEAK_COUNT].max(0.0),
+            },
             frames: Vec::new(),
             lifetimes: MillisHistogram::new(),
             retained_age: MillisHistogram::new(),
@@ -285,17 +315,28 @@ impl Builder {
         while r != NO_ROW && !self.is(r, overflow, ips, spans) {
             r = self.next_same_hash[r as usize];
         }
-        let (peak_bytes, peak_count) = e.peak.at(self.peak_epoch, e.live_bytes, e.live_count);
+        let peak = e.peak.at(self.peak_epoch, e.live);
         let est = [
             e.alloc_bytes,
             e.alloc_count,
             e.freed_bytes,
             e.freed_count,
-            e.live_bytes,
-            e.live_count,
-            peak_bytes,
-            peak_count,
+            e.live.bytes,
+            e.live.count,
+            peak.bytes,
+            peak.count,
         ];
+        let var = [
+            e.alloc_var[0],
+            e.alloc_var[1],
+            e.alloc_var[0] - e.live.var[0],
+            e.alloc_var[1] - e.live.var[1],
+            e.live.var[0],
+            e.live.var[1],
+            peak.var[0],
+            peak.var[1],
+        ]
+        .map(|v| v.max(0.0));
         if r == NO_ROW {
             r = self.rows.len() as u32;
             let start = self.locs.len() as u32;
@@ -308,7 +349,7 @@ impl Builder {
                 }
             }
             self.rows.push(Row {
-                fig: Figures { est, samples: e.samples, live_samples: e.live_samples },
+                fig: Figures { est, var, samples: e.samples, live_samples: e.live_samples },
                 entry: entry_key(stripe, index),
                 start,
                 len: self.locs.len() as u32 - start,
@@ -319,6 +360,9 @@ impl Builder {
         } else {
             let fig = &mut self.rows[r as usize].fig;
             for (a, b) in fig.est.iter_mut().zip(est) {
+                *a += b;
+            }
+            for (a, b) in fig.var.iter_mut().zip(var) {
                 *a += b;
             }
             fig.samples += e.samples;
@@ -423,6 +467,8 @@ fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, e
     for (r, row) in rows.iter_mut().enumerate() {
         row.fig.est[PEAK_BYTES] = 0.0;
         row.fig.est[PEAK_COUNT] = 0.0;
+        row.fig.var[PEAK_BYTES] = 0.0;
+        row.fig.var[PEAK_COUNT] = 0.0;
         row_of.insert(row.entry, r as u32);
     }
     for &(r, entry) in extra_entries.iter() {
@@ -432,9 +478,11 @@ fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, e
         if let Some(row) =
             row_of.get(&entry_key(stripe, index)).and_then(|&r| rows.get_mut(r as usize))
         {
-            let (bytes, count) = e.peak.at(epoch, e.live_bytes, e.live_count);
-            row.fig.est[PEAK_BYTES] += bytes;
-            row.fig.est[PEAK_COUNT] += count;
+            let peak = e.peak.at(epoch, e.live);
+            row.fig.est[PEAK_BYTES] += peak.bytes;
+            row.fig.est[PEAK_COUNT] += peak.count;
+            row.fig.var[PEAK_BYTES] += peak.var[0].max(0.0);
+            row.fig.var[PEAK_COUNT] += peak.var[1].max(0.0);
         }
     });
 }
@@ -486,6 +534,16 @@ impl StackTable {
                         f(s.retained_count),
                         f(s.peak_retained_bytes),
                         f(s.peak_retained_count),
+                    ],
+                    var: [
+                        s.variance.allocated_bytes,
+                        s.variance.num_allocations,
+                        s.variance.freed_bytes,
+                        s.variance.num_frees,
+                        s.variance.retained_bytes,
+                        s.variance.retained_count,
+                        s.variance.peak_retained_bytes,
+                        s.variance.peak_retained_count,
                     ],
                     samples: s.samples,
                     live_samples: s.live_samples,
