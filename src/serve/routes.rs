@@ -144,6 +144,13 @@ fn dump(ctx: &Ctx) -> Response {
     }
 }
 
+/// A bound on the standard error of an estimate of `bytes` sampled at `interval` (0 in exact
+/// mode), for the status, which reads no stack and so no variance: each sample's variance term
+/// `s² (1-p) / p²` is at most its estimate `s / p` times the interval.
+fn stderr_bound(bytes: u64, interval: u64) -> u64 {
+    if interval <= 1 { 0 } else { (bytes as f64 * interval as f64).sqrt().round() as u64 }
+}
+
 fn opt_num(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "null".into())
 }
@@ -157,8 +164,9 @@ fn status(ctx: &Ctx) -> String {
     let t = &snap.totals;
     let peak = match &snap.peak {
         Some(p) => format!(
-            "{{\"estimated_bytes\":{},\"exact_bytes\":{},\"high_water_bytes\":{},\"at\":{}}}",
+            "{{\"estimated_bytes\":{},\"estimated_bytes_stderr_bound\":{},\"exact_bytes\":{},\"high_water_bytes\":{},\"at\":{}}}",
             p.estimated_bytes,
+            stderr_bound(p.estimated_bytes, interval),
             opt_num(p.exact_bytes),
             p.high_water_bytes,
             json_str(&utc_timestamp(p.at, true))
@@ -205,4 +213,21 @@ fn status(ctx: &Ctx) -> String {
         s.push_url.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
         s.push_interval_secs,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stderr_bound;
+
+    #[test]
+    fn the_status_bound_holds_for_every_block_size_and_vanishes_in_exact_mode() {
+        let r = 512 * 1024u64;
+        for size in [16u64, 4096, 512 * 1024, 64 << 20] {
+            let w = crate::engine::sampler::weight(size, r);
+            let (var, _) = w.variance();
+            let bound = stderr_bound(w.bytes.round() as u64, r) as f64;
+            assert!(var.sqrt() <= bound + 1.0, "{size}: {} > {bound}", var.sqrt());
+        }
+        assert_eq!(stderr_bound(1 << 30, 1), 0);
+    }
 }
