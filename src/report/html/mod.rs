@@ -21,6 +21,7 @@
 
 use std::fmt::Write as _;
 
+mod suspects;
 mod view;
 pub use view::{VIEW_FILE, write_view};
 
@@ -81,6 +82,16 @@ fn short_exe(exe: &str) -> &str {
 /// [`crate::report::timeline`], for the same test: the runner renders its own page at each dump.
 #[doc(hidden)]
 pub fn render(timelines: &[&Timeline], title: &str) -> String {
+    render_with(timelines, &[], title)
+}
+
+/// [`render`], with the leak test's result for each timeline given (`leaks[i]` for
+/// `timelines[i]`; a missing one is computed from the timeline).
+pub(crate) fn render_with(
+    timelines: &[&Timeline],
+    leaks: &[Option<crate::report::leaks::Analysis>],
+    title: &str,
+) -> String {
     let mut o = String::with_capacity(64 * 1024);
     let _ = write!(
         o,
@@ -100,7 +111,7 @@ pub fn render(timelines: &[&Timeline], title: &str) -> String {
         utc_timestamp(std::time::SystemTime::now(), true)
     );
     for (i, t) in timelines.iter().enumerate() {
-        summary(&mut o, i, t);
+        summary(&mut o, i, t, leaks.get(i).and_then(Option::as_ref));
     }
     o.push_str("<script type=\"application/json\" id=\"ying-data\">");
     data(&mut o, timelines);
@@ -110,8 +121,9 @@ pub fn render(timelines: &[&Timeline], title: &str) -> String {
     o
 }
 
-/// The plain-HTML summary of one process: totals, the peak, the top stacks of its last dump.
-fn summary(o: &mut String, i: usize, t: &Timeline) {
+/// The plain-HTML summary of one process: totals, the peak, the leak suspects (`leaks`, else
+/// tested on `t`), the top stacks of its last dump.
+fn summary(o: &mut String, i: usize, t: &Timeline, leaks: Option<&crate::report::leaks::Analysis>) {
     let _ = writeln!(
         o,
         "<section class=\"process\" id=\"ying-process-{i}\">\n<h2>{} (pid {})</h2>",
@@ -163,6 +175,10 @@ fn summary(o: &mut String, i: usize, t: &Timeline) {
     row("peak (sampled)", peak);
     row("stacks sampled", last.stacks_sampled.to_string());
     o.push_str("</table>\n");
+    match leaks {
+        Some(a) => suspects::panel(o, a),
+        None => suspects::panel(o, &suspects::of_timeline(t)),
+    }
     top_table(o, t, last);
     o.push_str("</section>\n");
 }
