@@ -282,7 +282,7 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
                     |v: f32| if v >= 0.0 { format!("{}", v.round() as i64) } else { "-1".into() };
                 let _ = write!(
                     o,
-                    "[{},{},{},{},{},{},{},{}]",
+                    "[{},{},{},{},{},{},{},{},{}]",
                     s.stack,
                     s.retained,
                     s.allocated,
@@ -290,7 +290,8 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
                     s.retained_count,
                     s.peak,
                     ms(s.lifetime_ms),
-                    ms(s.age_ms)
+                    ms(s.age_ms),
+                    s.retained_stderr.round() as u64
                 );
             }
             o.push_str("]}");
