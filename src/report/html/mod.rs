@@ -1,9 +1,10 @@
 //! `ying.<exe>.<pid>.html`: one self-contained page per process, rewritten at each dump, with
-//! the memory of the process over time ([`super::timeline`]), each dump's top stacks, its
-//! flamegraph and its peak, and the diff of any two dumps.
+//! the memory of the process over time ([`super::timeline`]), its leak suspects (`suspects.rs`,
+//! [`super::leaks`]), each dump's top stacks, its flamegraph and its peak, and the diff of any
+//! two dumps (each stack's change weighed against sampling noise as [`super::noise`] says).
 //!
-//! The page is plain HTML first: a summary (totals, the peak, the top stacks of the last dump)
-//! that a text browser or `less` reads, then the data as JSON and a small script
+//! The page is plain HTML first: a summary (totals, the peak, the leak suspects, the top stacks
+//! of the last dump) that a text browser or `less` reads, then the data as JSON and a small script
 //! (`ying.js`, about 20 KB, with `ying.css` included in the page) that draws the chart, the
 //! dump picker, the flamegraphs and the diff. Nothing is loaded from anywhere: the page's
 //! Content-Security-Policy forbids every request, so it opens the same on an air-gapped host.

@@ -295,15 +295,14 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
         None => 2,
     };
     timelines.sort_by_key(|t| (rank(t), t.dumps.front().map_or(0, |d| d.at.t_ms)));
-    // The leak test on the sets' manifests, which carry the stacks' ages (see
-    // `leaks::sets`); a process with a live file only is tested on its timeline.
+    // The leak test on the sets' manifests, which carry the stacks' ages (see `leaks::sets`);
+    // a process with a live file and no set is tested on its timeline.
     let manifests = crate::report::leaks::sets::manifests(&[dir.to_path_buf()]).unwrap_or_default();
     let (tested, _) = crate::report::leaks::sets::read(&manifests);
     let leaks: Vec<_> = timelines
         .iter()
         .map(|t| {
-            let own = tested.iter().find(|p| p.pid == t.pid && p.exe == t.exe);
-            own.filter(|p| p.analysis.dumps >= t.dumps.len()).map(|p| p.analysis.clone())
+            tested.iter().find(|p| p.pid == t.pid && p.exe == t.exe).map(|p| p.analysis.clone())
         })
         .collect();
     let refs: Vec<&Timeline> = timelines.iter().collect();

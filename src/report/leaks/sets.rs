@@ -124,8 +124,8 @@ fn dump_of(path: &Path) -> io::Result<Dump> {
     Ok(Dump { exe: set.exe, pid, t_ms, stacks })
 }
 
-/// The frame that names a stack of printed frames: the first that is not the allocator's or
-/// the standard library's (else the first).
+/// The frame that names a stack of printed frames: the first that is not the allocator's, the
+/// standard library's or a folded run (`... library internals ...`), else the first.
 fn name_of(frames: &[String]) -> String {
     let plumbing = [
         "malloc",
@@ -199,5 +199,9 @@ mod tests {
             "app::leak_loop (main.rs:3)"
         );
         assert_eq!(f(&["malloc"]), "malloc");
+        assert_eq!(
+            f(&["... library internals ...", "app::leak_loop (main.rs:3)"]),
+            "app::leak_loop (main.rs:3)"
+        );
     }
 }
