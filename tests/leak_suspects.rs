@@ -29,7 +29,7 @@ fn the_example_leak_is_the_only_suspect_and_the_cache_is_not() {
     let out = common::wait_or_kill(child, Duration::from_secs(300), "the example");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
-    let manifests = sets::manifests(&[dir.clone()]).expect("the directory is read");
+    let manifests = sets::manifests(std::slice::from_ref(&dir)).expect("the directory is read");
     assert!(manifests.len() >= 4, "a set per check: {manifests:?}");
     let (processes, warnings) = sets::read(&manifests);
     assert!(warnings.is_empty(), "{warnings:?}");

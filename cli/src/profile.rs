@@ -148,7 +148,7 @@ impl Noise {
         };
         let period_in_bytes =
             p.period_type.is_some_and(|pt| p.string(pt.unit) == "bytes") && p.period >= 0;
-        if !labelled && !(period_in_bytes && bytes_index.is_some()) {
+        if !(labelled || (period_in_bytes && bytes_index.is_some())) {
             return None;
         }
         Some(Noise { stderr_key, period: p.period.max(0) as f64, bytes_index, labelled })

@@ -155,6 +155,6 @@ mod tests {
         let t =
             judge(rows, false, true, true).render(None, "", &names, 10_000, "bytes", Unit::Exact);
         assert!(t.lines().nth(2).unwrap().contains("1.2 within  scatter"), "{t}");
-        assert!(t.lines().nth(0).unwrap().starts_with("Showing 3 of 3 functions"), "{t}");
+        assert!(t.lines().next().unwrap().starts_with("Showing 3 of 3 functions"), "{t}");
     }
 }
