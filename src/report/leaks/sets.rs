@@ -142,6 +142,7 @@ fn name_of(frames: &[String]) -> String {
         "<std::",
         "hashbrown::",
         "[span ",
+        "...",
     ];
     frames
         .iter()
