@@ -1,6 +1,7 @@
 //! `ying diff A B`: what changed from profile A (the base) to profile B, as `go tool pprof
 //! -diff_base A B` shows it, written three ways: a text table, a differential flamegraph and a
-//! pprof profile of B's samples plus A's negated.
+//! pprof profile of B's samples plus A's negated. The table marks each function's change as
+//! beyond sampling noise or within it and ranks by that ([`crate::significance`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -10,7 +11,8 @@ use ying_profiler::report::proto::{
     Function, Label, Line, Location, Mapping, Profile, Sample, ValueType, encode_gzip,
 };
 
-use crate::profile::{self, Loaded, Names, Pruner, Stack, Unit};
+use crate::profile::{self, Loaded, Names, Noise, Pruner, Stack, Unit};
+use crate::significance;
 
 /// What `ying diff` was asked for.
 #[derive(Debug)]
@@ -23,6 +25,8 @@ pub struct Request<'a> {
     pub sample: Option<&'a str>,
     /// Rows shown on standard output (the `.txt` file has all).
     pub rows: usize,
+    /// List every row in pprof's order, none folded (see [`crate::significance`]).
+    pub all: bool,
     /// Sort by cum instead of flat.
     pub by_cum: bool,
     /// pprof's `-nodefraction` (see [`profile::trim`]).
@@ -63,8 +67,11 @@ pub fn diff(req: &Request<'_>) -> Result<Written, String> {
     // As pprof: B's drop_frames apply to both (a merged profile keeps its first profile's).
     let pruner = Pruner::of(b, &req.b.path);
     let mut names = Names::default();
-    let b_stacks = profile::stacks(b, bi, pruner.as_ref(), &mut names);
-    let a_stacks = profile::stacks(a, ai, pruner.as_ref(), &mut names);
+    // Both profiles' noise must be known for a change's to be.
+    let (b_noise, a_noise) = (Noise::of(b, bi), Noise::of(a, ai));
+    let known = a_noise.is_some() && b_noise.is_some();
+    let b_stacks = profile::stacks(b, bi, pruner.as_ref(), b_noise.as_ref(), &mut names);
+    let a_stacks = profile::stacks(a, ai, pruner.as_ref(), a_noise.as_ref(), &mut names);
     let mut rows = HashMap::new();
     profile::accumulate(&b_stacks, 1, &mut rows);
     profile::accumulate(&a_stacks, -1, &mut rows);
@@ -89,18 +96,10 @@ pub fn diff(req: &Request<'_>) -> Result<Written, String> {
         profile::format_value(b_total, b_unit, req.unit),
         profile::format_value(b_total.saturating_sub(a_total), b_unit, req.unit),
     );
-    let shown = &sorted[..sorted.len().min(req.rows)];
-    let top = format!(
-        "{header}Showing top {} of {} functions that changed; {left_out}\n{}",
-        shown.len(),
-        sorted.len(),
-        profile::table(shown, &names, a_total, b_unit, req.unit)
-    );
-    let text = format!(
-        "{header}All {} functions that changed; {left_out}\n{}",
-        sorted.len(),
-        profile::table(&sorted, &names, a_total, b_unit, req.unit)
-    );
+    let judged = significance::judge(sorted, req.by_cum, known, req.all);
+    let render = |limit| judged.render(limit, &left_out, &names, a_total, b_unit, req.unit);
+    let top = format!("{header}{}", render(Some(req.rows)));
+    let text = format!("{header}{}", render(None));
 
     let title = format!(
         "ying diff: {} against {} ({b_type})",

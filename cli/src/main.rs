@@ -1,10 +1,13 @@
-//! `ying`: run a program under Ying's LD_PRELOAD shim, diff two heap profiles, print the top
-//! functions of one, or write the HTML page of a directory of report sets. `ying --help` and
+//! `ying`: run a program under Ying's LD_PRELOAD shim, diff two heap profiles, list a process's
+//! leak suspects, print the top functions of one, or write the HTML page of a directory of
+//! report sets. `ying --help` and
 //! `ying <command> --help` say how.
 
 mod diff;
+mod leaks;
 mod profile;
 mod run;
+mod significance;
 mod summary;
 
 use std::ffi::OsString;
@@ -63,12 +66,16 @@ enum Cmd {
         )]
         command: Vec<OsString>,
     },
-    /// What changed between two heap profiles, like `go tool pprof -diff_base A B`.
+    /// What changed between two heap profiles, like `go tool pprof -diff_base A B`, with
+    /// sampling noise told apart from change.
     ///
     /// A (the base) and B are report sets (their name, `ying.EXE.PID.SEQ.TIME`, or any of their
     /// files) or pprof files (.pb.gz, gzipped or not: Ying's, Go's, jemalloc_pprof's). Prints
-    /// the functions whose flat value changed most (B minus A, percentages of A's total, as
-    /// pprof prints them) and writes OUTPUT.txt (every function), OUTPUT.svg (a differential
+    /// the functions whose flat value changed (B minus A, percentages of A's total, as pprof
+    /// prints them), each with its z (the change in standard errors of both profiles' sampling,
+    /// from their stderr labels or their period) and whether that is beyond noise (1 % for the
+    /// whole table): those beyond noise first, surest first, the others folded into one line
+    /// (--all lists every function in pprof's order). It writes OUTPUT.txt (every function), OUTPUT.svg (a differential
     /// flamegraph: widths from B, red grew, blue shrank) and OUTPUT.pb.gz (B's samples and A's
     /// negated, labelled pprof::base=true: `go tool pprof -top OUTPUT.pb.gz` shows the same
     /// diff). Frames are dropped as B's drop_frames says, as pprof does.
@@ -87,6 +94,11 @@ enum Cmd {
         /// Sort by cum instead of flat.
         #[arg(long)]
         cum: bool,
+        /// List every function in pprof's order, each marked beyond or within noise (by
+        /// default those beyond noise come first, surest first, and the others are folded into
+        /// one line with their count and summed change).
+        #[arg(long)]
+        all: bool,
         /// Leave out functions whose |cum| is below this fraction of the total, as `go tool
         /// pprof -nodefraction` (same default); 0 shows every function.
         #[arg(long, default_value_t = 0.005, value_name = "F")]
@@ -97,6 +109,23 @@ enum Cmd {
         /// Where the files go: OUTPUT.txt, OUTPUT.svg, OUTPUT.pb.gz.
         #[arg(short, long, default_value = "ying-diff", value_name = "OUTPUT")]
         output: PathBuf,
+    },
+    /// The leak suspects of each process whose report sets are named: stacks whose retained
+    /// bytes grew beyond sampling noise over the process's sets, kept growing in the later
+    /// half, and are old.
+    ///
+    /// Reads the sets' manifests (.json): a directory's every set (sets of several processes
+    /// are tested per process), or sets by name or by any of their files. A suspect's retained
+    /// bytes grew beyond noise (one-sided z above the threshold for every stack tested, 1 % for
+    /// the whole test) from its first set to its last and from the middle one to the last (a
+    /// cache that filled and then stopped growing is not one), and their mean age is at least
+    /// a quarter of the window. Prints each with its growth per hour, z and p-value, retained
+    /// bytes and age, and frames, or says there is none.
+    #[command(after_help = "Example: ying leaks ying-profiles")]
+    Leaks {
+        /// Directories of report sets, or sets.
+        #[arg(required = true, value_name = "DIR-or-SET")]
+        sets: Vec<PathBuf>,
     },
     /// The top functions of a heap profile, like `go tool pprof -top`.
     ///
@@ -201,7 +230,7 @@ fn top(
     let (ty, unit_name) = (p.string(t.r#type), p.string(t.unit));
     let pruner = profile::Pruner::of(p, &loaded.path);
     let mut names = profile::Names::default();
-    let stacks = profile::stacks(p, index, pruner.as_ref(), &mut names);
+    let stacks = profile::stacks(p, index, pruner.as_ref(), None, &mut names);
     let mut rows = std::collections::HashMap::new();
     profile::accumulate(&stacks, 1, &mut rows);
     let sorted = profile::sorted_rows(&rows, &names, cum);
@@ -263,13 +292,14 @@ fn main() -> ExitCode {
             };
             run::run(&req).map(ExitCode::from)
         }
-        Cmd::Diff { a, b, sample, k, cum, node_fraction, unit, output } => (|| {
+        Cmd::Diff { a, b, sample, k, cum, all, node_fraction, unit, output } => (|| {
             let (a, b) = (profile::load(&a)?, profile::load(&b)?);
             let req = diff::Request {
                 a: &a,
                 b: &b,
                 sample: sample.as_deref(),
                 rows: k,
+                all,
                 by_cum: cum,
                 node_fraction,
                 unit: unit.into(),
@@ -282,6 +312,9 @@ fn main() -> ExitCode {
             }
             Ok(ExitCode::SUCCESS)
         })(),
+        Cmd::Leaks { sets } => {
+            leaks::leaks(&sets).and_then(|text| out(&text).map(|()| ExitCode::SUCCESS))
+        }
         Cmd::Top { file, k, sample, cum, node_fraction, unit } => {
             top(file, k, sample, cum, node_fraction, unit).map(|()| ExitCode::SUCCESS)
         }

@@ -107,6 +107,66 @@ pub struct Stack {
     pub inlined: Vec<bool>,
     /// The sample's value.
     pub value: i64,
+    /// The variance of its value from sampling (0 when unknown, see [`Noise`]).
+    pub var: f64,
+}
+
+/// How the sampling noise of one sample type of a profile is known: from the samples'
+/// `stderr:<type>` numeric labels (a producer that computed each sample's standard error, as
+/// Ying does), else from the bound `Var ≤ |bytes|·period` (a count: `count²·period/bytes` with
+/// the bytes of the same samples), which needs the profile's period in bytes.
+#[derive(Debug, Clone)]
+pub struct Noise {
+    /// The label that carries a sample's standard error.
+    stderr_key: String,
+    /// The sample interval in bytes (0: exact).
+    period: f64,
+    /// The index of the sample type holding the same samples' bytes.
+    bytes_index: Option<usize>,
+    /// Whether some sample carries the label.
+    labelled: bool,
+}
+
+impl Noise {
+    /// The noise of sample type `index` of `p`; None when neither the labels nor a period in
+    /// bytes say it.
+    pub fn of(p: &Profile, index: usize) -> Option<Noise> {
+        let t = &p.sample_type[index];
+        let (ty, unit) = (p.string(t.r#type), p.string(t.unit));
+        let stderr_key = format!("stderr:{ty}");
+        let labelled =
+            p.sample.iter().any(|s| s.label.iter().any(|l| p.string(l.key) == stderr_key));
+        let bytes_index = if unit == "bytes" {
+            Some(index)
+        } else {
+            ty.strip_suffix("_objects").and_then(|prefix| {
+                let space = format!("{prefix}_space");
+                p.sample_type
+                    .iter()
+                    .position(|u| p.string(u.r#type) == space && p.string(u.unit) == "bytes")
+            })
+        };
+        let period_in_bytes =
+            p.period_type.is_some_and(|pt| p.string(pt.unit) == "bytes") && p.period >= 0;
+        if !(labelled || (period_in_bytes && bytes_index.is_some())) {
+            return None;
+        }
+        Some(Noise { stderr_key, period: p.period.max(0) as f64, bytes_index, labelled })
+    }
+
+    /// The variance of sample `s`'s value `value` (see [`ying_profiler::report::noise::variance`]).
+    fn variance(&self, p: &Profile, s: &ying_profiler::report::proto::Sample, value: i64) -> f64 {
+        // A profile that labels its samples leaves the label out where the value has no
+        // sampling error (Ying's, for blocks sampled surely).
+        let stderr = if self.labelled {
+            let label = s.label.iter().find(|l| p.string(l.key) == self.stderr_key);
+            Some(label.map_or(0.0, |l| l.num as f64))
+        } else {
+            None
+        };
+        let bytes = self.bytes_index.and_then(|i| s.value.get(i).copied()).unwrap_or(value);
+        ying_profiler::report::noise::variance(value as f64, bytes as f64, self.period, stderr)
+    }
 }
 
 /// pprof's `Profile.drop_frames` / `keep_frames` (whole function names, arguments stripped).
@@ -278,8 +338,14 @@ fn location_nodes(
 /// The samples of `p` as function stacks with the values of sample type `index`, pruned by
 /// `pruner` as pprof prunes (see `Profile.Prune` in pprof: a sample keeps the frames from its
 /// root down to the first dropped one, and at least its frames above any user frame).
-/// Samples whose value is 0 are left out.
-pub fn stacks(p: &Profile, index: usize, pruner: Option<&Pruner>, names: &mut Names) -> Vec<Stack> {
+/// Samples whose value is 0 are left out. Each stack's variance is set from `noise` (0 without).
+pub fn stacks(
+    p: &Profile,
+    index: usize,
+    pruner: Option<&Pruner>,
+    noise: Option<&Noise>,
+    names: &mut Names,
+) -> Vec<Stack> {
     let functions: HashMap<u64, usize> =
         p.function.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
     let mappings: HashMap<u64, usize> =
@@ -321,13 +387,14 @@ pub fn stacks(p: &Profile, index: usize, pruner: Option<&Pruner>, names: &mut Na
                 inlined.push(j != last);
             }
         }
-        out.push(Stack { nodes, inlined, value });
+        let var = noise.map_or(0.0, |n| n.variance(p, s, value));
+        out.push(Stack { nodes, inlined, value, var });
     }
     out
 }
 
 /// One row of a `-top` table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// The function's node id.
     pub node: u32,
@@ -338,6 +405,10 @@ pub struct Row {
     /// pprof's mark: `(inline)` when every call into it is inlined, `(partial-inline)` when
     /// some are, empty otherwise.
     pub inline: &'static str,
+    /// The variance of `flat` from sampling (of both profiles in a diff).
+    pub flat_var: f64,
+    /// The variance of `cum`.
+    pub cum_var: f64,
 }
 
 /// What [`accumulate`] adds up per node.
@@ -351,10 +422,16 @@ pub struct Tally {
     pub inline_in: bool,
     /// Reached from its caller through a real call in some sample.
     pub call_in: bool,
+    /// Variance of flat.
+    pub flat_var: f64,
+    /// Variance of cum.
+    pub cum_var: f64,
 }
 
 /// Flat and cum per node of `stacks` (each sample's value times `sign`), added into `rows`,
 /// with how each node is called (pprof's edges: from the caller above it, recursion aside).
+/// Variances add whatever the sign: the samples of different stacks and profiles are
+/// independent.
 pub fn accumulate(stacks: &[Stack], sign: i64, rows: &mut HashMap<u32, Tally>) {
     let mut seen: Vec<u32> = Vec::new();
     for s in stacks {
@@ -365,6 +442,7 @@ pub fn accumulate(stacks: &[Stack], sign: i64, rows: &mut HashMap<u32, Tally>) {
             if !seen.contains(&n) {
                 seen.push(n);
                 t.cum += v;
+                t.cum_var += s.var;
             }
             if i > 0 && s.nodes[i - 1] != n {
                 if s.inlined[i] {
@@ -375,7 +453,9 @@ pub fn accumulate(stacks: &[Stack], sign: i64, rows: &mut HashMap<u32, Tally>) {
             }
         }
         if let Some(&leaf) = s.nodes.last() {
-            rows.entry(leaf).or_default().flat += v;
+            let t = rows.entry(leaf).or_default();
+            t.flat += v;
+            t.flat_var += s.var;
         }
     }
 }
@@ -395,6 +475,8 @@ pub fn sorted_rows(rows: &HashMap<u32, Tally>, names: &Names, by_cum: bool) -> V
                 (true, true) => "(partial-inline)",
                 _ => "",
             },
+            flat_var: t.flat_var,
+            cum_var: t.cum_var,
         })
         .collect();
     out.sort_by(|a, b| {

@@ -39,7 +39,8 @@ fn diff_matches_go_tool_pprof_diff_base() {
     let Some((before, after)) = go_heap_profiles(&dir) else { return };
     let (a, b) = (before.to_str().unwrap(), after.to_str().unwrap());
     let prefix = dir.join("diff");
-    let o = ying().args(&["diff", "--unit", "B", "-o", prefix.to_str().unwrap(), a, b]).run();
+    let o =
+        ying().args(&["diff", "--all", "--unit", "B", "-o", prefix.to_str().unwrap(), a, b]).run();
     let o = success(o, "ying diff");
     let Some(theirs) = go_pprof(&["-top", "-unit=B", "-diff_base", a, b]) else { return };
     let ours = o.stdout_str();

@@ -77,6 +77,7 @@ fn run_passes_the_status_through_and_sums_up_two_sets_that_diff_like_pprof() {
     let d = ying()
         .args(&[
             "diff",
+            "--all",
             "--unit",
             "B",
             "-o",

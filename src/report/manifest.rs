@@ -9,7 +9,7 @@
 //!
 //! ```json
 //! {"format":"ying-report-set","version":1,"set":"ying.app.4242.0.20261205T071500Z",
-//!  "pid":4242,"exe":"/usr/bin/app","taken_at":"2026-12-05T07:15:00Z","reason":null,
+//!  "pid":4242,"exe":"/usr/bin/app","taken_at":"2026-12-05T07:15:00Z","taken_at_ms":..,"reason":null,
 //!  "exiting":true,"ended":null,"sample_interval_bytes":524288,"unit":"requested"|"chunk",
 //!  "totals":{"allocated_bytes":..,"freed_bytes":..,"retained_bytes":..,"profiler_bytes":..,
 //!            "profiler_peak_bytes":..},
@@ -26,7 +26,8 @@
 //!           "peak_svg":..,"peak_pprof":..,"raw":.. | null},
 //!  "ranked_by":"retained","entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
 //!    "allocated_bytes":..,"allocations":..,"freed_bytes":..,"frees":..,
-//!    "peak_retained_bytes":..,"samples":..,"live_samples":..,"spans":[".."],
+//!    "peak_retained_bytes":..,"samples":..,"live_samples":..,
+//!    "retained_age_ms":.. | null,"spans":[".."],
 //!    (and beside each sampled figure its standard error: "retained_bytes_stderr":.., ...)
 //!    "frames":["function (file:line)",..]}],
 //!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
@@ -65,6 +66,8 @@ struct Manifest<'a> {
     pid: u32,
     exe: &'a str,
     taken_at: String,
+    /// `taken_at` in milliseconds since the Unix epoch (the leak suspects' clock).
+    taken_at_ms: u64,
     reason: Option<&'a str>,
     exiting: bool,
     /// How the process ended (a report written from its live file after it ended), else null.
@@ -176,6 +179,8 @@ impl Serialize for Entries<'_> {
                 peak_retained_bytes_stderr: se(v.peak_retained_bytes),
                 samples: st.samples,
                 live_samples: st.live_samples,
+                retained_age_ms: (self.r.has_histograms(e) && !st.retained_age.is_empty())
+                    .then(|| st.retained_age.average_millis().round() as u64),
                 spans,
                 frames,
             }
@@ -202,6 +207,8 @@ struct Entry {
     peak_retained_bytes_stderr: u64,
     samples: u64,
     live_samples: u64,
+    /// Mean age of the retained bytes in ms (null: none retained, or the ages were not read).
+    retained_age_ms: Option<u64>,
     spans: Vec<String>,
     frames: Vec<String>,
 }
@@ -229,6 +236,10 @@ pub(crate) fn write(
         pid: f.process.pid,
         exe: &f.process.exe,
         taken_at: utc_timestamp(f.taken_at, true),
+        taken_at_ms: f
+            .taken_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
         reason: f.occasion.reason.as_deref(),
         exiting: f.occasion.exiting,
         ended: f.occasion.ended.as_deref(),

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::callstack::{FrameView, Measurement, ShownFrame};
 use crate::report::ReportOptions;
 use crate::report::model::Report;
+use crate::report::noise;
 use crate::report::snapshot::Snapshot;
 use crate::spans::SpanInfo;
 
@@ -94,6 +95,9 @@ pub struct StackFigures {
     pub lifetime_ms: f32,
     /// Mean age of the retained bytes in ms (negative: not read or none retained).
     pub age_ms: f32,
+    /// Standard error of `retained` from sampling ([`crate::report::noise::variance`]): what
+    /// the diff and the leak suspects weigh a change against.
+    pub retained_stderr: f32,
 }
 
 /// What one dump showed.
@@ -305,6 +309,13 @@ pub(crate) fn record_dump<T>(
     })
 }
 
+/// The standard error of `retained` estimated bytes at the sample interval `period`, or the
+/// producer's own `stderr` when it gives one (see [`noise::variance`]).
+pub(crate) fn retained_stderr(retained: u64, period: u64, stderr: Option<f64>) -> f32 {
+    let b = retained as f64;
+    noise::variance(b, b, period as f64, stderr).sqrt() as f32
+}
+
 fn round_ms(ms: f64) -> f32 {
     if ms.is_finite() { ms as f32 } else { -1.0 }
 }
@@ -445,6 +456,11 @@ impl Timeline {
                 peak: s.peak_retained_bytes,
                 lifetime_ms,
                 age_ms,
+                retained_stderr: retained_stderr(
+                    s.retained_bytes,
+                    r.facts.sample_interval,
+                    Some(s.variance.retained_bytes.sqrt()),
+                ),
             });
         }
         let (est_allocated, est_retained) = r.estimated_totals();

@@ -24,7 +24,7 @@ pub fn data(name: &str) -> PathBuf {
 pub type TopRow = (String, String, String, String);
 
 /// The rows of a `-top` table printed by `go tool pprof` or by `ying`: lines whose second
-/// column is a percentage.
+/// column is a percentage (`ying diff`'s z and noise columns skipped).
 pub fn top_rows(text: &str) -> Vec<TopRow> {
     let value = |v: &str| v.strip_suffix('B').unwrap_or(v).to_string();
     text.lines()
@@ -33,7 +33,9 @@ pub fn top_rows(text: &str) -> Vec<TopRow> {
             if cols.len() < 6 || !cols[1].ends_with('%') || cols[0] == "flat" {
                 return None;
             }
-            let mut name: Vec<&str> = cols[5..].to_vec();
+            // `ying diff` puts its noise columns (z, beyond or within) before the name.
+            let noise = cols.len() >= 8 && ["beyond", "within"].contains(&cols[6]);
+            let mut name: Vec<&str> = cols[if noise { 7 } else { 5 }..].to_vec();
             let mark = match name.last() {
                 Some(&m) if m == "(inline)" || m == "(partial-inline)" => name.pop(),
                 _ => None,

@@ -1,9 +1,10 @@
 //! `ying.<exe>.<pid>.html`: one self-contained page per process, rewritten at each dump, with
-//! the memory of the process over time ([`super::timeline`]), each dump's top stacks, its
-//! flamegraph and its peak, and the diff of any two dumps.
+//! the memory of the process over time ([`super::timeline`]), its leak suspects (`suspects.rs`,
+//! [`super::leaks`]), each dump's top stacks, its flamegraph and its peak, and the diff of any
+//! two dumps (each stack's change weighed against sampling noise as [`super::noise`] says).
 //!
-//! The page is plain HTML first: a summary (totals, the peak, the top stacks of the last dump)
-//! that a text browser or `less` reads, then the data as JSON and a small script
+//! The page is plain HTML first: a summary (totals, the peak, the leak suspects, the top stacks
+//! of the last dump) that a text browser or `less` reads, then the data as JSON and a small script
 //! (`ying.js`, about 20 KB, with `ying.css` included in the page) that draws the chart, the
 //! dump picker, the flamegraphs and the diff. Nothing is loaded from anywhere: the page's
 //! Content-Security-Policy forbids every request, so it opens the same on an air-gapped host.
@@ -21,6 +22,7 @@
 
 use std::fmt::Write as _;
 
+mod suspects;
 mod view;
 pub use view::{VIEW_FILE, write_view};
 
@@ -81,6 +83,16 @@ fn short_exe(exe: &str) -> &str {
 /// [`crate::report::timeline`], for the same test: the runner renders its own page at each dump.
 #[doc(hidden)]
 pub fn render(timelines: &[&Timeline], title: &str) -> String {
+    render_with(timelines, &[], title)
+}
+
+/// [`render`], with the leak test's result for each timeline given (`leaks[i]` for
+/// `timelines[i]`; a missing one is computed from the timeline).
+pub(crate) fn render_with(
+    timelines: &[&Timeline],
+    leaks: &[Option<crate::report::leaks::Analysis>],
+    title: &str,
+) -> String {
     let mut o = String::with_capacity(64 * 1024);
     let _ = write!(
         o,
@@ -100,7 +112,7 @@ pub fn render(timelines: &[&Timeline], title: &str) -> String {
         utc_timestamp(std::time::SystemTime::now(), true)
     );
     for (i, t) in timelines.iter().enumerate() {
-        summary(&mut o, i, t);
+        summary(&mut o, i, t, leaks.get(i).and_then(Option::as_ref));
     }
     o.push_str("<script type=\"application/json\" id=\"ying-data\">");
     data(&mut o, timelines);
@@ -110,8 +122,9 @@ pub fn render(timelines: &[&Timeline], title: &str) -> String {
     o
 }
 
-/// The plain-HTML summary of one process: totals, the peak, the top stacks of its last dump.
-fn summary(o: &mut String, i: usize, t: &Timeline) {
+/// The plain-HTML summary of one process: totals, the peak, the leak suspects (`leaks`, else
+/// tested on `t`), the top stacks of its last dump.
+fn summary(o: &mut String, i: usize, t: &Timeline, leaks: Option<&crate::report::leaks::Analysis>) {
     let _ = writeln!(
         o,
         "<section class=\"process\" id=\"ying-process-{i}\">\n<h2>{} (pid {})</h2>",
@@ -163,6 +176,10 @@ fn summary(o: &mut String, i: usize, t: &Timeline) {
     row("peak (sampled)", peak);
     row("stacks sampled", last.stacks_sampled.to_string());
     o.push_str("</table>\n");
+    match leaks {
+        Some(a) => suspects::panel(o, a),
+        None => suspects::panel(o, &suspects::of_timeline(t)),
+    }
     top_table(o, t, last);
     o.push_str("</section>\n");
 }
@@ -266,7 +283,7 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
                     |v: f32| if v >= 0.0 { format!("{}", v.round() as i64) } else { "-1".into() };
                 let _ = write!(
                     o,
-                    "[{},{},{},{},{},{},{},{}]",
+                    "[{},{},{},{},{},{},{},{},{}]",
                     s.stack,
                     s.retained,
                     s.allocated,
@@ -274,7 +291,8 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
                     s.retained_count,
                     s.peak,
                     ms(s.lifetime_ms),
-                    ms(s.age_ms)
+                    ms(s.age_ms),
+                    s.retained_stderr.round() as u64
                 );
             }
             o.push_str("]}");

@@ -52,9 +52,16 @@ fn parse_set(name: &str) -> Option<SetName> {
 }
 
 /// The stacks of `p` as reports show them, each stack's values for `types` summed over the
-/// samples printed alike, in `t`'s interned stacks.
-fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, Vec<i64>> {
+/// samples printed alike, in `t`'s interned stacks, with the variance of the first type's sum
+/// (its samples' `stderr:<type>` labels when the profile has them, else the bound from the
+/// profile's period, see [`crate::report::noise::variance`]).
+fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, (Vec<i64>, f64)> {
     let idx: Vec<Option<usize>> = types.iter().map(|n| p.sample_type_index(n)).collect();
+    let stderr_key = format!("stderr:{}", types[0]);
+    // A set that labels its samples leaves the label out where a value has no sampling error;
+    // one written before the labels existed has none, and gets the period's bound.
+    let labelled = p.sample.iter().any(|s| s.label.iter().any(|l| p.string(l.key) == stderr_key));
+    let period = p.period as f64;
     let names: HashMap<u64, (Arc<str>, Option<Arc<str>>)> = p
         .function
         .iter()
@@ -102,16 +109,22 @@ fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, Vec<
             (l.id, frames)
         })
         .collect();
-    let mut out: HashMap<u32, Vec<i64>> = HashMap::new();
+    let mut out: HashMap<u32, (Vec<i64>, f64)> = HashMap::new();
     for s in &p.sample {
         let frames = s.location_id.iter().filter_map(|id| locations.get(id)).flatten();
         let shown = crate::callstack::shown_frames(frames, FrameView::DEFAULT);
         let id = t.intern_shown(&shown, &[]);
-        let v = out.entry(id).or_insert_with(|| vec![0; types.len()]);
+        let (v, var) = out.entry(id).or_insert_with(|| (vec![0; types.len()], 0.0));
         for (k, i) in idx.iter().enumerate() {
             if let Some(i) = i {
                 v[k] += s.value.get(*i).copied().unwrap_or(0);
             }
+        }
+        if let Some(i) = idx[0] {
+            let b = s.value.get(i).copied().unwrap_or(0) as f64;
+            let label = s.label.iter().find(|l| p.string(l.key) == stderr_key);
+            let se = labelled.then(|| label.map_or(0.0, |l| l.num as f64));
+            *var += crate::report::noise::variance(b, b, period, se);
         }
     }
     out
@@ -136,7 +149,7 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
         read("json").ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let pos = |v: i64| u64::try_from(v).unwrap_or(0);
     let mut all: BTreeMap<u32, StackFigures> = BTreeMap::new();
-    for (&stack, v) in &cur {
+    for (&stack, (v, var)) in &cur {
         all.insert(
             stack,
             StackFigures {
@@ -148,10 +161,11 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
                 peak: 0,
                 lifetime_ms: -1.0,
                 age_ms: -1.0,
+                retained_stderr: var.sqrt() as f32,
             },
         );
     }
-    for (&stack, v) in &peak {
+    for (&stack, (v, _)) in &peak {
         all.entry(stack)
             .or_insert(StackFigures {
                 stack,
@@ -285,9 +299,19 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
         None => 2,
     };
     timelines.sort_by_key(|t| (rank(t), t.dumps.front().map_or(0, |d| d.at.t_ms)));
+    // The leak test on the sets' manifests, which carry the stacks' ages (see `leaks::sets`);
+    // a process with a live file and no set is tested on its timeline.
+    let manifests = crate::report::leaks::sets::manifests(&[dir.to_path_buf()]).unwrap_or_default();
+    let (tested, _) = crate::report::leaks::sets::read(&manifests);
+    let leaks: Vec<_> = timelines
+        .iter()
+        .map(|t| {
+            tested.iter().find(|p| p.pid == t.pid && p.exe == t.exe).map(|p| p.analysis.clone())
+        })
+        .collect();
     let refs: Vec<&Timeline> = timelines.iter().collect();
     let title = format!("Ying memory report: {}", dir.display());
-    let page = super::render(&refs, &title);
+    let page = super::render_with(&refs, &leaks, &title);
     crate::report::files::write_atomic(dir, VIEW_FILE, page.as_bytes())
 }
 

@@ -311,30 +311,82 @@
     new Flame(this, pf, pitems, false, "retained at the peak");
   };
 
-  // The diff of dumps i (A) and j (B): the stacks that grew most, and a red/green flamegraph.
+  // Sampling noise, as src/report/noise.rs decides it: the upper normal tail (erfc as in
+  // Numerical Recipes), and the z a change must pass when `n` changes are tested together
+  // (two-sided, 1 % for the whole diff: Bonferroni).
+  function normalSf(z) {
+    var x = Math.abs(z) / Math.SQRT2, t = 1 / (1 + 0.5 * x);
+    var r = t * Math.exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+      t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 +
+      t * 0.17087277)))))))));
+    return 0.5 * (z >= 0 ? r : 2 - r);
+  }
+  function threshold(n) {
+    var tail = 0.01 / Math.max(1, n) / 2, lo = 0, hi = 40;
+    for (var k = 0; k < 100; k++) { var mid = (lo + hi) / 2; if (normalSf(mid) > tail) lo = mid; else hi = mid; }
+    return Math.max(hi, 1.96);
+  }
+
+  // The diff of dumps i (A) and j (B): each stack's change weighed against the sampling noise
+  // of both dumps (its standard errors, the 9th figure of a dump's stack), those beyond noise
+  // first, surest first, the others folded into one line (a box shows them), and a red/green
+  // flamegraph.
   Process.prototype.diff = function (i, j) {
     var p = this.p, a = p.dumps[i], b = p.dumps[j], self = this, box = this.diffBox;
     box.textContent = "";
     box.setAttribute("data-a", i); box.setAttribute("data-b", j);
+    // [stack, A, B, A's stderr, B's stderr, z, beyond]
     var m = {};
-    a.s.forEach(function (f) { m[f[0]] = [f[0], f[1], 0]; });
-    b.s.forEach(function (f) { (m[f[0]] = m[f[0]] || [f[0], 0, 0])[2] = f[1]; });
-    var rows = Object.keys(m).map(function (k) { return m[k]; });
+    a.s.forEach(function (f) { m[f[0]] = [f[0], f[1], 0, f[8] || 0, 0]; });
+    b.s.forEach(function (f) {
+      var r = m[f[0]] = m[f[0]] || [f[0], 0, 0, 0, 0];
+      r[2] = f[1]; r[4] = f[8] || 0;
+    });
+    var rows = Object.keys(m).map(function (k) { return m[k]; })
+      .filter(function (r) { return r[1] !== r[2]; });
+    var thr = threshold(rows.length), within = 0, withinSum = 0;
+    rows.forEach(function (r) {
+      var d = r[2] - r[1], v = r[3] * r[3] + r[4] * r[4];
+      r[5] = d === 0 ? 0 : v > 0 ? Math.abs(d) / Math.sqrt(v) : Infinity;
+      r[6] = r[5] > thr;
+      if (!r[6]) { within++; withinSum += d; }
+    });
+    rows.sort(function (x, y) { return (y[6] - x[6]) || ((y[5] > x[5]) - (y[5] < x[5])) || (y[2] - y[1] - x[2] + x[1]); });
     box.appendChild(el("p", { "class": "diff-info" }, "from dump " + a.seq + " (" + when(a.t) + ", " +
       bytes(a.retained) + " retained) to dump " + b.seq + " (" + when(b.t) + ", " + bytes(b.retained) +
       "): " + signed(b.retained - a.retained) + " exact; stacks outside a dump's kept top count as 0 there"));
-    box.appendChild(el("h3", {}, "Stacks that grew most"));
-    box.appendChild(table("diff-table", [
+    box.appendChild(el("h3", {}, "Stacks that changed beyond sampling noise"));
+    box.appendChild(el("p", { "class": "diff-noise" }, (rows.length - within) + " of " + rows.length +
+      " stacks changed beyond sampling noise (z > " + thr.toFixed(2) + ": the change over the standard " +
+      "error of both dumps' estimates, 1 % for the whole diff), surest first; " + within +
+      " within it, " + signed(withinSum) + " in all"));
+    var cols = [
       ["function", function (r) { return self.name(r[0]); }],
       ["file:line", function (r) { return self.loc(r[0]); }],
       ["change", function (r) { return r[2] - r[1]; }, true, signed],
+      ["z", function (r) { return r[5]; }, true, function (z) { return z === Infinity ? "exact" : z.toFixed(1); }],
+      ["noise", function (r) { return r[6] ? "beyond" : "within"; }],
       ["A retained", function (r) { return r[1]; }, true, bytes],
       ["B retained", function (r) { return r[2]; }, true, bytes],
-    ], rows, 2, 20));
+    ];
+    var tableBox = el("div");
+    box.appendChild(tableBox);
+    var show = function (all) {
+      tableBox.textContent = "";
+      tableBox.appendChild(table("diff-table", cols, all ? rows : rows.filter(function (r) { return r[6]; }), null, 20));
+      if (!all && within) tableBox.appendChild(el("p", { "class": "diff-folded" }, "... and " + within +
+        " stacks within noise, " + signed(withinSum) + " in all"));
+    };
+    var toggle = el("label", { "class": "diff-all" });
+    var cb = el("input", { type: "checkbox" });
+    cb.addEventListener("change", function () { show(cb.checked); });
+    toggle.appendChild(cb); toggle.appendChild(document.createTextNode(" show the stacks within noise too"));
+    box.appendChild(toggle);
+    show(false);
     box.appendChild(el("h3", {}, "Diff flamegraph (width: the larger of A and B; red grew, green shrank)"));
     var fg = el("div", { "class": "flame-box diff" });
     box.appendChild(fg);
-    new Flame(this, fg, rows.map(function (r) { return [r[0], Math.max(r[1], r[2]), r[1], r[2]]; }), true, "retained");
+    new Flame(this, fg, Object.keys(m).map(function (k) { var r = m[k]; return [r[0], Math.max(r[1], r[2]), r[1], r[2]]; }), true, "retained");
   };
 
   Process.prototype.render = function () {

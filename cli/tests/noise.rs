@@ -1,0 +1,139 @@
+//! Change told apart from sampling noise, on a real program under the shim
+//! (preload-tests/programs/noise.c) sampled every 64 KiB: `ying diff` of two dumps of an
+//! unchanged program marks nothing beyond noise, of a program that leaks at one site marks
+//! that site alone; and `ying leaks` (and the HTML pages' panel) lists the leak alone, not the
+//! working set that churns nor the cache that filled and stopped.
+//!
+//! Needs the shim, found like the preload tests find it (`YING_TEST_PRELOAD`, or the
+//! workspace's target/release/libying.so).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{success, top_rows, ying};
+use preload_tests::{Run, TestDir, preload_lib, report_sets};
+
+/// Runs `noise ARGS` under the shim, a check (and a set) every second, a sample per 64 KiB on
+/// average; returns the reporting directory.
+fn run_noise(dir: &TestDir, name: &str, args: &[&str]) -> PathBuf {
+    let exe = dir.compile_c("noise.c", &[]);
+    let reports = dir.reports(name);
+    let o = Run::new(&exe)
+        .args(args)
+        .env("LD_PRELOAD", preload_lib().to_str().unwrap())
+        .env("YING_REPORTING_PATH", reports.to_str().unwrap())
+        .env("YING_SAMPLE_INTERVAL_BYTES", "64KiB")
+        .env("YING_CHECK_INTERVAL_SECS", "1")
+        .env("YING_REPORT_PCT_CHANGE_TRIGGER", "0")
+        .env("YING_GEN_FLAMEGRAPHS", "0")
+        .run();
+    o.assert_success("noise.c under the shim");
+    reports
+}
+
+/// `ying diff --sample inuse_space` of the first and last sets in `reports`: its output.
+fn diff_first_last(dir: &TestDir, reports: &Path) -> String {
+    let sets = report_sets(reports);
+    assert!(sets.len() >= 3, "a set a second: {sets:?}");
+    let (a, b) = (reports.join(&sets[0].stem), reports.join(&sets[sets.len() - 1].stem));
+    let out = dir.join("d");
+    let d = ying()
+        .args(&["diff", "--sample", "inuse_space", "-o", out.to_str().unwrap()])
+        .arg(&a)
+        .arg(&b)
+        .run();
+    let text = success(d, "ying diff").stdout_str();
+    eprintln!("{text}");
+    // The file says the same, in the same words, with every row listed.
+    let txt = std::fs::read_to_string(dir.join("d.txt")).expect("the .txt");
+    let first_line =
+        |t: &str| t.lines().find(|l| l.starts_with("Showing")).unwrap_or("").to_string();
+    let (printed, written) = (first_line(&text), first_line(&txt));
+    assert!(printed.starts_with("Showing ") && written.starts_with("Showing "), "{text}\n{txt}");
+    text
+}
+
+#[test]
+fn a_diff_of_an_unchanged_program_has_nothing_beyond_noise() {
+    let dir = TestDir::new("noise-steady");
+    let reports = run_noise(&dir, "steady", &["steady", "4"]);
+    let text = diff_first_last(&dir, &reports);
+    assert!(text.contains(": 0 beyond sampling noise"), "{text}");
+    assert!(top_rows(&text).is_empty(), "no row listed: {text}");
+    // The working set's bytes were sampled afresh: it changed, within noise, and is folded.
+    assert!(text.contains("functions within noise, flat change"), "{text}");
+    // --all lists it, marked within.
+    let all = ying()
+        .args(&["diff", "--all", "--sample", "inuse_space", "-o"])
+        .arg(dir.join("all"))
+        .arg(reports.join(&report_sets(&reports)[0].stem))
+        .arg(reports.join(&report_sets(&reports).last().unwrap().stem))
+        .run();
+    let all = success(all, "ying diff --all").stdout_str();
+    let line = all.lines().find(|l| l.ends_with(" keep_working_set")).unwrap_or_else(|| {
+        panic!("--all lists the working set: {all}");
+    });
+    assert!(line.contains(" within "), "{line}");
+}
+
+#[test]
+fn a_diff_of_a_leaking_program_marks_the_leak_alone() {
+    let dir = TestDir::new("noise-leak");
+    let reports = run_noise(&dir, "leak", &["leak", "5"]);
+    let text = diff_first_last(&dir, &reports);
+    let rows = top_rows(&text);
+    let names: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
+    assert_eq!(names, ["leak_slowly"], "{text}");
+    assert!(text.contains(": 1 beyond sampling noise"), "{text}");
+    let line = text.lines().find(|l| l.ends_with(" leak_slowly")).expect("the leak's row");
+    assert!(line.contains(" beyond "), "{line}");
+    // About 8 MiB grew (2 MiB a second for the four seconds between the first set, at the
+    // first check, and the exit report's).
+    let grew: f64 = line
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.strip_suffix("MiB"))
+        .map_or(0.0, |v| v.parse().unwrap_or(0.0));
+    assert!((5.0..=11.0).contains(&grew), "{line}");
+}
+
+#[test]
+fn leak_suspects_are_the_leak_alone_not_the_churn_nor_the_filled_cache() {
+    let dir = TestDir::new("noise-suspects");
+    // The cache fills over the first 3 s of 9, then stays: it grew and its blocks are old,
+    // but not in the later half.
+    let reports = run_noise(&dir, "suspects", &["leak", "9", "3"]);
+    let o = success(ying().arg("leaks").arg(&reports).run(), "ying leaks");
+    let text = o.stdout_str();
+    eprintln!("{text}");
+    assert!(text.starts_with("LEAK SUSPECTS of noise (pid "), "{text}");
+    let suspects: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with('#')).collect();
+    assert_eq!(suspects.len(), 1, "{text}");
+    assert!(suspects[0].contains("leak_slowly"), "{text}");
+    for other in ["keep_working_set", "fill_cache", "churn_temporaries"] {
+        assert!(!text.contains(other), "{other} is no suspect: {text}");
+    }
+    // 2 MiB a second is 7.0 GiB an hour.
+    let rate = suspects[0].split_whitespace().nth(1).expect("a rate");
+    assert!(rate.parse::<f64>().is_ok_and(|r| (5.0..=9.0).contains(&r)), "{rate}: {text}");
+    assert!(suspects[0].contains(" GiB/h "), "{text}");
+
+    // The process's own page and `ying view`'s page list it in their panel.
+    let own = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_str().unwrap();
+            n.starts_with("ying.noise.") && n.ends_with(".html")
+        })
+        .map(|p| std::fs::read_to_string(p).unwrap());
+    let v = success(ying().arg("view").arg(&reports).run(), "ying view");
+    let view = std::fs::read_to_string(v.stdout_str().trim()).expect("the view");
+    for page in own.iter().chain([&view]) {
+        let panel = page.split("<h3>Leak suspects</h3>").nth(1).expect("the panel");
+        let panel = panel.split("</table>").next().unwrap();
+        assert_eq!(panel.matches("class=\"suspect\"").count(), 1, "{panel}");
+        assert!(panel.contains("leak_slowly") && !panel.contains("fill_cache"), "{panel}");
+    }
+}
