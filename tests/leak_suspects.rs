@@ -63,4 +63,16 @@ fn the_example_leak_is_the_only_suspect_and_the_cache_is_not() {
     assert!(!rows.is_empty(), "{panel}");
     assert!(rows.iter().all(|r| r.contains(LEAK_FN)), "{panel}");
     assert!(!panel.contains("handle_request") && !panel.contains("cache_worker"), "{panel}");
+
+    // The last set's text ends with the same test on the timeline: the leak alone.
+    let last_txt = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .max()
+        .expect("a text report");
+    let txt = std::fs::read_to_string(&last_txt).unwrap();
+    let section = txt.split("LEAK SUSPECTS of ").nth(1).expect("the text's section");
+    assert!(section.contains("  #1 ") && section.contains(LEAK_FN), "{section}");
+    assert!(!section.contains("handle_request") && !section.contains("cache_worker"), "{section}");
 }

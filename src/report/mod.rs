@@ -306,12 +306,34 @@ pub(crate) fn write_set_numbered(
     if let Some(svg) = at_peak.svg {
         keep(svg, &mut paths.peak_svg);
     }
+    // The dump joins the process's timeline first: its page and its leak test are written
+    // with this set (the page after the manifest, the leak suspects at the end of the text).
+    let (html, leak_test) = match page {
+        Page::None => (None, None),
+        Page::Process => {
+            let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
+            match timeline::record_dump(r, seq, &stem, |t| {
+                (html::render(&[t], &title), html::suspects::of_timeline(t))
+            }) {
+                Some((page, leaks)) => (Some(page), Some(leaks)),
+                None => (None, None),
+            }
+        }
+        Page::Of(mut t, at, title) => {
+            t.push_point(at);
+            t.add_dump(r, seq, &stem, at);
+            (Some(html::render(&[&t], &title)), Some(html::suspects::of_timeline(&t)))
+        }
+    };
     // The text goes last: its header shows the profiler's peak memory, which the other files
     // just set.
     if own {
         r.facts.totals.profiler_peak_bytes = crate::engine::totals::read().profiler_peak_bytes;
     }
-    let txt = text::render_report(r);
+    let mut txt = text::render_report(r);
+    if let Some(a) = &leak_test {
+        txt.push_str(&leak_section(&ctx.exe_name(), a));
+    }
     keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
     drop(txt);
     // With `YING_SYMBOLIZE=offline`, the set's raw profile, for `ying report` to name.
@@ -326,18 +348,6 @@ pub(crate) fn write_set_numbered(
     let json =
         dir.write_atomic_with(&format!("{stem}.json"), |w| manifest::write(r, &stem, &paths, w));
     keep(json, &mut paths.manifest);
-    let html = match page {
-        Page::None => None,
-        Page::Process => {
-            let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
-            timeline::record_dump(r, seq, &stem, |t| html::render(&[t], &title))
-        }
-        Page::Of(mut t, at, title) => {
-            t.push_point(at);
-            t.add_dump(r, seq, &stem, at);
-            Some(html::render(&[&t], &title))
-        }
-    };
     if let Some(page) = html {
         let name = html::file_name(&ctx.exe_name(), ctx.pid);
         keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
@@ -346,6 +356,20 @@ pub(crate) fn write_set_numbered(
         Some(e) => Err(e),
         None => Ok(paths),
     }
+}
+
+/// The text report's LEAK SUSPECTS section, from the leak test `a` on the process's timeline
+/// (this dump included): the suspects, or why there are none yet.
+fn leak_section(who: &str, a: &leaks::Analysis) -> String {
+    if a.dumps < leaks::MIN_POINTS {
+        return format!(
+            "LEAK SUSPECTS of {who}: none tested yet (a stack is tested once {} dumps of this \
+             process list it; this is dump {})\n",
+            leaks::MIN_POINTS,
+            a.dumps
+        );
+    }
+    leaks::text(who, a)
 }
 
 /// The owner of the `malloc` the program's calls reach, when it is not the profiler's (a

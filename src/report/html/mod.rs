@@ -22,7 +22,7 @@
 
 use std::fmt::Write as _;
 
-mod suspects;
+pub(crate) mod suspects;
 mod view;
 pub use view::{VIEW_FILE, write_view};
 
