@@ -4,8 +4,9 @@
 #
 #   scripts/run-with-ying.sh <program> [args...]
 #
-# Runs this checkout's target/release/ying, building it and target/release/libying.so first if
-# either is missing (YING_LIB names another shim). `ying run` prepends the shim to any existing
+# Runs this checkout's release `ying` (target/release/ying, or under $CARGO_TARGET_DIR), building
+# it and libying.so beside it first, in one cargo command with its progress on stderr, if either
+# is missing (YING_LIB names another shim). `ying run` prepends the shim to any existing
 # LD_PRELOAD, passes every YING_* variable through (YING_LIB itself is not passed on: it is no
 # setting of the shim), and exits with the program's own status.
 #
@@ -24,10 +25,17 @@ if [ "$#" -eq 0 ]; then
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ying="$root/target/release/ying"
-if [ ! -x "$ying" ] || { [ -z "${YING_LIB:-}" ] && [ ! -f "$root/target/release/libying.so" ]; }; then
-    echo "ying: building $ying and libying.so (first run)..." >&2
-    (cd "$root" && cargo build --release -p ying-cli -p ying-preload --quiet) >&2
+# Where cargo puts the build: $CARGO_TARGET_DIR when set (relative to the checkout, where cargo
+# runs below), else the checkout's target/.
+target="${CARGO_TARGET_DIR:-target}"
+case "$target" in
+    /*) ;;
+    *) target="$root/$target" ;;
+esac
+ying="$target/release/ying"
+if [ ! -x "$ying" ] || { [ -z "${YING_LIB:-}" ] && [ ! -f "$target/release/libying.so" ]; }; then
+    echo "ying: first run: building $ying and libying.so (a minute or so; cargo's progress follows)..." >&2
+    (cd "$root" && cargo build --release -p ying-cli -p ying-preload) >&2
 fi
 
 exec "$ying" run -- "$@"

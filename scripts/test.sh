@@ -41,8 +41,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 stage "cargo doc (the manual: ying_profiler's crate docs, every feature, no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
-stage "build libying.so"
-cargo build --release -p ying-preload
+stage "build libying.so and the ying command"
+cargo build --release -p ying-preload -p ying-cli
 stage "library, integration and doc tests"
 cargo test --workspace --exclude preload-tests
 stage "the 10k-stack, 100-dump HTML page (optimized: minutes unoptimized)"

@@ -615,6 +615,54 @@ impl StackStats {
     }
 }
 
+/// Whether `function` is an allocator's entry point (`malloc` and its family, `operator new`,
+/// CPython's `PyObject_Malloc` family, SQLite's `sqlite3Malloc`...): the functions a report
+/// set's heap profiles ask pprof to drop with what they call
+/// (`report::heap_profile::ALLOCATOR_FRAMES`, the same list as a regular expression), so that
+/// a stack is named by the code that asked for the memory, not by the allocator's insides
+/// (`_PyObject_ArenaMmap` under `_PyObject_Malloc`).
+pub fn is_allocator_entry(function: &str) -> bool {
+    const LIBC: [&str; 11] = [
+        "malloc",
+        "calloc",
+        "realloc",
+        "reallocarray",
+        "free",
+        "cfree",
+        "memalign",
+        "posix_memalign",
+        "aligned_alloc",
+        "valloc",
+        "pvalloc",
+    ];
+    let f = function;
+    if LIBC.contains(&f.strip_prefix("__libc_").unwrap_or(f)) {
+        return true;
+    }
+    if f.starts_with("operator new") || f.starts_with("operator delete") || f == "pymalloc_alloc" {
+        return true;
+    }
+    // `_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc)`
+    let py = f.strip_prefix('_').unwrap_or(f);
+    if let Some(rest) = py.strip_prefix("PyObject_").or_else(|| py.strip_prefix("PyMem_")) {
+        let rest = rest.strip_prefix("Raw").unwrap_or(rest);
+        if matches!(rest, "Malloc" | "Calloc" | "Realloc") {
+            return true;
+        }
+    }
+    // `sqlite3(Mem)?(Malloc|Realloc)(Zero)?|sqlite3DbMalloc\w*|sqlite3DbRealloc\w*`
+    if let Some(rest) = f.strip_prefix("sqlite3") {
+        let word = |r: &str| r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if let Some(r) = rest.strip_prefix("DbMalloc").or_else(|| rest.strip_prefix("DbRealloc")) {
+            return word(r);
+        }
+        let rest = rest.strip_prefix("Mem").unwrap_or(rest);
+        let rest = rest.strip_suffix("Zero").unwrap_or(rest);
+        return matches!(rest, "Malloc" | "Realloc");
+    }
+    false
+}
+
 /// The frames reports show of a stack whose frames are `frames` (innermost first, inlined
 /// frames expanded): see [`StackStats::display_frames`]. Reports of the profiler's own stacks
 /// pass frames they share between stacks, without building a [`StackStats`].

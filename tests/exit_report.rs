@@ -4,7 +4,9 @@
 //! `YING_REPORT_AT_EXIT=false` read by `ProfilerRunner::from_env` leaves none, and a malformed
 //! value warns once and keeps the default; a `fork` child that allocates and calls `exit` writes
 //! none of its own; an allocated-ranked exit report leads each entry with the allocated figure;
-//! threads still allocating while `main` returns do not stop the exit report.
+//! threads still allocating while `main` returns do not stop the exit report. The exit report
+//! says once on stderr where it went (its text report and the process's page), unless the
+//! builder's `announce_exit_report(false)` asked for silence.
 //! (`exit_report_no_sample.rs` checks that a process that took no sample writes nothing.)
 //!
 //! Runs without libtest's harness (`harness = false`): the exit report is written by the
@@ -75,6 +77,14 @@ fn child(case: &str) {
         }
         "builder_default" => {
             ProfilerRunnerBuilder::default().build().unwrap().spawn(&YING_ALLOC);
+            work(0);
+        }
+        "builder_quiet" => {
+            ProfilerRunnerBuilder::default()
+                .announce_exit_report(false)
+                .build()
+                .unwrap()
+                .spawn(&YING_ALLOC);
             work(0);
         }
         "from_env" => {
@@ -152,6 +162,21 @@ impl Child {
     }
     fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    /// Asserts that stderr is the one line saying where the exit report went: the text report
+    /// of the set `stem` (a file that exists), and the process's page.
+    fn assert_announced(&self, stem: &str) {
+        let err = self.stderr();
+        let lines: Vec<&str> =
+            err.lines().filter(|l| l.starts_with("ying: exit report: ")).collect();
+        assert_eq!(lines.len(), 1, "one line saying where the report went\n{}", self.describe());
+        let rest = &lines[0]["ying: exit report: ".len()..];
+        let (txt, page) = rest.split_once(" (page: ").expect("the page is named");
+        let want = format!("/ying-profiles/{stem}.txt");
+        assert!(txt.starts_with('/') && txt.ends_with(&want), "{txt}\n{}", self.describe());
+        assert!(Path::new(txt).is_file(), "{txt}");
+        let page = page.strip_suffix(')').unwrap_or(page);
+        assert!(Path::new(page).is_file() && page.ends_with(".html"), "{page}");
     }
     /// The stems (`ying.<exe>.<pid>.<seq>.<time>`) of the report sets written (complete: their
     /// manifest, written last, is there).
@@ -235,6 +260,7 @@ fn parent() {
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("quick_start", vec![]),
         ("builder_default", vec![]),
+        ("builder_quiet", vec![]),
         ("from_env", vec![("YING_REPORT_AT_EXIT", "false")]),
         ("from_env", vec![("YING_REPORT_AT_EXIT", "maybe")]),
         ("allocated", vec![]),
@@ -262,36 +288,47 @@ fn parent() {
     let quick = &children[0];
     let (_, m) = quick.only_set();
     assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
-    assert!(quick.stderr().is_empty(), "{}", quick.describe());
-    println!("quick start: one report set at exit: ok");
+    quick.assert_announced(m["set"].as_str().unwrap());
+    assert_eq!(quick.stderr().lines().count(), 1, "{}", quick.describe());
+    println!("quick start: one report set at exit, said where: ok");
 
     // A default builder: the same.
     let (_, m) = children[1].only_set();
     assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
+    children[1].assert_announced(m["set"].as_str().unwrap());
     println!("default builder: one report set at exit: ok");
 
+    // Asked for silence: the same set, nothing said.
+    let quiet = &children[2];
+    let (_, m) = quiet.only_set();
+    assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
+    assert!(quiet.stderr().is_empty(), "{}", quiet.describe());
+    println!("announce_exit_report(false): written silently: ok");
+
     // YING_REPORT_AT_EXIT=false: nothing (the first check, at 300 s, never comes).
-    let off = &children[2];
+    let off = &children[3];
     assert_eq!(off.sets(), Vec::<String>::new(), "{}", off.describe());
     assert!(off.stderr().is_empty(), "{}", off.describe());
     println!("YING_REPORT_AT_EXIT=false: no report set: ok");
 
     // A malformed value: one warning, and the default (report at exit).
-    let bad = &children[3];
+    let bad = &children[4];
+    let err = bad.stderr();
+    let lines: Vec<&str> = err.lines().collect();
     assert_eq!(
-        bad.stderr().lines().collect::<Vec<_>>(),
-        [
-            "ying: warning: YING_REPORT_AT_EXIT=maybe is invalid (expected true/false/1/0); using true"
-        ],
+        lines[0],
+        "ying: warning: YING_REPORT_AT_EXIT=maybe is invalid (expected true/false/1/0); using true",
         "{}",
         bad.describe()
     );
-    bad.only_set();
+    assert_eq!(lines.len(), 2, "the warning, then where the report went\n{}", bad.describe());
+    let (_, m) = bad.only_set();
+    bad.assert_announced(m["set"].as_str().unwrap());
     println!("YING_REPORT_AT_EXIT=maybe: one warning, report at exit: ok");
 
     // Ranked by allocated bytes: every entry leads with its allocated figure, and the churn
     // (which retains nothing) is listed first.
-    let (text, m) = children[4].only_set();
+    let (text, m) = children[5].only_set();
     assert_eq!(m["ranked_by"], "allocated", "{m:#}");
     // The leading figure is the human wording: read in the text.
     let tops = entries(&text);
@@ -306,13 +343,15 @@ fn parent() {
     println!("allocated-ranked exit report leads with allocated bytes: ok");
 
     // A fork child that sampled and called `exit` writes nothing; the parent its one set.
-    let fork = &children[5];
+    let fork = &children[6];
     let (_, m) = fork.only_set();
     assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
+    // Said once, by the parent: the child wrote nothing, so said nothing.
+    fork.assert_announced(m["set"].as_str().unwrap());
     println!("fork child writes no exit report of its own: ok");
 
     // Other threads still allocating at exit: the report is written all the same, once.
-    let (_, m) = children[6].only_set();
+    let (_, m) = children[7].only_set();
     assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     println!("exit report while other threads allocate: ok");
 

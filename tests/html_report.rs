@@ -492,3 +492,110 @@ fn the_directory_view_has_a_section_per_process_in_chromium() {
     std::fs::create_dir_all(&empty).unwrap();
     assert!(html::write_view(&empty).is_err());
 }
+
+/// A CPython stack: the arena's frames under `_PyObject_Malloc`, called by `caller` (at `ip`),
+/// retaining `retained` bytes (and as much at the peak).
+fn python_stack(caller: &str, ip: usize, retained: u64) -> StackStats {
+    let mut s = synthetic_stack(0, retained);
+    let f = |ip: usize, name: &str, file: &str| Frame {
+        ip,
+        function: name.into(),
+        file: Some(file.into()),
+        line: Some(100 + (ip % 97) as u32),
+        inlined: false,
+        module: None,
+    };
+    s.frames = vec![
+        f(0x10, "_PyObject_ArenaMmap", "Objects/obmalloc.c"),
+        f(0x20, "new_arena", "Objects/obmalloc.c"),
+        f(0x30, "allocate_from_new_pool", "Objects/obmalloc.c"),
+        f(0x40, "_PyObject_Malloc", "Objects/obmalloc.c"),
+        f(ip, caller, "Objects/unicodeobject.c"),
+        f(0x9000, "main", "Programs/python.c"),
+    ];
+    s.stack = StdCallstack::from_ips(&[0x10, 0x20, 0x30, 0x40, ip, 0x9000]);
+    s.peak_retained_bytes = retained;
+    s
+}
+
+/// One dump of a CPython-like program at `secs` after the test's epoch, whose sampled
+/// high-water mark (29.8 MiB) is below its exact retained total (30 MiB).
+fn python_snapshot(secs: u64) -> Snapshot {
+    let start = UNIX_EPOCH + Duration::from_secs(1_796_214_611);
+    let mib = 1u64 << 20;
+    let stacks = vec![
+        python_stack("PyUnicode_New", 0x100, 18 * mib),
+        python_stack("PyList_New", 0x200, 9 * mib),
+    ];
+    Snapshot {
+        taken_at: start + Duration::from_secs(secs),
+        totals: Totals { allocated_bytes: 40 * mib, freed_bytes: 10 * mib, ..Totals::default() },
+        sample_interval: 524_288,
+        unit: ying_profiler::ByteUnit::Requested,
+        stacks,
+        live_samples: 2,
+        dropped_samples: 0,
+        address_conflicts: 0,
+        giant_refused: 0,
+        giant_refusals: Vec::new(),
+        symbol_cache_entries: 0,
+        peak: Some(ying_profiler::Peak {
+            since_start: Some(Duration::from_millis(700)),
+            at: start + Duration::from_millis(secs * 1000 - 300),
+            estimated_bytes: 27 * mib,
+            exact_bytes: Some(28 * mib),
+            high_water_bytes: 29 * mib + 820 * 1024,
+            captures: 3,
+        }),
+    }
+}
+
+/// A short program's page has one dump: no chart of one instant and no diff of the dump with
+/// itself; it leads with the peak (the plain summary too). Its stacks are named by their first
+/// frame past the allocator (`PyUnicode_New`, not `_PyObject_ArenaMmap` for both), in the
+/// tables and, once there are two dumps, in the chart's legend, each name once.
+#[test]
+fn a_page_of_one_dump_leads_with_the_peak_and_stacks_are_named_past_the_allocator() {
+    let work = scratch("one-dump");
+    let mut t = Timeline::new("/usr/bin/python3.11", 2948);
+    t.add_snapshot(&python_snapshot(2), FrameView::DEFAULT, 0, "ying.python3.11.2948.0.x");
+    let page = html::render(&[&t], "Ying memory report: python3.11 (pid 2948)");
+    // The plain summary: the peak first, as at least the exact retained total.
+    let totals: Vec<String> = rows(&page, "class=\"totals\"")
+        .iter()
+        .map(|r| r.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert!(totals[0].starts_with("peak at least 30.0 MiB (exact, retained at the last dump; the sampled high-water ≈29.8 MiB is below it); kept peak at 2026-12-02T12:30:12Z: 27.0 MiB estimated, 28.0 MiB exact"), "{totals:?}");
+    let top = rows(&page, "class=\"top\"");
+    assert!(top[1].contains("PyUnicode_New") && top[2].contains("PyList_New"), "{top:?}");
+    assert!(!page.contains("_PyObject_ArenaMmap</td>"), "no stack is named by the arena");
+    let path = work.join("one.html");
+    std::fs::write(&path, &page).unwrap();
+    let loaded = load(&file_url(&path), &work, None);
+    let dom = &loaded.dom;
+    assert!(dom.contains("data-rendered=\"yes\""), "the script ran to its end");
+    assert!(!dom.contains("class=\"chart-svg\""), "no chart of one dump");
+    assert!(!dom.contains("class=\"diff-table\"") && !dom.contains("class=\"diff-a\""), "no diff");
+    assert!(dom.contains("class=\"note single-dump\""));
+    let app = &dom[dom.find("class=\"app\"").expect("the app")..];
+    let first_h3 = text_of(app, "<h3>", "</h3>");
+    assert_eq!(first_h3.trim(), "Peak", "the page leads with the peak");
+    let peak = text_of(app, "class=\"peak-info\"", "</p>");
+    assert!(peak.contains("peak at least 30.0 MiB") && peak.contains("kept peak at"), "{peak}");
+    let peak_rows = rows(app, "class=\"peak-stacks\"");
+    assert!(peak_rows[0].contains("PyUnicode_New"), "{peak_rows:?}");
+    assert!(app.find("class=\"peak-view\"") < app.find("class=\"dump-view\""));
+    assert_eq!(app.matches("class=\"peak-info\"").count(), 1, "the peak is shown once");
+    let stacks = rows(app, "class=\"stacks\"");
+    assert!(stacks[0].contains("PyUnicode_New"), "{stacks:?}");
+    assert_no_page_requests(&loaded, &work);
+
+    // Two dumps: the chart, its legend naming each stack once, past the allocator.
+    t.add_snapshot(&python_snapshot(4), FrameView::DEFAULT, 1, "ying.python3.11.2948.1.x");
+    let path = work.join("two.html");
+    std::fs::write(&path, html::render(&[&t], "two")).unwrap();
+    let loaded = load(&file_url(&path), &work, None);
+    let names = attrs(&loaded.dom, "class=\"series\"", "data-name");
+    assert_eq!(names, ["PyUnicode_New", "PyList_New", "others"], "{names:?}");
+    assert!(loaded.dom.contains("class=\"diff-table\"") && loaded.dom.contains("chart-svg"));
+}

@@ -350,3 +350,60 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The library names stacks past the allocator's frames with `is_allocator_entry`, and asks
+    /// pprof to drop them with the regular expression `ALLOCATOR_FRAMES`: both say the same of
+    /// every name (pprof matches whole names).
+    #[test]
+    fn allocator_entry_points_agree_with_the_pprof_drop_frames() {
+        use ying_profiler::callstack::is_allocator_entry;
+        use ying_profiler::report::heap_profile::ALLOCATOR_FRAMES;
+        let re = regex::Regex::new(&format!("^(?:{ALLOCATOR_FRAMES})$")).unwrap();
+        let names = [
+            "malloc",
+            "__libc_malloc",
+            "calloc",
+            "realloc",
+            "reallocarray",
+            "free",
+            "__libc_free",
+            "posix_memalign",
+            "aligned_alloc",
+            "pvalloc",
+            "operator new(unsigned long)",
+            "operator new[](unsigned long)",
+            "operator delete(void*)",
+            "_PyObject_Malloc",
+            "PyObject_Malloc",
+            "PyMem_RawMalloc",
+            "_PyMem_RawRealloc",
+            "PyObject_Calloc",
+            "pymalloc_alloc",
+            "sqlite3Malloc",
+            "sqlite3MallocZero",
+            "sqlite3MemMalloc",
+            "sqlite3Realloc",
+            "sqlite3DbMallocRaw",
+            "sqlite3DbReallocOrFree",
+            // Not entry points:
+            "_PyObject_ArenaMmap",
+            "new_arena",
+            "allocate_from_new_pool",
+            "PyUnicode_New",
+            "PyObject_Free",
+            "mallocx",
+            "my_malloc",
+            "malloc_usable_size",
+            "sqlite3MallocSize",
+            "sqlite3DbFree",
+            "alloc::vec::Vec<T>::push",
+            "main",
+        ];
+        for n in names {
+            assert_eq!(is_allocator_entry(n), re.is_match(n), "{n}");
+        }
+        assert!(is_allocator_entry("_PyObject_Malloc") && !is_allocator_entry("new_arena"));
+    }
+}

@@ -41,19 +41,37 @@ struct Set {
     exe: String,
     retained: Option<u64>,
     peak: Option<u64>,
+    /// The exact retained total at the kept peak.
+    peak_exact: Option<u64>,
 }
 
-/// (executable, exact retained bytes at this report, high-water mark of the sampled peak)
-/// from a set's manifest (`<set>.json`, see `ying_profiler::report::manifest`); None when the
-/// file is not a Ying manifest.
-fn read_set(path: &Path) -> Option<(String, Option<u64>, Option<u64>)> {
+/// A set's manifest, as the summary needs it.
+#[derive(Debug, PartialEq)]
+struct Read {
+    exe: String,
+    /// Exact retained bytes at this report.
+    retained: Option<u64>,
+    /// The sampled peak's high-water mark (an estimate).
+    peak: Option<u64>,
+    /// The exact retained total at the kept peak.
+    peak_exact: Option<u64>,
+}
+
+/// The figures of a set's manifest (`<set>.json`, see `ying_profiler::report::manifest`); None
+/// when the file is not a Ying manifest.
+fn read_set(path: &Path) -> Option<Read> {
     let text = std::fs::read(path).ok()?;
     let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
     if doc["format"] != "ying-report-set" {
         return None;
     }
     let exe = doc["exe"].as_str().unwrap_or("?").to_string();
-    Some((exe, doc["totals"]["retained_bytes"].as_u64(), doc["peak"]["high_water_bytes"].as_u64()))
+    Some(Read {
+        exe,
+        retained: doc["totals"]["retained_bytes"].as_u64(),
+        peak: doc["peak"]["high_water_bytes"].as_u64(),
+        peak_exact: doc["peak"]["exact_bytes"].as_u64(),
+    })
 }
 
 /// The entries of the reporting directory and of its `uid-<N>` subdirectories (where the shim
@@ -94,12 +112,63 @@ fn new_sets(reports: &Path, before: &HashSet<OsString>) -> Vec<Set> {
         if !path.is_file() {
             continue;
         }
-        if let Some((exe, retained, peak)) = read_set(&path) {
+        if let Some(r) = read_set(&path) {
             let path = path.with_file_name(set.file("txt"));
-            found.push(Set { pid: set.pid, seq: set.seq, path, exe, retained, peak });
+            let (pid, seq, exe) = (set.pid, set.seq, r.exe);
+            let (retained, peak, peak_exact) = (r.retained, r.peak, r.peak_exact);
+            found.push(Set { pid, seq, path, exe, retained, peak, peak_exact });
         }
     }
     found
+}
+
+/// The highest exact figure of a process's life among its sets, with what it is: each set's
+/// exact retained total (the last one's is `last`, at exit or at its last report) and the
+/// exact total at each kept peak. The process's peak was at least that much.
+fn exact_floor(group: &[Set], last: &'static str) -> Option<(u64, &'static str)> {
+    let n = group.len();
+    let mut best: Option<(u64, &'static str)> = None;
+    for (i, s) in group.iter().enumerate() {
+        let retained = s
+            .retained
+            .map(|r| (r, if i + 1 == n { last } else { "retained at an earlier report" }));
+        let kept = s.peak_exact.map(|b| (b, "retained at the kept peak"));
+        for c in [retained, kept].into_iter().flatten() {
+            if best.is_none_or(|b| c.0 > b.0) {
+                best = Some(c);
+            }
+        }
+    }
+    best
+}
+
+/// The peak as a headline says it: the sampled high-water mark, an estimate (`peak ≈29.8 MiB
+/// (sampled)`), unless an exact figure of the same life (`floor`) is above it: the peak was at
+/// least that, which is printed instead, saying so.
+fn peak_part(sampled: u64, floor: Option<(u64, &str)>) -> String {
+    match floor {
+        Some((exact, what)) if exact > sampled => format!(
+            "peak ≥{} (exact, {what}; the sampled high-water ≈{} is below it)",
+            human(exact),
+            human(sampled)
+        ),
+        _ => format!("peak ≈{} (sampled)", human(sampled)),
+    }
+}
+
+/// A process's figures after its executable and pid: the peak (see [`peak_part`]) and the exact
+/// retained total of its last set, at exit or at its last report when it is `alive`.
+fn figures(group: &[Set], peak: Option<u64>, alive: bool) -> String {
+    let what =
+        if alive { "retained at its last report (still running)" } else { "retained at exit" };
+    let mut parts = Vec::new();
+    if let Some(p) = peak {
+        parts.push(peak_part(p, exact_floor(group, what)));
+    }
+    if let Some(r) = group.last().and_then(|s| s.retained) {
+        parts.push(format!("{what} {} (exact)", human(r)));
+    }
+    parts.join(", ")
 }
 
 fn summarize(reports: &Path, sets: Vec<Set>) {
@@ -108,15 +177,19 @@ fn summarize(reports: &Path, sets: Vec<Set>) {
     for s in sets {
         by_pid.entry(s.pid).or_default().push(s);
     }
-    // (size, pid, exe, retained, peak, sets, path of the last set)
+    // (size, pid, exe, figures, sets, path of the last set)
     let mut rows = Vec::new();
     for (pid, mut group) in by_pid {
         group.sort_by_key(|s| s.seq);
         let peak = group.iter().filter_map(|s| s.peak).max();
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+        let text = figures(&group, peak, alive);
         let n = group.len();
+        let floor = exact_floor(&group, "").map_or(0, |f| f.0);
         let last = group.pop().expect("a group has a set");
-        let size = peak.unwrap_or(0).max(last.retained.unwrap_or(0));
-        rows.push((size, pid, last.exe, last.retained, peak, n, last.path));
+        let size = peak.unwrap_or(0).max(floor);
+        rows.push((size, pid, last.exe, text, n, last.path));
     }
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let procs = rows.len();
@@ -129,32 +202,17 @@ fn summarize(reports: &Path, sets: Vec<Set>) {
     let shown = &rows[..rows.len().min(10)];
     let base = |exe: &str| Path::new(exe).file_name().map(|n| n.to_string_lossy().into_owned());
     let width = shown.iter().map(|r| base(&r.2).unwrap_or_default().len()).max().unwrap_or(0);
-    for (_, pid, exe, retained, peak, n, _) in shown {
-        // SAFETY: kill with signal 0 only checks that the process exists.
-        let alive = unsafe { libc::kill(*pid as libc::pid_t, 0) } == 0;
-        let mut parts = Vec::new();
-        if let Some(p) = peak {
-            parts.push(format!("peak {}", human(*p)));
-        }
-        if let Some(r) = retained {
-            let what = if alive {
-                "retained at its last report (still running)"
-            } else {
-                "retained at exit"
-            };
-            parts.push(format!("{what} {}", human(*r)));
-        }
+    for (_, pid, exe, text, n, _) in shown {
         say(&format!(
-            "  {:<width$}  pid {pid:<7} {}  ({n} set{})",
+            "  {:<width$}  pid {pid:<7} {text}  ({n} set{})",
             base(exe).unwrap_or_default(),
-            parts.join(", "),
             if *n == 1 { "" } else { "s" }
         ));
     }
     if rows.len() > shown.len() {
         say(&format!("  ... and {} more processes", rows.len() - shown.len()));
     }
-    say(&format!("largest: {}", rows[0].6.display()));
+    say(&format!("largest: {}", rows[0].5.display()));
 }
 
 /// Whether a variable is set to a false value, as Ying reads it.
@@ -357,13 +415,61 @@ mod tests {
         std::fs::write(&no_peak, r#"{"format":"ying-report-set","exe":"x","peak":null}"#).unwrap();
         let other = dir.join("other.json");
         std::fs::write(&other, r#"{"format":"something else"}"#).unwrap();
-        assert_eq!(read_set(&good), Some(("/bin/app".into(), Some(29209462), Some(1536))));
-        assert_eq!(read_set(&no_peak), Some(("x".into(), None, None)));
+        let read = |exe: &str, retained, peak, peak_exact| Read {
+            exe: exe.into(),
+            retained,
+            peak,
+            peak_exact,
+        };
+        assert_eq!(read_set(&good), Some(read("/bin/app", Some(29209462), Some(1536), None)));
+        assert_eq!(read_set(&no_peak), Some(read("x", None, None, None)));
         assert_eq!(read_set(&other), None);
         assert_eq!(read_set(&dir.join("missing.json")), None);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(human(1536), "1.5 KiB");
         assert_eq!(human(100), "100 B");
+    }
+
+    fn set(seq: u64, retained: u64, peak: u64, peak_exact: Option<u64>) -> Set {
+        Set {
+            pid: 7,
+            seq,
+            path: PathBuf::from("x.txt"),
+            exe: "app".into(),
+            retained: Some(retained),
+            peak: Some(peak),
+            peak_exact,
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn every_headline_figure_says_exact_or_sampled_and_the_peak_is_never_below_an_exact_one() {
+        // The sampled high-water mark above everything exact: printed as the estimate it is.
+        let g = [set(0, 3 * MIB, 28 * MIB, Some(26 * MIB))];
+        assert_eq!(
+            figures(&g, Some(28 * MIB), false),
+            "peak ≈28.0 MiB (sampled), retained at exit 3.0 MiB (exact)"
+        );
+        // A program that keeps its memory to the end: the estimate fell below the exact total
+        // at exit, which the peak includes; that is printed, and said.
+        let hw = 29 * MIB + 820 * 1024;
+        let g = [set(0, 30 * MIB, hw, Some(29 * MIB))];
+        assert_eq!(
+            figures(&g, Some(hw), false),
+            "peak ≥30.0 MiB (exact, retained at exit; the sampled high-water ≈29.8 MiB is below \
+             it), retained at exit 30.0 MiB (exact)"
+        );
+        // The exact total at the kept peak, or at an earlier report, counts too.
+        let g = [set(0, 5 * MIB, 20 * MIB, Some(21 * MIB)), set(1, 2 * MIB, 20 * MIB, None)];
+        assert!(figures(&g, Some(20 * MIB), true).starts_with(
+            "peak ≥21.0 MiB (exact, retained at the kept peak; the sampled high-water ≈20.0 MiB"
+        ));
+        let g = [set(0, 22 * MIB, 20 * MIB, None), set(1, 2 * MIB, 20 * MIB, None)];
+        let f = figures(&g, Some(20 * MIB), true);
+        assert!(f.starts_with("peak ≥22.0 MiB (exact, retained at an earlier report;"), "{f}");
+        assert!(f.ends_with("retained at its last report (still running) 2.0 MiB (exact)"), "{f}");
     }
 
     #[test]

@@ -63,6 +63,12 @@ fn run_passes_the_status_through_and_sums_up_two_sets_that_diff_like_pprof() {
     let summary = format!("ying: this run wrote {} report sets (1 process) in", sets.len());
     assert!(err.contains(&summary), "{}", o.describe());
     assert!(err.contains("leaky") && err.contains("retained at exit"), "{}", o.describe());
+    // Each figure says what it is: the peak sampled (or at least an exact figure), the
+    // retained total at exit exact.
+    let row = err.lines().find(|l| l.contains(" pid ")).expect("the process's line");
+    assert!(row.contains("peak ≈") || row.contains("peak ≥"), "{row}");
+    assert!(row.contains(" (sampled)") || row.contains("(exact, "), "{row}");
+    assert!(row.contains("retained at exit ") && row.contains(" (exact)  ("), "{row}");
     let last_txt = format!(
         "ying: largest: {}",
         reports.join(format!("{}.txt", sets.last().unwrap().stem)).display()
@@ -117,6 +123,19 @@ fn run_passes_the_status_through_and_sums_up_two_sets_that_diff_like_pprof() {
         "{}",
         &html[..html.len().min(2000)]
     );
+    // Its peak is the last set's, as its manifest (and text) say: the kept peak's estimate and
+    // time, not the sum of the `.peak.pb.gz` stacks at the epoch (1970-01-01T00:00:00Z).
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{}.json", b.display())).unwrap())
+            .unwrap();
+    let at = m["peak"]["at"].as_str().expect("the set has a peak");
+    let est = ying_profiler::report::human_bytes(m["peak"]["estimated_bytes"].as_u64().unwrap());
+    let row = html
+        .lines()
+        .find(|l| l.starts_with("<tr><th>peak</th>"))
+        .unwrap_or_else(|| panic!("no peak row\n{}", &html[..html.len().min(3000)]));
+    assert!(row.contains(&format!("kept peak at {at}: {est} estimated")), "{row}\n{m:#}");
+    assert!(!html.contains("1970-01-01"), "{row}");
 }
 
 #[test]

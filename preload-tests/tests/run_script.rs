@@ -224,3 +224,83 @@ fn nothing_written_says_whether_profiling_was_off_or_nothing_was_sampled() {
     assert!(summary_has(&o, "no process took a sample"), "{}", o.describe());
     assert!(!summary_has(&o, "static") && !summary_has(&o, "not writable"), "{}", o.describe());
 }
+
+/// A copy of the script in a checkout of its own (`<dir>/checkout/scripts/`), with a stand-in
+/// `cargo` first in `PATH` that prints a progress line on stderr, records its arguments and
+/// its working directory, and leaves a `ying` that prints its arguments and a `libying.so` in
+/// `$CARGO_TARGET_DIR/release` (or the working directory's `target/release`), as cargo does.
+/// Returns (the script, the `PATH` to use, the file of the recorded arguments).
+fn script_with_fake_cargo(dir: &TestDir) -> (PathBuf, String, PathBuf) {
+    let scripts = dir.join("checkout/scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let copy = scripts.join("run-with-ying.sh");
+    std::fs::copy(script(), &copy).unwrap();
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let args = dir.join("cargo-args");
+    let cargo = bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        format!(
+            "#!/bin/sh\n\
+             echo \"$PWD: $*\" >> '{}'\n\
+             echo '   Compiling ying-cli v0.0.0 (stand-in cargo)' >&2\n\
+             out=\"${{CARGO_TARGET_DIR:-target}}/release\"\n\
+             mkdir -p \"$out\"\n\
+             printf '#!/bin/sh\\necho \"stand-in ying $*\"\\n' > \"$out/ying\"\n\
+             chmod +x \"$out/ying\"\n\
+             : > \"$out/libying.so\"\n",
+            args.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    (copy, path, args)
+}
+
+/// Runs `script program` with `PATH` and, when given, `CARGO_TARGET_DIR`.
+fn run_copy(script: &Path, path: &str, target: Option<&Path>) -> std::process::Output {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(script).arg("/bin/true").env("PATH", path).env_remove("YING_LIB");
+    match target {
+        Some(t) => cmd.env("CARGO_TARGET_DIR", t),
+        None => cmd.env_remove("CARGO_TARGET_DIR"),
+    };
+    cmd.output().unwrap()
+}
+
+#[test]
+fn first_run_builds_ying_and_the_shim_in_one_command_with_its_progress_on_stderr() {
+    let dir = TestDir::new("script-first-build");
+    let (copy, path, args) = script_with_fake_cargo(&dir);
+    let checkout = dir.join("checkout");
+
+    let o = run_copy(&copy, &path, None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{o:?}");
+    // cargo's progress reaches the terminal (no --quiet), after one line saying what is built.
+    assert!(err.contains("ying: first run: building"), "{err}");
+    assert!(err.contains("Compiling ying-cli"), "cargo's progress is hidden:\n{err}");
+    let calls = std::fs::read_to_string(&args).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls.len(), 1, "one cargo command: {calls:?}");
+    assert!(calls[0].starts_with(&format!("{}: build --release", checkout.display())), "{calls:?}");
+    assert!(calls[0].contains("-p ying-cli") && calls[0].contains("-p ying-preload"), "{calls:?}");
+    assert!(!calls[0].contains("--quiet"), "{calls:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "stand-in ying run -- /bin/true\n");
+
+    // Built once: the next run builds nothing.
+    let o = run_copy(&copy, &path, None);
+    assert!(o.status.success() && o.stderr.is_empty(), "{o:?}");
+    assert_eq!(std::fs::read_to_string(&args).unwrap().lines().count(), 1);
+
+    // With CARGO_TARGET_DIR set, cargo builds there and the script runs the `ying` it built.
+    let elsewhere = dir.join("elsewhere");
+    let o = run_copy(&copy, &path, Some(&elsewhere));
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        elsewhere.join("release/ying").is_file() && elsewhere.join("release/libying.so").is_file()
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "stand-in ying run -- /bin/true\n", "{o:?}");
+}

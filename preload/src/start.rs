@@ -217,7 +217,8 @@ fn start_reporting(cfg: &Config) {
         }
         return;
     }
-    let runner = ProfilerRunner::from_config(cfg);
+    // Each process's exit report is written silently: `ying run` sums up the sets of all.
+    let runner = ProfilerRunner::from_config(cfg).exit_report_unannounced();
     if let Err(e) = runner.open_reporting_dir() {
         let path = cfg.reporting_path.display();
         return warn(&format!("YING_REPORTING_PATH={path} {e}; reporting is skipped"));

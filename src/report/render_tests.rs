@@ -126,3 +126,43 @@ fn partial_rankings_agree_with_a_full_sort() {
     assert_eq!(total, stacks.iter().map(|s| s.retained_bytes).sum::<u64>());
     assert!(folded.contains("[600 smaller stacks] "), "{}", &folded[folded.len() - 200..]);
 }
+
+/// The header's peak line says the sampled high-water mark is an estimate, and never prints it
+/// below an exact figure the peak includes: the retained total of the report itself (a
+/// program that keeps its memory to its exit) or the exact total at the kept peak.
+#[test]
+fn the_header_peak_is_never_below_an_exact_figure_it_includes() {
+    use crate::engine::peak::Peak;
+    let mib = 1u64 << 20;
+    let header = |retained: u64, high_water: u64, exact: Option<u64>| {
+        let mut r = Report::from_stacks(&[stack(0x10, 7, 1)], &ReportOptions::default());
+        r.facts.occasion = Occasion { reason: None, exiting: true, ended: None };
+        r.facts.totals.allocated_bytes = retained;
+        r.facts.peak = Some(Peak {
+            since_start: None,
+            at: std::time::UNIX_EPOCH,
+            estimated_bytes: high_water - mib,
+            exact_bytes: exact,
+            high_water_bytes: high_water,
+            captures: 1,
+        });
+        let text = crate::report::text::render_report(&r);
+        text.lines().find(|l| l.starts_with("peak")).unwrap_or_default().to_string()
+    };
+    let l = header(3 * mib, 28 * mib, Some(26 * mib));
+    assert!(l.starts_with("peak (sampled):     28.0 MiB high-water; stacks kept at 27.0"), "{l}");
+    let hw = 29 * mib + 820 * 1024;
+    let l = header(30 * mib, hw, Some(29 * mib));
+    assert!(
+        l.starts_with(
+            "peak:               ≥30.0 MiB (exact, retained at exit; the sampled high-water \
+             ≈29.8 MiB is below it); stacks kept at"
+        ),
+        "{l}"
+    );
+    let l = header(2 * mib, 20 * mib, Some(21 * mib));
+    assert!(
+        l.starts_with("peak:               ≥21.0 MiB (exact, retained at the kept peak;"),
+        "{l}"
+    );
+}

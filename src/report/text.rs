@@ -275,12 +275,34 @@ fn exact(p: &Peak) -> String {
     }
 }
 
-/// The text report's one-line summary of the peak, for its header.
+/// The text report's one-line summary of the peak, for its header: the sampled high-water mark,
+/// unless an exact figure the peak includes (the retained total of this report, or at the kept
+/// peak) is above that estimate; the peak was at least that much, which is printed instead and
+/// said.
 fn peak_header_line(r: &Report) -> String {
+    let now = r.facts.totals.retained_bytes();
+    let head = |p: &Peak| {
+        let kept = p.exact_bytes.unwrap_or(0);
+        let floor = if now >= kept {
+            (now, format!("retained {}", r.facts.occasion.when()))
+        } else {
+            (kept, "retained at the kept peak".to_string())
+        };
+        if floor.0 > p.high_water_bytes {
+            format!(
+                "peak:               ≥{} (exact, {}; the sampled high-water ≈{} is below it)",
+                human_bytes(floor.0),
+                floor.1,
+                human_bytes(p.high_water_bytes)
+            )
+        } else {
+            format!("peak (sampled):     {} high-water", human_bytes(p.high_water_bytes))
+        }
+    };
     match &r.facts.peak {
         Some(p) => format!(
-            "peak (sampled):     {} high-water; stacks kept at {}{} estimated, {}, {}\n",
-            human_bytes(p.high_water_bytes),
+            "{}; stacks kept at {}{} estimated, {}, {}\n",
+            head(p),
             human_bytes(p.estimated_bytes),
             plus_minus_bytes(r.estimated_stderrs().2),
             match p.exact_bytes {

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::callstack::{FrameView, Measurement, ShownFrame};
+use crate::callstack::{FrameView, Measurement, ShownFrame, is_allocator_entry};
 use crate::report::ReportOptions;
 use crate::report::model::Report;
 use crate::report::noise;
@@ -358,9 +358,18 @@ impl Timeline {
     pub(crate) fn intern_shown(&mut self, shown: &[ShownFrame<'_>], spans: &[SpanInfo]) -> u32 {
         let mut frames: Vec<u32> = Vec::with_capacity(shown.len() + spans.len());
         let mut label = None;
-        // Innermost first: the first frame of the program's own code names the stack.
+        // Innermost first: the first frame of the program's own code that is not the
+        // allocator's names the stack (not `_PyObject_ArenaMmap` under `_PyObject_Malloc`, which
+        // would name every stack of Python objects alike): the frames up to the outermost
+        // allocator entry point are skipped, as pprof drops them (`is_allocator_entry`).
+        let past_allocator = shown
+            .iter()
+            .rposition(|l| matches!(l, ShownFrame::Frame(f) if is_allocator_entry(&f.function)))
+            .map_or(0, |i| i + 1);
+        let past_allocator = if past_allocator < shown.len() { past_allocator } else { 0 };
+        let mut first_past = None;
         let mut ids: Vec<u32> = Vec::with_capacity(shown.len());
-        for l in shown {
+        for (k, l) in shown.iter().enumerate() {
             let (line, own) = match l {
                 ShownFrame::Frame(f) => (
                     ShownLine {
@@ -374,8 +383,11 @@ impl Timeline {
                 }
             };
             let id = self.frame_id(line);
-            if own && label.is_none() {
-                label = Some(id);
+            if k >= past_allocator {
+                first_past = first_past.or(Some(id));
+                if own && label.is_none() {
+                    label = Some(id);
+                }
             }
             ids.push(id);
         }
@@ -390,7 +402,7 @@ impl Timeline {
                 self.frame_id(ShownLine { name: "[unknown]".to_string(), location: String::new() }),
             );
         }
-        let label = label.or(ids.first().copied()).unwrap_or(frames[frames.len() - 1]);
+        let label = label.or(first_past).unwrap_or(frames[frames.len() - 1]);
         self.stack_id(Stack { frames: frames.into_boxed_slice(), label })
     }
 
@@ -647,6 +659,56 @@ mod tests {
         holder.join().unwrap();
         // Released: the timeline is there again.
         assert!(with_timeline(|t| t.pid).is_some_and(|p| p == std::process::id()));
+    }
+
+    /// A CPython stack: the arena's frames under `_PyObject_Malloc`, called by `caller`.
+    fn python_stack(caller: &str, ip: usize, retained: u64) -> StackStats {
+        let f = |ip: usize, name: &str| Frame {
+            ip,
+            function: name.into(),
+            file: Some("Objects/obmalloc.c".into()),
+            line: Some(152),
+            inlined: false,
+            module: None,
+        };
+        let mut s = stack("x", 1, retained);
+        s.frames = vec![
+            f(0x10, "_PyObject_ArenaMmap"),
+            f(0x20, "new_arena"),
+            f(0x30, "pymalloc_alloc"),
+            f(0x40, "_PyObject_Malloc"),
+            f(ip, caller),
+            f(0x9000, "main"),
+        ];
+        s.stack = StdCallstack::from_ips(&[0x10, 0x20, 0x30, 0x40, ip, 0x9000]);
+        s
+    }
+
+    #[test]
+    fn a_stack_is_named_by_its_first_frame_past_the_allocator() {
+        let mut t = Timeline::new("python3", 1);
+        let s = vec![
+            python_stack("PyUnicode_New", 0x100, 3000),
+            python_stack("PyList_New", 0x200, 2000),
+            stack("app::leaf", 7, 1000),
+        ];
+        t.add_snapshot(&snapshot(s, 1), FrameView::DEFAULT, 0, "set0");
+        let d = t.dumps.back().unwrap();
+        let mut labels: Vec<&str> = d
+            .stacks
+            .iter()
+            .map(|s| t.frames[t.stacks[s.stack as usize].label as usize].name.as_str())
+            .collect();
+        labels.sort();
+        assert_eq!(labels, ["PyList_New", "PyUnicode_New", "app::leaf"]);
+        // A stack of the allocator's frames only keeps its innermost frame as its name.
+        let mut only = python_stack("x", 0x300, 10);
+        only.frames.truncate(4);
+        only.stack = StdCallstack::from_ips(&[0x10, 0x20, 0x30, 0x40]);
+        t.add_snapshot(&snapshot(vec![only], 2), FrameView::DEFAULT, 1, "set1");
+        let d = t.dumps.back().unwrap();
+        let label = t.stacks[d.stacks[0].stack as usize].label;
+        assert_eq!(t.frames[label as usize].name, "_PyObject_ArenaMmap");
     }
 
     #[test]

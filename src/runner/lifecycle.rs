@@ -97,6 +97,19 @@ impl fmt::Debug for Lifecycle {
     }
 }
 
+/// Says once on stderr where the exit report went: its text report, and the process's page.
+fn announce(paths: &crate::report::ReportPaths) {
+    let Some(first) = paths.text.as_ref().or(paths.manifest.as_ref()).or(paths.pprof.as_ref())
+    else {
+        return;
+    };
+    let page = match &paths.html {
+        Some(h) => format!(" (page: {})", h.display()),
+        None => String::new(),
+    };
+    crate::sys::write_stderr(format!("ying: exit report: {}{page}\n", first.display()).as_bytes());
+}
+
 /// The process's.
 pub(super) static LIFE: Lifecycle = Lifecycle::new();
 
@@ -324,8 +337,10 @@ impl Lifecycle {
                 if !runner.worth_a_report() {
                     return;
                 }
-                if let Err(e) = runner.write_now(*source) {
-                    runner.warn_not_written("final report", &e);
+                match runner.write_now(*source) {
+                    Ok(paths) if runner.announce_exit_report => announce(&paths),
+                    Ok(_) => {}
+                    Err(e) => runner.warn_not_written("final report", &e),
                 }
             };
             let _ = guarded(*source, report, |_| ());

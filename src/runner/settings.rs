@@ -37,6 +37,8 @@ pub struct ProfilerRunner {
     pub(super) measure_allocated_not_retained: bool,
     pub(super) top_k: usize,
     pub(super) report_at_exit: bool,
+    /// Say on stderr where the exit report went (see the builder's setter).
+    pub(super) announce_exit_report: bool,
     pub(super) report_file_mode: u32,
     pub(super) max_report_sets: usize,
     pub(super) dir: SharedDir,
@@ -112,6 +114,7 @@ impl Default for ProfilerRunner {
             measure_allocated_not_retained: false,
             top_k: DEFAULT_TOP_K,
             report_at_exit: true,
+            announce_exit_report: true,
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
             dir: SharedDir::default(),
@@ -189,6 +192,11 @@ setters! {
     /// `main` (true by default; only in the process that started the runner, and not when the
     /// process took no sample).
     report_at_exit: bool,
+    /// Say once on stderr, after the exit report, where it went: `ying: exit report:
+    /// <dir>/ying.<exe>.<pid>.<seq>.<time>.txt (page: <dir>/ying.<exe>.<pid>.html)` (true by
+    /// default; false writes it silently). The `LD_PRELOAD` shim writes its processes' exit
+    /// reports silently: `ying run` and `scripts/run-with-ying.sh` sum them up instead.
+    announce_exit_report: bool,
     /// Permission bits of report files (0600 by default; owner read and write are always
     /// kept, execute and special bits never set).
     report_file_mode: u32,
@@ -398,6 +406,7 @@ impl ProfilerRunner {
             measure_allocated_not_retained: cfg.measure_allocated_not_retained,
             top_k: cfg.top_k,
             report_at_exit: cfg.report_at_exit,
+            announce_exit_report: true,
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
             dir: SharedDir::default(),
@@ -528,6 +537,13 @@ impl ProfilerRunner {
     /// The same runner without the exit report (a `fork` child inherits the parent's).
     pub fn without_exit_report(&self) -> Self {
         Self { report_at_exit: false, ..self.clone() }
+    }
+
+    /// The same runner writing its exit report without saying where (the `LD_PRELOAD` shim's:
+    /// `ying run` sums up the sets of every process it ran).
+    #[doc(hidden)]
+    pub fn exit_report_unannounced(&self) -> Self {
+        Self { announce_exit_report: false, ..self.clone() }
     }
 }
 

@@ -151,29 +151,56 @@ fn summary(o: &mut String, i: usize, t: &Timeline, leaks: Option<&crate::report:
     let mut row = |k: &str, v: String| {
         let _ = writeln!(o, "<tr><th>{k}</th><td class=\"n\">{}</td></tr>", esc(&v));
     };
-    row(
-        "retained (exact) at the last dump",
-        format!("{} ({} bytes)", human_bytes(last.at.retained), last.at.retained),
-    );
-    row("allocated since start", human_bytes(last.at.allocated));
-    row("resident set (RSS)", human_bytes(last.at.rss));
-    row("retained at the first dump", human_bytes(first.at.retained));
+    // The high-water mark is an estimate: when an exact figure it includes (the retained total
+    // at a dump, the exact total at the kept peak) is above it, the peak was at least
+    // that, which is printed instead and said.
     let peak = if last.peak_estimated > 0 {
+        let dumps = t.dumps.iter().map(|d| d.at.retained).max().unwrap_or(0);
+        let floor = dumps.max(last.peak_exact);
+        let head = if floor > last.at.peak {
+            format!(
+                "at least {} (exact, {}; the sampled high-water ≈{} is below it)",
+                human_bytes(floor),
+                if floor == last.at.retained {
+                    "retained at the last dump"
+                } else if floor == dumps {
+                    "retained at an earlier dump"
+                } else {
+                    "retained at the kept peak"
+                },
+                human_bytes(last.at.peak)
+            )
+        } else {
+            format!("≈{} (sampled high-water)", human_bytes(last.at.peak))
+        };
         format!(
-            "{} estimated{} at {}; high-water {}",
+            "{head}; kept peak at {}: {} estimated{}",
+            when(last.peak_t_ms),
             human_bytes(last.peak_estimated),
             if last.peak_exact > 0 {
                 format!(", {} exact", human_bytes(last.peak_exact))
             } else {
                 String::new()
             },
-            when(last.peak_t_ms),
-            human_bytes(last.at.peak)
         )
     } else {
         "none kept yet".to_string()
     };
-    row("peak (sampled)", peak);
+    // A page of one dump (a short program) leads with its peak.
+    let single = t.dumps.len() == 1;
+    if single {
+        row("peak", peak.clone());
+    }
+    row(
+        "retained (exact) at the last dump",
+        format!("{} ({} bytes)", human_bytes(last.at.retained), last.at.retained),
+    );
+    row("allocated since start", human_bytes(last.at.allocated));
+    row("resident set (RSS)", human_bytes(last.at.rss));
+    if !single {
+        row("retained at the first dump", human_bytes(first.at.retained));
+        row("peak", peak);
+    }
     row("stacks sampled", last.stacks_sampled.to_string());
     o.push_str("</table>\n");
     match leaks {

@@ -192,12 +192,17 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
     rank(|s| s.allocated, ALLOCATED_STACKS);
     rank(|s| s.peak, PEAK_STACKS);
     let t_ms = if time_ms > 0 { time_ms } else { stamp_ms(&set.stamp) };
+    // The kept peak as the set's text says it (its manifest's `peak`): the estimate, the exact
+    // total and the time of the kept peak, and the high-water mark; the sum of the
+    // `.peak.pb.gz` stacks only when the manifest is missing.
+    let mp = &manifest["peak"];
+    let peak_estimated = mp["estimated_bytes"].as_u64().unwrap_or(peak_estimated);
     let at = Point {
         t_ms,
         retained: manifest["totals"]["retained_bytes"].as_u64().unwrap_or(est_retained),
         allocated: manifest["totals"]["allocated_bytes"].as_u64().unwrap_or(est_allocated),
         rss: manifest["rss_kib"].as_u64().map_or(0, |kb| kb * 1024),
-        peak: peak_estimated,
+        peak: mp["high_water_bytes"].as_u64().unwrap_or(peak_estimated),
     };
     t.points.push_back(at);
     t.dumps.push_back(Dump {
@@ -207,13 +212,23 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
         est_retained,
         est_allocated,
         peak_estimated,
-        peak_exact: 0,
-        peak_t_ms: 0,
+        peak_exact: mp["exact_bytes"].as_u64().unwrap_or(0),
+        peak_t_ms: mp["at"].as_str().map_or(0, extended_stamp_ms),
         stacks_sampled: cur.len() as u64,
         stacks: keep.iter().map(|s| all[s]).collect(),
         detail: true,
     });
     Ok(())
+}
+
+/// Milliseconds since the epoch of a manifest's time, `2026-12-05T02:44:09Z` (see
+/// `report::utc_timestamp`); 0 when it is not one.
+fn extended_stamp_ms(s: &str) -> u64 {
+    let basic: String = s.chars().filter(|c| *c != '-' && *c != ':').collect();
+    if basic.len() != 16 || basic.as_bytes()[8] != b'T' || !basic.ends_with('Z') {
+        return 0;
+    }
+    stamp_ms(&basic)
 }
 
 /// Writes one HTML page for the report sets in `dir` (`ying.view.html` there, atomically) and

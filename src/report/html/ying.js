@@ -87,6 +87,14 @@
       svg.appendChild(lab);
     });
     var legend = el("div", { "class": "legend" });
+    // Each series is named by its stack's first frame past the allocator; two stacks named
+    // alike (one function reached from two places) are told apart by that frame's file:line.
+    var seen = {};
+    order.forEach(function (s) { var n = self.name(s); seen[n] = (seen[n] || 0) + 1; });
+    var seriesName = function (s) {
+      var n = self.name(s);
+      return seen[n] > 1 && self.loc(s) ? n + " (" + self.loc(s) + ")" : n;
+    };
     // Stacked areas, bottom up.
     var base = p.dumps.map(function () { return 0; });
     var layers = series.concat([others]);
@@ -97,7 +105,7 @@
       var pts = [];
       p.dumps.forEach(function (d, j) { pts.push(x(d.t) + "," + y(upper[j])); });
       for (var j = p.dumps.length - 1; j >= 0; j--) pts.push(x(p.dumps[j].t) + "," + y(base[j]));
-      var name = isOthers ? "others" : self.name(order[k]);
+      var name = isOthers ? "others" : seriesName(order[k]);
       var path = sel("polygon", { points: pts.join(" "), fill: color, "fill-opacity": 0.75,
         "class": "series", "data-name": name, "data-values": vals.join(",") });
       if (!isOthers) path.setAttribute("data-stack", order[k]);
@@ -279,7 +287,7 @@
   // The dump picker's views of dump `j`: its table, flamegraph and peak.
   Process.prototype.pick = function (j) {
     var p = this.p, d = p.dumps[j], self = this;
-    this.picker.value = String(j);
+    if (this.picker) this.picker.value = String(j);
     this.markers.forEach(function (m, k) { m.setAttribute("class", "dump-marker" + (k === j ? " selected" : "")); });
     var box = this.dumpBox;
     box.textContent = "";
@@ -297,10 +305,27 @@
     var fg = el("div", { "class": "flame-box current" });
     box.appendChild(fg);
     new Flame(this, fg, items, false, "retained");
-    box.appendChild(el("h3", {}, "Peak"));
-    box.appendChild(el("p", { "class": "peak-info" }, d.peak_est ? "kept peak" +
-      (d.peak_t ? " at " + when(d.peak_t) : "") + ": " + bytes(d.peak_est) + " estimated" + (d.peak_exact ? ", " + bytes(d.peak_exact) + " exact" : "") +
-      "; high-water " + bytes(d.peak) : "no peak kept yet"));
+    // A page of one dump shows its peak first, above the dump (see render).
+    if (!this.single) {
+      box.appendChild(el("h3", {}, "Peak"));
+      this.peakView(box, d);
+    }
+  };
+
+  // The peak kept at dump `d`: its figures, its top stacks and their flamegraph, in `box`. The
+  // high-water mark is an estimate; when an exact figure it includes (the retained total at
+  // the dump, the exact total at the kept peak) is above it, the peak was at least that.
+  Process.prototype.peakView = function (box, d) {
+    var floor = Math.max(d.retained, d.peak_exact), hw;
+    if (floor > d.peak) {
+      hw = "peak at least " + bytes(floor) + " (exact, " + (floor === d.retained ? "retained at dump " + d.seq :
+        "retained at the kept peak") + "; the sampled high-water " + bytes(d.peak) + " is below it)";
+    } else {
+      hw = "peak ≈" + bytes(d.peak) + " (sampled high-water)";
+    }
+    box.appendChild(el("p", { "class": "peak-info" }, d.peak_est ? hw + "; kept peak" +
+      (d.peak_t ? " at " + when(d.peak_t) : "") + ": " + bytes(d.peak_est) + " estimated" + (d.peak_exact ? ", " + bytes(d.peak_exact) + " exact" : "") :
+      "no peak kept yet"));
     var peakRows = d.s.filter(function (f) { return f[5] > 0; });
     box.appendChild(table("peak-stacks", this.stackCols().slice(0, 2).concat([this.stackCols()[6]]), peakRows, 2, 10));
     var pk = 0;
@@ -392,6 +417,31 @@
   Process.prototype.render = function () {
     var p = this.p, self = this, root = this.root;
     if (!p.dumps.length) { root.appendChild(el("p", {}, "no dump yet")); return; }
+    // The URL's #dump=N&a=I&b=J&search=S (see below).
+    var q = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      var s = kv.split("=");
+      if (s.length === 2) q[s[0]] = s[0] === "search" ? decodeURIComponent(s[1]) : Number(s[1]);
+    });
+    this.search = q.search || "";
+    // One dump (a short program's exit report): no chart of one instant and no diff of the dump
+    // with itself; the page leads with the peak, which holds what the program's memory was.
+    if (p.dumps.length === 1) {
+      this.single = true;
+      this.markers = [];
+      var only = p.dumps[0];
+      root.appendChild(el("p", { "class": "note single-dump" }, "One dump (" + only.stem + " at " + when(only.t) +
+        "): the chart over time and the diff of two dumps need two dumps or more."));
+      root.appendChild(el("h3", {}, "Peak"));
+      var pv = el("div", { "class": "peak-view" });
+      root.appendChild(pv);
+      this.peakView(pv, only);
+      root.appendChild(el("h3", {}, "At dump " + only.seq));
+      this.dumpBox = el("div", { "class": "dump-view" });
+      root.appendChild(this.dumpBox);
+      this.pick(0);
+      return;
+    }
     root.appendChild(el("h3", {}, "Memory over time"));
     var chart = el("div", { "class": "chart" });
     root.appendChild(chart);
@@ -424,12 +474,6 @@
     this.diffBox = el("div", { "class": "diff-view" });
     root.appendChild(this.diffBox);
     // The URL's #dump=N&a=I&b=J picks; the last dump and the first-to-last diff otherwise.
-    var q = {};
-    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
-      var s = kv.split("=");
-      if (s.length === 2) q[s[0]] = s[0] === "search" ? decodeURIComponent(s[1]) : Number(s[1]);
-    });
-    this.search = q.search || "";
     var n = p.dumps.length, clamp = function (v, d) { return v >= 0 && v < n ? v : d; };
     var first = 0;
     while (first < n - 1 && !p.dumps[first].detail) first++;
