@@ -356,6 +356,7 @@ mod tests {
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[7]),
             spans: Vec::new(),
+            residency: None,
         }
     }
 
@@ -543,6 +544,19 @@ pub struct StackStats {
     /// The `tracing` spans entered when the samples were taken, outermost first (empty unless
     /// the `profile_spans` feature and [`crate::spans::YingSpanLayer`] are in use).
     pub spans: Vec<crate::spans::SpanInfo>,
+    /// How much of the retained bytes was in memory and in swap when the report was taken
+    /// (`YING_RESIDENT`); None when not measured.
+    pub residency: Option<Residency>,
+}
+
+/// Estimated bytes of a stack's retained blocks in pages present in memory and in swap, read
+/// from `/proc/self/pagemap` at report time and weighted like the retained estimate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// Estimated retained bytes in pages present in memory.
+    pub resident_bytes: u64,
+    /// Estimated retained bytes in pages in swap.
+    pub swapped_bytes: u64,
 }
 
 impl StackStats {

@@ -310,6 +310,7 @@ fn synthetic_stack_named(
         retained_age: MillisHistogram::new(),
         stack: StdCallstack::from_ips(&ips),
         spans: Vec::new(),
+        residency: None,
     }
 }
 

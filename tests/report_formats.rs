@@ -47,6 +47,7 @@ fn stack(alloc: u64, ret: u64, frames: Vec<Frame>) -> StackStats {
         retained_age: age,
         stack: StdCallstack::from_ips(&ips),
         spans: Vec::new(),
+        residency: None,
     }
 }
 

@@ -124,8 +124,16 @@ fn write_with(
 ) -> io::Result<()> {
     let (snap, modules) = (&r.table, &r.facts.modules[..]);
     let peak = matches!(values, Values::Peak);
+    // The residency of now, when it was measured (every row has it then, or none does).
+    let resident = matches!(values, Values::Now) && snap.len() > 0 && snap.row(0).fig.res.is_some();
     let mut w = if peak {
         ProfileWriter::with_sample_types(mappings(modules), out, &super::pprof::INUSE_SAMPLE_TYPES)?
+    } else if resident {
+        ProfileWriter::with_sample_types(
+            mappings(modules),
+            out,
+            &super::pprof::RESIDENT_SAMPLE_TYPES,
+        )?
     } else {
         ProfileWriter::new(mappings(modules), out)?
     };
@@ -178,6 +186,11 @@ fn write_with(
             w.sample_values(&stack, &peak_values, labels)?;
         } else if let Some(v) = custom {
             w.sample(&stack, v, labels)?;
+        } else if resident {
+            let fig = &snap.row(row).fig;
+            let [a, b, c, d] = fig.pprof_values();
+            let [res, swp] = fig.resident_pprof_values();
+            w.sample_values(&stack, &[a, b, c, d, res, swp], labels)?;
         } else {
             w.sample(&stack, snap.row(row).fig.pprof_values(), labels)?;
         }
@@ -286,6 +299,7 @@ mod tests {
                     lifetimes: MillisHistogram::new(),
                     retained_age: MillisHistogram::new(),
                     spans: Vec::new(),
+                    residency: None,
                 }
             })
             .collect();

@@ -24,7 +24,8 @@
 //!           "peak_svg":..,"peak_pprof":..,"raw":.. | null},
 //!  "ranked_by":"retained","entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
 //!    "allocated_bytes":..,"allocations":..,"freed_bytes":..,"frees":..,
-//!    "peak_retained_bytes":..,"samples":..,"live_samples":..,"spans":[".."],
+//!    "peak_retained_bytes":..,"samples":..,"live_samples":..,
+//!    "resident_bytes":.. | null,"swapped_bytes":.. | null,"spans":[".."],
 //!    "frames":["function (file:line)",..]}],
 //!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
 //! ```
@@ -158,6 +159,8 @@ impl Serialize for Entries<'_> {
                 peak_retained_bytes: st.peak_retained_bytes,
                 samples: st.samples,
                 live_samples: st.live_samples,
+                resident_bytes: st.residency.map(|r| r.resident_bytes),
+                swapped_bytes: st.residency.map(|r| r.swapped_bytes),
                 spans,
                 frames,
             }
@@ -177,6 +180,9 @@ struct Entry {
     peak_retained_bytes: u64,
     samples: u64,
     live_samples: u64,
+    /// Estimated retained bytes in memory and in swap (`YING_RESIDENT`), else null.
+    resident_bytes: Option<u64>,
+    swapped_bytes: Option<u64>,
     spans: Vec<String>,
     frames: Vec<String>,
 }

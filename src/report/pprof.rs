@@ -62,6 +62,19 @@ pub(crate) const SAMPLE_TYPES: [(&str, &str); 4] = [
 pub(crate) const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
     [("inuse_objects", "count"), ("inuse_space", "bytes")];
 
+/// Go's four sample types and the estimated retained bytes in memory and in swap at report
+/// time (`YING_RESIDENT`, see `model/resident.rs`): a report's heap profile when its residency
+/// was measured. `default_sample_type` stays `inuse_space`, so `go tool pprof` opens it as it
+/// opens Go's; `-sample_index=resident_space` shows where the pages are.
+pub(crate) const RESIDENT_SAMPLE_TYPES: [(&str, &str); 6] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+    ("resident_space", "bytes"),
+    ("swapped_space", "bytes"),
+];
+
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
 

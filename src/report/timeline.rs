@@ -94,6 +94,9 @@ pub struct StackFigures {
     pub lifetime_ms: f32,
     /// Mean age of the retained bytes in ms (negative: not read or none retained).
     pub age_ms: f32,
+    /// Estimated retained bytes in pages present in memory at the dump (`YING_RESIDENT`;
+    /// None when not measured).
+    pub resident: Option<u64>,
 }
 
 /// What one dump showed.
@@ -445,6 +448,7 @@ impl Timeline {
                 peak: s.peak_retained_bytes,
                 lifetime_ms,
                 age_ms,
+                resident: s.residency.map(|r| r.resident_bytes),
             });
         }
         let (est_allocated, est_retained) = r.estimated_totals();
@@ -589,6 +593,7 @@ mod tests {
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[0x1000 + line as usize, 0x2000]),
             spans: Vec::new(),
+            residency: None,
         }
     }
 

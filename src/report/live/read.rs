@@ -257,7 +257,12 @@ impl LiveProfile {
                     *a = if b.is_finite() { *b } else { 0.0 };
                 }
                 RawRow {
-                    fig: Figures { est, samples: r.samples, live_samples: r.live_samples },
+                    fig: Figures {
+                        est,
+                        samples: r.samples,
+                        live_samples: r.live_samples,
+                        res: None,
+                    },
                     locs: r.locs.clone(),
                     spans: r.spans,
                     histograms: Histograms {

@@ -27,6 +27,7 @@
 
 pub(crate) mod facts;
 pub(crate) mod printed;
+pub(crate) mod resident;
 pub(crate) mod table;
 
 use std::collections::HashMap;
@@ -346,6 +347,7 @@ pub(crate) mod fixtures {
             lifetimes,
             retained_age,
             spans: Vec::new(),
+            residency: None,
         }
     }
 }
