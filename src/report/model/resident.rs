@@ -15,9 +15,11 @@
 //! its retained figure is: `resident(stack) = Σ present_bytes(block) * w.bytes / size`. The sum
 //! over the live samples of a stack is an unbiased estimate of the resident bytes of all its
 //! live blocks, as the retained figure is of their bytes (Horvitz-Thompson; exact at interval
-//! 1). A page shared by two blocks counts for both (each its own bytes in it), as the resident
-//! set counts it once: the figure is the resident share of what each stack retains, not a split
-//! of the resident set.
+//! 1). A page two blocks share counts for each with its own bytes in it, so the stacks'
+//! figures add up to an estimate of the resident bytes of the live blocks, not to the resident
+//! set (which also holds the allocator's free chunks, Ying's memory, code and file pages). A page the
+//! program only read maps the kernel's shared zero page and reads as present, though it costs
+//! no memory of its own.
 //!
 //! # How
 //!
