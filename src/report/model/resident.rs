@@ -299,6 +299,52 @@ mod tests {
         unsafe { libc::munmap(q, big * page) };
     }
 
+    /// The time of the pagemap read for 100,000 live blocks of the host's heap (64 B to 64 KiB,
+    /// a tenth of them freed again so that runs have holes), as a report with 100,000 live
+    /// samples reads them. A measurement, not a check: BENCHMARKS.md quotes it
+    /// (`cargo test --release --lib pagemap_read_time -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a measurement (BENCHMARKS.md)"]
+    fn pagemap_read_time_for_100k_blocks() {
+        let n = 100_000;
+        let mut held: Vec<Vec<u8>> = Vec::with_capacity(n);
+        let mut blocks = Vec::with_capacity(n);
+        let mut x: u64 = 1;
+        for i in 0..n {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let size = 64usize << ((x >> 33) % 11);
+            let v = vec![1u8; size];
+            blocks.push(Block {
+                addr: v.as_ptr() as usize,
+                size: size as u64,
+                scale: 1.0,
+                stack: i as u32,
+            });
+            held.push(v);
+        }
+        for v in held.iter_mut().step_by(10) {
+            *v = Vec::new();
+        }
+        blocks.sort_unstable_by_key(|b| b.addr);
+        let mut pm = Pagemap::open().expect("pagemap readable");
+        let mut best = f64::MAX;
+        let mut resident = 0;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            resident = 0;
+            pm.measure(&blocks, |_, r, _| resident += r).unwrap();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let bytes: u64 = blocks.iter().map(|b| b.size).sum();
+        println!(
+            "pagemap read for {n} blocks ({:.1} MiB, {:.1} MiB resident): best of 5 {:.1} ms",
+            bytes as f64 / 1048576.0,
+            resident as f64 / 1048576.0,
+            best * 1e3
+        );
+        assert!(resident > 0);
+    }
+
     fn p_ptr(a: usize) -> *mut libc::c_void {
         a as *mut libc::c_void
     }
