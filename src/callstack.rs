@@ -357,6 +357,7 @@ mod tests {
             stack: StdCallstack::from_ips(&[7]),
             spans: Vec::new(),
             variance: Default::default(),
+            residency: None,
         }
     }
 
@@ -546,6 +547,9 @@ pub struct StackStats {
     pub spans: Vec<crate::spans::SpanInfo>,
     /// The variance estimates of the figures above (all zero when exact).
     pub variance: Variances,
+    /// How much of the retained bytes was in memory and in swap when the report was taken
+    /// (`YING_RESIDENT`); None when not measured.
+    pub residency: Option<Residency>,
 }
 
 /// Unbiased estimates of the variances of a [`StackStats`]'s estimated figures, in squared
@@ -570,6 +574,16 @@ pub struct Variances {
     pub peak_retained_bytes: f64,
     /// Of [`StackStats::peak_retained_count`].
     pub peak_retained_count: f64,
+}
+
+/// Estimated bytes of a stack's retained blocks in pages present in memory and in swap, read
+/// from `/proc/self/pagemap` at report time and weighted like the retained estimate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// Estimated retained bytes in pages present in memory.
+    pub resident_bytes: u64,
+    /// Estimated retained bytes in pages in swap.
+    pub swapped_bytes: u64,
 }
 
 impl StackStats {

@@ -181,7 +181,7 @@ pub mod runner;
 pub mod serve;
 pub(crate) mod source;
 
-pub use callstack::{Frame, Measurement, StackStats, Variances};
+pub use callstack::{Frame, Measurement, Residency, StackStats, Variances};
 pub use engine::histogram;
 /// The sampling settings of a [`YingProfiler`] ([`YingProfiler::settings`]): interval, giant
 /// limit, seed, on/off, adjustable while the program runs.

@@ -311,6 +311,7 @@ fn synthetic_stack_named(
         stack: StdCallstack::from_ips(&ips),
         spans: Vec::new(),
         variance: Default::default(),
+        residency: None,
     }
 }
 

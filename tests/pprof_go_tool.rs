@@ -1,5 +1,8 @@
 //! The `.pb.gz` heap profile read by the real client, `go tool pprof`: in exact mode its
-//! `inuse_space` and `alloc_space` tops name the marker functions with the exact byte totals.
+//! `inuse_space` and `alloc_space` tops name the marker functions with the exact byte totals,
+//! and its `resident_space` top (`YING_RESIDENT`, on by default) the bytes in memory: all of
+//! the filled blocks, about none of a zeroed block never touched; pprof still opens it on
+//! `inuse_space`.
 //! Needs Go (`scripts/test.sh` installs Debian's golang-go when missing).
 
 mod common;
@@ -20,6 +23,12 @@ fn marker_pprof_keep(out: &mut Vec<Box<[u8]>>) {
     }
 }
 
+/// A zeroed block never touched: `calloc`'s fresh pages, not in memory.
+#[inline(never)]
+fn marker_pprof_untouched() -> Vec<u8> {
+    black_box(vec![0u8; 16 << 20])
+}
+
 #[inline(never)]
 fn marker_pprof_churn() {
     for _ in 0..30 {
@@ -31,6 +40,7 @@ fn marker_pprof_churn() {
 fn go_tool_pprof_reads_our_profile() {
     let mut keep = Vec::with_capacity(40);
     marker_pprof_keep(&mut keep);
+    let untouched = marker_pprof_untouched();
     marker_pprof_churn();
     let dir = common::fresh_dir("pprof");
     let paths = write_report_now(&A, &ReportOptions::default(), &dir).unwrap();
@@ -70,10 +80,23 @@ fn go_tool_pprof_reads_our_profile() {
     assert_eq!(common::cum_bytes(&alloc, "marker_pprof_churn"), Some(30 * 100_000), "{alloc}");
     let objects = run("alloc_objects");
     assert!(objects.contains("marker_pprof_churn"), "{objects}");
+    let resident = run("resident_space");
+    assert!(resident.contains("Type: resident_space"), "{resident}");
+    assert_eq!(common::cum_bytes(&resident, "marker_pprof_keep"), Some(40 * 25_000), "{resident}");
+    // Its chunk header's page at most.
+    let cold = common::cum_bytes(&resident, "marker_pprof_untouched").unwrap_or(0);
+    assert!(cold <= 8192, "{resident}");
+    assert_eq!(common::cum_bytes(&inuse, "marker_pprof_untouched"), Some(16 << 20), "{inuse}");
+    // Without -sample_index, pprof opens the default, inuse_space.
+    let out = Command::new("go").args(["tool", "pprof", "-top"]).arg(&pb).output().unwrap();
+    let top = String::from_utf8_lossy(&out.stdout);
+    assert!(top.contains("Type: inuse_space"), "{top}");
     // The default sample type is inuse_space.
     let out = Command::new("go").args(["tool", "pprof", "-raw"]).arg(&pb).output().unwrap();
     let raw = String::from_utf8_lossy(&out.stdout);
     assert!(raw.contains("inuse_space/bytes[dflt]"), "{raw}");
+    assert!(raw.contains("resident_space/bytes swapped_space/bytes"), "{raw}");
     drop(keep);
+    drop(untouched);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -66,7 +66,14 @@ fn report_set_and_go_heap_profiles_round_trip() {
     let p = round_trip(&paths.pprof.expect("a .pb.gz was written"));
     assert_eq!(
         p.sample_type_names(),
-        ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"]
+        [
+            "alloc_objects",
+            "alloc_space",
+            "inuse_objects",
+            "inuse_space",
+            "resident_space",
+            "swapped_space"
+        ]
     );
     assert_eq!(p.default_sample_index(), Some(3));
     assert!(p.string(p.drop_frames).contains("malloc"), "allocator frames are dropped");

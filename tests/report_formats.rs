@@ -58,6 +58,7 @@ fn stack(alloc: u64, ret: u64, frames: Vec<Frame>) -> StackStats {
             retained_count: (ret / 65536) as f64 * 8.0,
             ..Variances::default()
         },
+        residency: None,
     }
 }
 

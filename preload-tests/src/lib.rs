@@ -52,6 +52,7 @@
 //! |---|---|
 //! | `exports.rs` | every exported function against glibc (`programs/exports.c`); `nm -D` symbol set |
 //! | `exact.rs` | exact-mode bytes and counts per marker, retained and allocated; `file:line` |
+//! | `resident.rs` | resident bytes per stack: an untouched `calloc` about 0, a filled block its size; `YING_RESIDENT=off` |
 //! | `threads.rs` | 16 threads with cross-thread frees and reallocs |
 //! | `fork.rs` | fork, fork + exec, forks while other threads allocate |
 //! | `exit.rs` | `exit()` from a non-main thread while others allocate |

@@ -244,6 +244,10 @@ pub struct Entry {
     pub samples: u64,
     /// Of them, still live.
     pub live_samples: u64,
+    /// Estimated retained bytes in memory at the report (`YING_RESIDENT`), if measured.
+    pub resident_bytes: Option<u64>,
+    /// Estimated retained bytes in swap at the report, if measured.
+    pub swapped_bytes: Option<u64>,
     /// The spans the stack ran in.
     pub spans: Vec<String>,
     /// Frames, innermost first.

@@ -15,6 +15,34 @@ use preload_tests::{Manifest, Run, TestDir, report_sets};
 
 const SEEDS: u64 = 200;
 
+/// The set's pprof profile carries each sample's standard error as `stderr:<type>` labels
+/// (what `ying diff` weighs changes against): summed as variances over every sample they give
+/// the manifest's standard errors of the estimated totals, to within the rounding of each
+/// label.
+fn profile_labels_agree_with_the_manifest(pb_gz: &std::path::Path, m: &Manifest) {
+    let bytes = std::fs::read(pb_gz).expect("the set's profile");
+    let p = ying_profiler::report::proto::read_profile(&bytes).expect("a profile");
+    for (key, want) in [
+        ("stderr:inuse_space", m.estimated.retained_bytes_stderr),
+        ("stderr:alloc_space", m.estimated.allocated_bytes_stderr),
+    ] {
+        let (mut var, mut labels) = (0.0f64, 0usize);
+        for s in &p.sample {
+            for l in s.label.iter().filter(|l| p.string(l.key) == key) {
+                var += (l.num as f64).powi(2);
+                labels += 1;
+            }
+        }
+        let got = var.sqrt();
+        assert!(labels > 0, "{}: no {key} label", pb_gz.display());
+        assert!(
+            (got - want as f64).abs() <= 1.0 + (labels as f64).sqrt() + 1e-3 * want as f64,
+            "{}: {key} labels give {got:.0}, the manifest {want}",
+            pb_gz.display()
+        );
+    }
+}
+
 #[test]
 fn printed_intervals_cover_the_exact_totals_about_95_times_in_100() {
     let dir = TestDir::new("error-bars");
@@ -45,7 +73,11 @@ fn printed_intervals_cover_the_exact_totals_about_95_times_in_100() {
                 .run();
             out.assert_success("error_bars under the shim");
             let sets = report_sets(&reports);
-            let m: Manifest = sets.last().expect("no report").manifest();
+            let last = sets.last().expect("no report");
+            let m: Manifest = last.manifest();
+            if seed == 0 {
+                profile_labels_agree_with_the_manifest(&last.path("pb.gz"), &m);
+            }
             let (t, e) = (&m.totals, &m.estimated);
             let pairs = [
                 (t.retained_bytes, e.retained_bytes, e.retained_bytes_stderr),

@@ -398,6 +398,18 @@ pub(crate) fn for_each_live(mut f: impl FnMut(&Record)) {
     }
 }
 
+/// Appends `(address, record)` for every live record to `out`, one shard at a time under its
+/// lock. `out` is in the profiler's own heap, so growing it under a shard's lock is allowed (the
+/// heap's lock comes after the shards'); the caller reserves [`live_len`] first, so it rarely
+/// grows. Report-time residency reads the pages of these blocks after the locks are released
+/// (`report/model/resident.rs`).
+pub(crate) fn copy_live(out: &mut ArenaVec<(usize, Record)>) {
+    for s in LIVE.iter() {
+        let g = s.lock();
+        out.extend(g.iter().map(|(&p, r)| (p, *r)));
+    }
+}
+
 /// Estimated allocated and retained bytes summed over every stack.
 pub(crate) fn estimated_bytes() -> (f64, f64) {
     STACKS.iter().fold((0.0, 0.0), |(a, r), t| {

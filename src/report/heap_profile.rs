@@ -127,8 +127,16 @@ fn write_with(
 ) -> io::Result<()> {
     let (snap, modules) = (&r.table, &r.facts.modules[..]);
     let peak = matches!(values, Values::Peak);
+    // The residency of now, when it was measured (every row has it then, or none does).
+    let resident = matches!(values, Values::Now) && snap.len() > 0 && snap.row(0).fig.res.is_some();
     let mut w = if peak {
         ProfileWriter::with_sample_types(mappings(modules), out, &super::pprof::INUSE_SAMPLE_TYPES)?
+    } else if resident {
+        ProfileWriter::with_sample_types(
+            mappings(modules),
+            out,
+            &super::pprof::RESIDENT_SAMPLE_TYPES,
+        )?
     } else {
         ProfileWriter::new(mappings(modules), out)?
     };
@@ -184,6 +192,12 @@ fn write_with(
             w.sample_values(&stack, &peak_values, labels.chain(errs))?;
         } else if let Some(v) = custom {
             w.sample(&stack, v, labels)?;
+        } else if resident {
+            let [a, b, c, d] = fig.pprof_values();
+            let [res, swp] = fig.resident_pprof_values();
+            let se = fig.pprof_stderrs();
+            let errs = stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se);
+            w.sample_values(&stack, &[a, b, c, d, res, swp], labels.chain(errs))?;
         } else {
             let se = fig.pprof_stderrs();
             let errs = stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se);
@@ -295,6 +309,7 @@ mod tests {
                     retained_age: MillisHistogram::new(),
                     spans: Vec::new(),
                     variance: Default::default(),
+                    residency: None,
                 }
             })
             .collect();

@@ -27,7 +27,8 @@
 //!  "ranked_by":"retained","entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
 //!    "allocated_bytes":..,"allocations":..,"freed_bytes":..,"frees":..,
 //!    "peak_retained_bytes":..,"samples":..,"live_samples":..,
-//!    "retained_age_ms":.. | null,"spans":[".."],
+//!    "retained_age_ms":.. | null,"resident_bytes":.. | null,"swapped_bytes":.. | null,
+//!    "spans":[".."],
 //!    (and beside each sampled figure its standard error: "retained_bytes_stderr":.., ...)
 //!    "frames":["function (file:line)",..]}],
 //!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
@@ -181,6 +182,8 @@ impl Serialize for Entries<'_> {
                 live_samples: st.live_samples,
                 retained_age_ms: (self.r.has_histograms(e) && !st.retained_age.is_empty())
                     .then(|| st.retained_age.average_millis().round() as u64),
+                resident_bytes: st.residency.map(|r| r.resident_bytes),
+                swapped_bytes: st.residency.map(|r| r.swapped_bytes),
                 spans,
                 frames,
             }
@@ -209,6 +212,9 @@ struct Entry {
     live_samples: u64,
     /// Mean age of the retained bytes in ms (null: none retained, or the ages were not read).
     retained_age_ms: Option<u64>,
+    /// Estimated retained bytes in memory and in swap (`YING_RESIDENT`), else null.
+    resident_bytes: Option<u64>,
+    swapped_bytes: Option<u64>,
     spans: Vec<String>,
     frames: Vec<String>,
 }

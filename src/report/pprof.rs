@@ -84,6 +84,18 @@ pub(crate) fn stderr_labels<'a>(
         (n >= 1.0).then(|| Label { key, str: "", num: n.min(i64::MAX as f64) as i64, unit })
     })
 }
+/// Go's four sample types and the estimated retained bytes in memory and in swap at report
+/// time (`YING_RESIDENT`, see `model/resident.rs`): a report's heap profile when its residency
+/// was measured. `default_sample_type` stays `inuse_space`, so `go tool pprof` opens it as it
+/// opens Go's; `-sample_index=resident_space` shows where the pages are.
+pub(crate) const RESIDENT_SAMPLE_TYPES: [(&str, &str); 6] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+    ("resident_space", "bytes"),
+    ("swapped_space", "bytes"),
+];
 
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");

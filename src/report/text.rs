@@ -63,13 +63,14 @@ pub(crate) fn stack_block_in(
     let v = &s.variance;
     let (b, c) = (|v: f64| plus_minus_bytes(v.sqrt()), |v: f64| plus_minus_count(v.sqrt()));
     let retained = format!(
-        "retained {}{} ({} bytes{}) in {}{} allocations",
+        "retained {}{} ({} bytes{}) in {}{} allocations{}",
         human_bytes(s.retained_bytes),
         b(v.retained_bytes),
         s.retained_bytes,
         share(s.retained_bytes, est_ret),
         s.retained_count,
         c(v.retained_count),
+        residency(s),
     );
     let allocated = format!(
         "allocated {}{} ({} bytes{}) in {}{} allocations; freed {}{} ({} bytes) in {}{} frees",
@@ -96,6 +97,20 @@ pub(crate) fn stack_block_in(
     let _ = writeln!(o, "   age of retained bytes: {}", s.retained_age);
     write_spans_and_frames(&mut o, s, view, with_filenames);
     o
+}
+
+/// `, 12.0 MiB resident` (and `, 1.0 MiB swapped` when some is) after the retained figures of a
+/// stack whose residency was measured; nothing otherwise.
+fn residency(s: &StackStats) -> String {
+    match s.residency {
+        Some(r) if r.swapped_bytes > 0 => format!(
+            ", {} resident, {} swapped",
+            human_bytes(r.resident_bytes),
+            human_bytes(r.swapped_bytes)
+        ),
+        Some(r) => format!(", {} resident", human_bytes(r.resident_bytes)),
+        None => String::new(),
+    }
 }
 
 /// An entry's span path (if any) and its frames as the view shows them: the part of a stack's

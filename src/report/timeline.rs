@@ -98,6 +98,9 @@ pub struct StackFigures {
     /// Standard error of `retained` from sampling ([`crate::report::noise::variance`]): what
     /// the diff and the leak suspects weigh a change against.
     pub retained_stderr: f32,
+    /// Estimated retained bytes in pages present in memory at the dump (`YING_RESIDENT`;
+    /// None when not measured).
+    pub resident: Option<u64>,
 }
 
 /// What one dump showed.
@@ -473,6 +476,7 @@ impl Timeline {
                     r.facts.sample_interval,
                     Some(s.variance.retained_bytes.sqrt()),
                 ),
+                resident: s.residency.map(|r| r.resident_bytes),
             });
         }
         let (est_allocated, est_retained) = r.estimated_totals();
@@ -618,6 +622,7 @@ mod tests {
             stack: StdCallstack::from_ips(&[0x1000 + line as usize, 0x2000]),
             spans: Vec::new(),
             variance: Default::default(),
+            residency: None,
         }
     }
 

@@ -338,6 +338,7 @@ impl ProfilerRunnerBuilder {
 #[doc(hidden)]
 pub fn apply_sampling_config(cfg: &Config, settings: &crate::engine::hooks::Settings) {
     crate::symbols::symbolize::set_offline(cfg.symbolize_offline);
+    crate::report::model::resident::set_enabled(cfg.resident);
     settings.set_sample_interval(cfg.sample_interval_bytes);
     settings.set_max_alloc_bytes(cfg.max_alloc_bytes);
     settings.set_max_stacks(cfg.max_stacks);

@@ -218,8 +218,8 @@ fn top_table(o: &mut String, t: &Timeline, d: &Dump) {
     let _ = writeln!(
         o,
         "<h3>Top stacks by retained bytes at dump {} ({})</h3>\n<table class=\"top\">\n\
-         <tr><th>#</th><th class=\"n\">retained</th><th class=\"n\">allocated</th>\
-         <th>function</th><th>file:line</th></tr>",
+         <tr><th>#</th><th class=\"n\">retained</th><th class=\"n\">resident</th>\
+         <th class=\"n\">allocated</th><th>function</th><th>file:line</th></tr>",
         d.seq, d.stem
     );
     for (k, s) in rows.iter().take(10).enumerate() {
@@ -227,10 +227,11 @@ fn top_table(o: &mut String, t: &Timeline, d: &Dump) {
         let f = &t.frames[st.label as usize];
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td>\
-             <td class=\"loc\">{}</td></tr>",
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td>{}</td><td class=\"loc\">{}</td></tr>",
             k + 1,
             human_bytes(s.retained),
+            s.resident.map_or_else(|| "-".to_string(), human_bytes),
             human_bytes(s.allocated),
             esc(&f.name),
             esc(&f.location)
@@ -310,7 +311,7 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
                     |v: f32| if v >= 0.0 { format!("{}", v.round() as i64) } else { "-1".into() };
                 let _ = write!(
                     o,
-                    "[{},{},{},{},{},{},{},{},{}]",
+                    "[{},{},{},{},{},{},{},{},{},{}]",
                     s.stack,
                     s.retained,
                     s.allocated,
@@ -319,7 +320,8 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
                     s.peak,
                     ms(s.lifetime_ms),
                     ms(s.age_ms),
-                    s.retained_stderr.round() as u64
+                    s.retained_stderr.round() as u64,
+                    s.resident.map_or(-1, |r| i64::try_from(r).unwrap_or(i64::MAX))
                 );
             }
             o.push_str("]}");

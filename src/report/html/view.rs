@@ -137,7 +137,9 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
     let p = read_profile(&bytes).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("{}.pb.gz: {e}", set.stem))
     })?;
-    let cur = stacks_of(t, &p, &["inuse_space", "alloc_space", "alloc_objects", "inuse_objects"]);
+    let types = ["inuse_space", "alloc_space", "alloc_objects", "inuse_objects", "resident_space"];
+    let cur = stacks_of(t, &p, &types);
+    let has_resident = p.sample_type_index("resident_space").is_some();
     let time_ms = u64::try_from(p.time_nanos / 1_000_000).unwrap_or(0);
     drop(p);
     let peak = read("peak.pb.gz")
@@ -162,6 +164,7 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
                 lifetime_ms: -1.0,
                 age_ms: -1.0,
                 retained_stderr: var.sqrt() as f32,
+                resident: has_resident.then(|| pos(v[4])),
             },
         );
     }

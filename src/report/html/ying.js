@@ -275,6 +275,7 @@
       ["function", function (f) { return self.name(f[0]); }],
       ["file:line", function (f) { return self.loc(f[0]); }],
       ["retained", function (f) { return f[1]; }, true, bytes],
+      ["resident", function (f) { return f[9]; }, true, function (v) { return v < 0 ? "-" : bytes(v); }],
       ["allocated", function (f) { return f[2]; }, true, bytes],
       ["allocations", function (f) { return f[3]; }, true, String],
       ["retained allocs", function (f) { return f[4]; }, true, String],
@@ -327,7 +328,7 @@
       (d.peak_t ? " at " + when(d.peak_t) : "") + ": " + bytes(d.peak_est) + " estimated" + (d.peak_exact ? ", " + bytes(d.peak_exact) + " exact" : "") :
       "no peak kept yet"));
     var peakRows = d.s.filter(function (f) { return f[5] > 0; });
-    box.appendChild(table("peak-stacks", this.stackCols().slice(0, 2).concat([this.stackCols()[6]]), peakRows, 2, 10));
+    box.appendChild(table("peak-stacks", this.stackCols().slice(0, 2).concat([this.stackCols()[7]]), peakRows, 2, 10));
     var pk = 0;
     var pitems = peakRows.map(function (f) { pk += f[5]; return [f[0], f[5]]; });
     if (d.peak_est > pk) pitems.push([-1, d.peak_est - pk]);

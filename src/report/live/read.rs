@@ -261,7 +261,13 @@ impl LiveProfile {
                     *a = if b.is_finite() { b.max(0.0) } else { 0.0 };
                 }
                 RawRow {
-                    fig: Figures { est, var, samples: r.samples, live_samples: r.live_samples },
+                    fig: Figures {
+                        est,
+                        var,
+                        samples: r.samples,
+                        live_samples: r.live_samples,
+                        res: None,
+                    },
                     locs: r.locs.clone(),
                     spans: r.spans,
                     histograms: Histograms {

@@ -27,6 +27,7 @@
 
 pub(crate) mod facts;
 pub(crate) mod printed;
+pub(crate) mod resident;
 pub(crate) mod table;
 
 use std::collections::HashMap;
@@ -357,6 +358,7 @@ pub(crate) mod fixtures {
             retained_age,
             spans: Vec::new(),
             variance: Default::default(),
+            residency: None,
         }
     }
 }

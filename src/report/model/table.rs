@@ -69,6 +69,9 @@ pub(crate) struct Figures {
     pub(crate) var: [f64; 8],
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
+    /// Estimated retained bytes in pages present in memory and in swap at report time (see
+    /// `resident`); None when not measured. Kept apart from `est`: not every table has it.
+    pub(crate) res: Option<[f64; 2]>,
 }
 
 impl Figures {
@@ -107,6 +110,12 @@ impl Figures {
         [PEAK_COUNT, PEAK_BYTES].map(|i| i64::try_from(round(self.est[i])).unwrap_or(i64::MAX))
     }
 
+    /// Estimated resident and swapped bytes (0 when not measured): a heap profile's
+    /// `resident_space` and `swapped_space` values.
+    pub(crate) fn resident_pprof_values(&self) -> [i64; 2] {
+        self.res.unwrap_or_default().map(|x| i64::try_from(round(x)).unwrap_or(i64::MAX))
+    }
+
     /// Adds `other`'s figures, each estimate rounded first (as they print), so that entries
     /// summed from several stacks still add up to the same totals.
     pub(crate) fn add_rounded(&mut self, other: &Figures) {
@@ -118,6 +127,21 @@ impl Figures {
         }
         self.samples += other.samples;
         self.live_samples += other.live_samples;
+        self.res = match (self.res, other.res) {
+            (None, None) => None,
+            (a, b) => {
+                let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
+                Some([0, 1].map(|i| round(a[i]) as f64 + round(b[i]) as f64))
+            }
+        };
+    }
+
+    /// Estimated resident and swapped bytes (see `res`), rounded.
+    pub(crate) fn residency(&self) -> Option<crate::callstack::Residency> {
+        self.res.map(|[r, s]| crate::callstack::Residency {
+            resident_bytes: round(r),
+            swapped_bytes: round(s),
+        })
     }
 
     /// The figures as a [`StackStats`] carries them (frames, stack and histograms empty).
@@ -148,6 +172,7 @@ impl Figures {
             retained_age: MillisHistogram::new(),
             stack: StdCallstack::from_ips(&[]),
             spans: Vec::new(),
+            residency: self.residency(),
         }
     }
 }
@@ -349,7 +374,13 @@ impl Builder {
                 }
             }
             self.rows.push(Row {
-                fig: Figures { est, var, samples: e.samples, live_samples: e.live_samples },
+                fig: Figures {
+                    est,
+                    var,
+                    samples: e.samples,
+                    live_samples: e.live_samples,
+                    res: None,
+                },
                 entry: entry_key(stripe, index),
                 start,
                 len: self.locs.len() as u32 - start,
@@ -386,6 +417,9 @@ pub(crate) fn distinct_stacks() -> usize {
 /// guard.
 pub(crate) fn take() -> (StackTable, Option<Peak>) {
     let (mut table, peak) = take_unsymbolized();
+    if super::resident::enabled() {
+        table.measure_residency();
+    }
     let ips: Vec<usize> = table.locations.iter().skip(1).map(|l| l.ip).collect();
     let symbols = crate::symbols::symbolize::resolve_many(&ips);
     drop(ips);
@@ -460,19 +494,55 @@ pub(crate) struct RawRow {
     pub(crate) histograms: Histograms,
 }
 
-/// Sets every row's figures at the peak to those of `epoch`, read from the table again.
-fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, epoch: u32) {
+/// Row index of each stack-table entry summed into a row (its key, [`entry_key`]).
+fn rows_of_entries(
+    rows: &ArenaVec<Row>,
+    extra_entries: &ArenaVec<(u32, u64)>,
+) -> ArenaMap<u64, u32> {
     let mut row_of: ArenaMap<u64, u32> = ArenaMap::with_hasher_in(Build::default(), Arena);
     row_of.reserve(rows.len() + extra_entries.len());
-    for (r, row) in rows.iter_mut().enumerate() {
-        row.fig.est[PEAK_BYTES] = 0.0;
-        row.fig.est[PEAK_COUNT] = 0.0;
-        row.fig.var[PEAK_BYTES] = 0.0;
-        row.fig.var[PEAK_COUNT] = 0.0;
+    for (r, row) in rows.iter().enumerate() {
         row_of.insert(row.entry, r as u32);
     }
     for &(r, entry) in extra_entries.iter() {
         row_of.insert(entry, r);
+    }
+    row_of
+}
+
+impl StackTable {
+    /// Gives every row its resident and swapped bytes (see `resident`): the pagemap read for
+    /// the live sampled blocks, each block's figures added to the row of its stack. Rows left
+    /// unmeasured (None) when the pagemap cannot be read. The caller holds the re-entrancy
+    /// guard.
+    fn measure_residency(&mut self) {
+        let row_of = rows_of_entries(&self.rows, &self.extra_entries);
+        let mut res: ArenaVec<[f64; 2]> = ArenaVec::with_capacity_in(self.rows.len(), Arena);
+        res.resize(self.rows.len(), [0.0; 2]);
+        let ok = super::resident::measure_live(|stack, r, s| {
+            let (stripe, index) = tables::stripe_and_index(stack);
+            if let Some(&row) = row_of.get(&entry_key(stripe, index)) {
+                let v = &mut res[row as usize];
+                v[0] += r;
+                v[1] += s;
+            }
+        });
+        if ok {
+            for (row, v) in self.rows.iter_mut().zip(res.iter()) {
+                row.fig.res = Some(*v);
+            }
+        }
+    }
+}
+
+/// Sets every row's figures at the peak to those of `epoch`, read from the table again.
+fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, epoch: u32) {
+    let row_of = rows_of_entries(rows, extra_entries);
+    for row in rows.iter_mut() {
+        row.fig.est[PEAK_BYTES] = 0.0;
+        row.fig.est[PEAK_COUNT] = 0.0;
+        row.fig.var[PEAK_BYTES] = 0.0;
+        row.fig.var[PEAK_COUNT] = 0.0;
     }
     tables::for_each_stack(|stripe, index, e, _| {
         if let Some(row) =
@@ -547,6 +617,7 @@ impl StackTable {
                     ],
                     samples: s.samples,
                     live_samples: s.live_samples,
+                    res: s.residency.map(|r| [r.resident_bytes as f64, r.swapped_bytes as f64]),
                 },
                 entry: 0,
                 start,
