@@ -27,6 +27,8 @@
 
 pub(crate) mod facts;
 pub(crate) mod printed;
+pub(crate) mod rss;
+mod smaps;
 pub(crate) mod table;
 
 use std::collections::HashMap;
