@@ -139,8 +139,8 @@ pub(crate) fn for_each_own_mapping(mut f: impl FnMut(usize, usize)) {
 }
 
 /// Bytes the profiler's heap has mapped now (pools and big blocks).
-pub(crate) fn mapped_bytes() -> u64 {
-    MAPPED.load(Ordering::Relaxed) as u64
+pub(crate) fn mapped_bytes() -> usize {
+    MAPPED.load(Ordering::Relaxed)
 }
 
 /// Maps `len` bytes (a multiple of the page size) of fresh zeroed memory, counted.
@@ -307,12 +307,6 @@ unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[
         Arena.deallocate(ptr, old);
     }
     Ok(p)
-}
-
-/// Bytes mapped by the heap: its pools and big blocks.
-#[cfg(test)]
-pub(crate) fn mapped_bytes() -> usize {
-    MAPPED.load(Ordering::Relaxed)
 }
 
 /// `fork` prepare: takes the heap's lock (after every table lock).
