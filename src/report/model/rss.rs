@@ -274,13 +274,13 @@ fn next_start(ranges: &[(usize, usize)], addr: usize) -> usize {
 
 /// Whether `start..end` (a whole anonymous mapping) is a glibc arena heap's resident part.
 fn arena_heap(probe: &impl Probe, start: usize, end: usize) -> bool {
-    if !start.is_multiple_of(ARENA_HEAP_ALIGN) {
+    if start % ARENA_HEAP_ALIGN != 0 {
         return false;
     }
     // heap_info: ar_ptr, prev, size, mprotect_size.
     let Some([ar_ptr, prev, size, mprotect_size]) = probe.words(start) else { return false };
     ar_ptr != 0
-        && (prev as usize).is_multiple_of(ARENA_HEAP_ALIGN)
+        && (prev as usize) % ARENA_HEAP_ALIGN == 0
         && size != 0
         && size <= mprotect_size
         && mprotect_size as usize == end - start
@@ -290,11 +290,7 @@ fn arena_heap(probe: &impl Probe, start: usize, end: usize) -> bool {
 fn mmapped_chunk(probe: &impl Probe, at: usize, end: usize) -> Option<usize> {
     let [prev_size, size, _, _] = probe.words(at)?;
     let len = (size & !7) as usize;
-    (prev_size == 0
-        && size & 7 == IS_MMAPPED
-        && len >= PAGE
-        && len.is_multiple_of(PAGE)
-        && len <= end - at)
+    (prev_size == 0 && size & 7 == IS_MMAPPED && len >= PAGE && len % PAGE == 0 && len <= end - at)
         .then_some(len)
 }
 
@@ -480,7 +476,7 @@ impl Probe for Live {
 
     fn resident(&self, start: usize, end: usize) -> Option<u64> {
         let page = crate::sys::page_size();
-        if end <= start || !start.is_multiple_of(page) {
+        if end <= start || start % page != 0 {
             return None;
         }
         let mut v = vec![0u8; (end - start).div_ceil(page)];
