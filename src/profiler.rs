@@ -293,6 +293,10 @@ impl<A: GlobalAlloc + Send + Sync + 'static> ProfileSource for YingProfiler<A> {
     }
     fn enter_profiler_thread(&self) {
         RustHost::thread_state().enter_forever();
+        // Whether the heap's regions are glibc's, for the resident set's breakdown.
+        crate::report::model::rss::set_inner_allocator_is_system(
+            std::any::TypeId::of::<A>() == std::any::TypeId::of::<System>(),
+        );
     }
     fn run_guarded(&self, f: &mut dyn FnMut()) {
         self.guarded(f)

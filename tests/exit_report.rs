@@ -291,6 +291,16 @@ fn parent() {
     quick.assert_announced(m["set"].as_str().unwrap());
     assert_eq!(quick.stderr().lines().count(), 1, "{}", quick.describe());
     println!("quick start: one report set at exit, said where: ok");
+    // The resident set explained over `System` (glibc): the parts sum to it, and the 32 blocks
+    // of 1 MiB kept (glibc's mmapped chunks, told by their headers) are the heap in use.
+    let rss = m["rss_bytes"].as_u64().expect("rss_bytes");
+    let parts = m["rss_breakdown"].as_object().expect("rss_breakdown");
+    let sum: u64 = parts.values().filter_map(|v| v.as_u64()).sum();
+    assert_eq!(sum, rss, "{m:#}");
+    let in_use = parts["heap_in_use"].as_u64().unwrap_or(0);
+    assert!(in_use >= 32 << 20, "heap in use {in_use} bytes, 32 MiB kept: {parts:?}");
+    assert!(parts["unseen_anonymous"].as_u64().unwrap_or(0) < 8 << 20, "{parts:?}");
+    println!("quick start: resident set explained: {parts:?}");
 
     // A default builder: the same.
     let (_, m) = children[1].only_set();

@@ -369,6 +369,12 @@ pub struct Manifest {
     pub mapped: Option<Mapped>,
     /// The owner of a `malloc` Ying does not see, when there is one.
     pub foreign_malloc: Option<String>,
+    /// The resident set, bytes (the sum of `/proc/self/smaps`' `Rss:` at report time).
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
+    /// The resident set cut into parts (`src/report/model/rss.rs`), part name -> bytes.
+    #[serde(default)]
+    pub rss_breakdown: Option<std::collections::BTreeMap<String, u64>>,
     /// Stack counts.
     pub stacks: Stacks,
     /// `retained` or `allocated`: what `entries` is ranked by.

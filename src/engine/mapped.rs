@@ -481,6 +481,23 @@ pub(crate) fn unlock_after_fork() {
     REGIONS.force_unlock();
 }
 
+/// The counted regions now, `(start, end)` sorted by start, into `out` (cleared first; the
+/// caller's vector, reserved before the lock is taken: nothing is allocated under it). For
+/// report time (`report/model/rss.rs`).
+pub(crate) fn regions_into(out: &mut Vec<(usize, usize)>) {
+    let mut want = MAPPED_REGIONS.load(Ordering::Relaxed) as usize + 16;
+    loop {
+        out.clear();
+        out.reserve(want);
+        let regions = REGIONS.lock();
+        if regions.list.len() <= out.capacity() {
+            out.extend(regions.list.iter().map(|r| (r.start, r.end)));
+            return;
+        }
+        want = regions.list.len() + 16;
+    }
+}
+
 /// What reports say about mappings (the engine keeps the figures; `report/text.rs` words them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MappedState {

@@ -19,6 +19,9 @@
 //!          "high_water_bytes":..,"at":"..",
 //!          "captures":..} | null,
 //!  "mapped":{"bytes":..,"regions":..} | null, "rss_kib":.. | null, "anon_rss_kib":.. | null,
+//!  "rss_bytes":.. | null, "rss_breakdown":{"heap_in_use":..,"allocator_overhead":..,
+//!    "mmaps_counted":..,"thread_stacks":..,"binaries":..,"file_mappings":..,"profiler":..,
+//!    "unseen_anonymous":..} | null, "heap_not_resident_bytes":.. | null,
 //!  "foreign_malloc":".." | null,
 //!  "stacks":{"sampled":..,"entries":..,"live_samples":..,"dropped_samples":..,
 //!            "address_conflicts":..,"giant_refused":..},
@@ -81,12 +84,32 @@ struct Manifest<'a> {
     mapped: Option<Mapped>,
     rss_kib: Option<u64>,
     anon_rss_kib: Option<u64>,
+    /// The resident set, bytes, as the sum of `/proc/self/smaps`' `Rss:` (`model/rss.rs`).
+    rss_bytes: Option<u64>,
+    /// The same cut into parts, part name -> bytes; the parts sum to `rss_bytes`.
+    rss_breakdown: Option<Breakdown<'a>>,
+    /// Retained heap bytes that are not resident (never touched, or swapped).
+    heap_not_resident_bytes: Option<u64>,
     foreign_malloc: Option<&'a str>,
     stacks: Stacks,
     files: Files,
     ranked_by: &'static str,
     entries: Entries<'a>,
     peak_entries: Entries<'a>,
+}
+
+/// `rss_breakdown`: one key per part, in the order reports print them.
+struct Breakdown<'a>(&'a crate::report::model::rss::RssBreakdown);
+
+impl Serialize for Breakdown<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.parts.len()))?;
+        for (part, bytes) in self.0.iter() {
+            m.serialize_entry(part.key(), &bytes)?;
+        }
+        m.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -281,6 +304,9 @@ pub(crate) fn write(
         },
         rss_kib: f.process.rss_kib,
         anon_rss_kib: f.process.anon_rss_kib,
+        rss_bytes: f.rss.as_ref().map(|b| b.rss),
+        rss_breakdown: f.rss.as_ref().map(Breakdown),
+        heap_not_resident_bytes: f.rss.as_ref().map(|b| b.heap_not_resident),
         foreign_malloc: f.foreign_malloc.as_deref(),
         stacks: Stacks {
             sampled: r.stacks_sampled(),

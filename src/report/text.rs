@@ -230,11 +230,12 @@ pub(crate) fn render_report(r: &Report) -> String {
         human_bytes(t.profiler_peak_bytes),
         t.profiler_peak_bytes
     );
-    match (ctx.rss_kib, ctx.anon_rss_kib) {
-        (Some(r), Some(a)) => {
+    match (&f.rss, ctx.rss_kib, ctx.anon_rss_kib) {
+        (Some(b), _, _) => o.push_str(&rss_lines(b)),
+        (None, Some(r), Some(a)) => {
             let _ = writeln!(o, "rss:                {} kB (anonymous {} kB)", r, a);
         }
-        _ => {
+        (None, ..) => {
             let _ = writeln!(o, "rss:                unknown");
         }
     }
@@ -444,6 +445,32 @@ impl std::fmt::Display for crate::engine::histogram::MillisHistogram {
         }
         Ok(())
     }
+}
+
+/// The resident set's lines: the total, then one line per part (kB, as the kernel counts),
+/// with its meaning, and the notes on the heap.
+fn rss_lines(b: &crate::report::model::rss::RssBreakdown) -> String {
+    let mut o = String::new();
+    let _ =
+        writeln!(o, "rss:                {} kB, from /proc/self/smaps: the sum of", b.rss / 1024);
+    for (part, bytes) in b.iter() {
+        let _ = writeln!(o, "  {:<17}{:>10} kB  {}", part.label(), bytes / 1024, part.meaning());
+    }
+    if b.heap_not_resident > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<17}{:>10} kB  of the retained heap is not resident (never touched, or swapped)",
+            "heap not resident",
+            b.heap_not_resident / 1024
+        );
+    }
+    if !b.allocator_known {
+        let _ = writeln!(
+            o,
+            "  malloc is not glibc's: its overhead is not known, its memory counts as unseen anonymous"
+        );
+    }
+    o
 }
 
 /// The header line about anonymous mappings: the bytes counted now (none in the Rust front end,

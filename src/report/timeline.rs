@@ -128,6 +128,9 @@ pub struct Dump {
     pub stacks: Vec<StackFigures>,
     /// Whether the dump still has its stacks in detail (else its chart stacks only).
     pub detail: bool,
+    /// The resident set's parts at the dump (`model/rss.rs`), part key and bytes, in the
+    /// order reports print them; empty when not read.
+    pub rss_parts: Vec<(String, u64)>,
 }
 
 /// A frame as reports show it: its name and `file:line` (empty when unknown).
@@ -495,6 +498,12 @@ impl Timeline {
             stacks_sampled: r.stacks_sampled() as u64,
             stacks,
             detail: true,
+            rss_parts: r
+                .facts
+                .rss
+                .as_ref()
+                .map(|b| b.iter().map(|(p, v)| (p.key().to_string(), v)).collect())
+                .unwrap_or_default(),
         });
         self.thin_dumps();
     }

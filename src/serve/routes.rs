@@ -155,13 +155,15 @@ fn opt_num(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "null".into())
 }
 
-/// `/debug/ying/status`: the header facts of a report, without its stacks (a few atomic loads
-/// and `/proc/self/status`; the endpoint's thread is profiler code for its whole life).
+/// `/debug/ying/status`: the header facts of a report, without its stacks (a few atomic loads,
+/// `/proc/self/status` and `/proc/self/smaps` for the resident set's parts; the endpoint's
+/// thread is profiler code for its whole life).
 fn status(ctx: &Ctx) -> String {
     let (interval, unit) = (ctx.source.sample_interval(), ctx.source.unit());
     let snap = Facts::read(interval, unit, Occasion::default());
     let pc = &snap.process;
     let t = &snap.totals;
+    let rss = snap.read_rss();
     let peak = match &snap.peak {
         Some(p) => format!(
             "{{\"estimated_bytes\":{},\"estimated_bytes_stderr_bound\":{},\"exact_bytes\":{},\"high_water_bytes\":{},\"at\":{}}}",
@@ -182,7 +184,7 @@ fn status(ctx: &Ctx) -> String {
             "\"peak\":{},",
             "\"samples\":{{\"live\":{},\"dropped\":{},\"address_conflicts\":{},\"giant_refused\":{}}},",
             "\"profiler\":{{\"bytes\":{},\"peak_bytes\":{},\"symbol_cache_entries\":{}}},",
-            "\"process\":{{\"rss_kib\":{},\"anon_rss_kib\":{}}},",
+            "\"process\":{{\"rss_kib\":{},\"anon_rss_kib\":{},\"rss_bytes\":{},\"rss_breakdown\":{}}},",
             "\"settings\":{{\"sample_interval_bytes\":{},\"unit\":{},\"http_addr\":{},",
             "\"reporting_path\":{},\"check_interval_secs\":{},\"report_pct_change_trigger\":{},",
             "\"push_url\":{},\"push_interval_secs\":{}}}}}\n"
@@ -204,6 +206,8 @@ fn status(ctx: &Ctx) -> String {
         snap.symbol_cache_entries,
         opt_num(pc.rss_kib),
         opt_num(pc.anon_rss_kib),
+        opt_num(rss.as_ref().map(|b| b.rss)),
+        rss.as_ref().map(|b| b.json()).unwrap_or_else(|| "null".into()),
         snap.sample_interval,
         json_str(&format!("{:?}", snap.unit)),
         json_str(&ctx.addr.to_string()),

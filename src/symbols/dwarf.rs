@@ -65,7 +65,13 @@ impl Mapping {
                 0,
             )
         };
-        (ptr != libc::MAP_FAILED).then_some(Self { ptr, len })
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        // Listed as the profiler's own, so that the resident set's breakdown does not count
+        // its pages as the program's binaries.
+        crate::engine::tables::arena::note_own_mapping(ptr as usize, len);
+        Some(Self { ptr, len })
     }
 
     /// Drops the pages read so far from the process's resident set (they stay in the page
@@ -93,6 +99,7 @@ impl Drop for Mapping {
         unsafe {
             libc::munmap(self.ptr, self.len);
         }
+        crate::engine::tables::arena::forget_own_mapping(self.ptr as usize);
     }
 }
 

@@ -158,6 +158,9 @@ const MAY_FAIL: &[libc::c_long] = &[
     libc::SYS_unlinkat,
     // The live file's heartbeat (`report/live/`).
     libc::SYS_utimensat,
+    // The resident set's parts (`report/model/rss.rs`): a refused `mincore` leaves a part's
+    // pages counted by its mapping's length.
+    libc::SYS_mincore,
     libc::SYS_mkdirat,
     libc::SYS_getcwd,
     libc::SYS_socket,

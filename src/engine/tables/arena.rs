@@ -80,14 +80,67 @@ fn pages(len: usize) -> Option<usize> {
     len.checked_next_multiple_of(crate::sys::page_size())
 }
 
-fn counted_map(len: usize) {
+fn counted_map(p: usize, len: usize) {
     MAPPED.fetch_add(len, Ordering::Relaxed);
     crate::engine::totals::add_internal(len);
+    note_own_mapping(p, len);
 }
 
-fn counted_unmap(len: usize) {
+fn counted_unmap(p: usize, len: usize) {
     MAPPED.fetch_sub(len, Ordering::Relaxed);
     crate::engine::totals::sub_internal(len);
+    forget_own_mapping(p);
+}
+
+/// Slots of [`OWN`]: far more than the heap's big blocks (one per table array past
+/// [`BIG`]) and pools (one per 256 KiB of small blocks at least) of any profile measured.
+const OWN_SLOTS: usize = 4096;
+/// Where the profiler's own mappings are (start, length; start 0: a free slot), so that a
+/// report can tell their resident pages from the program's (`report/model/rss.rs`). Atomics
+/// only: a slot is claimed by a compare-and-swap of its start, on the mapping paths that already
+/// make a system call. A mapping made when every slot is taken is not listed (its pages then
+/// show as memory Ying did not see).
+static OWN: [(AtomicUsize, AtomicUsize); OWN_SLOTS] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; OWN_SLOTS];
+
+/// Lists a mapping of the profiler's, `p..p + len` (the heap's, or a debug-info file mapped by
+/// `symbols/`).
+pub(crate) fn note_own_mapping(p: usize, len: usize) {
+    for (start, l) in &OWN {
+        if start.load(Ordering::Relaxed) == 0
+            && start.compare_exchange(0, p, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            l.store(len, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Takes the mapping that starts at `p` off the list of [`note_own_mapping`].
+pub(crate) fn forget_own_mapping(p: usize) {
+    for (start, l) in &OWN {
+        if start.load(Ordering::Relaxed) == p {
+            l.store(0, Ordering::Release);
+            start.store(0, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Calls `f(start, end)` for each of the profiler's own mappings now, in no order.
+pub(crate) fn for_each_own_mapping(mut f: impl FnMut(usize, usize)) {
+    for (start, l) in &OWN {
+        let s = start.load(Ordering::Acquire);
+        let len = l.load(Ordering::Acquire);
+        if s != 0 && len != 0 {
+            f(s, s + len);
+        }
+    }
+}
+
+/// Bytes the profiler's heap has mapped now (pools and big blocks).
+pub(crate) fn mapped_bytes() -> usize {
+    MAPPED.load(Ordering::Relaxed)
 }
 
 /// Maps `len` bytes (a multiple of the page size) of fresh zeroed memory, counted.
@@ -107,7 +160,7 @@ fn map(len: usize) -> Option<NonNull<u8>> {
     if p == libc::MAP_FAILED {
         return None;
     }
-    counted_map(len);
+    counted_map(p as usize, len);
     NonNull::new(p.cast())
 }
 
@@ -118,7 +171,7 @@ fn map(len: usize) -> Option<NonNull<u8>> {
 unsafe fn unmap(p: NonNull<u8>, len: usize) {
     // SAFETY: the caller guarantees the range is one of our mappings, no longer used.
     unsafe { libc::munmap(p.as_ptr().cast(), len) };
-    counted_unmap(len);
+    counted_unmap(p.as_ptr() as usize, len);
 }
 
 /// Where the TLSF heap gets its pools: fresh mappings, never returned.
@@ -231,8 +284,8 @@ unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[
             if p == libc::MAP_FAILED {
                 return Err(AllocError);
             }
-            counted_unmap(from);
-            counted_map(to);
+            counted_unmap(ptr.as_ptr() as usize, from);
+            counted_map(p as usize, to);
             let p = NonNull::new(p.cast::<u8>()).ok_or(AllocError)?;
             return Ok(NonNull::slice_from_raw_parts(p, new.size()));
         }
@@ -254,12 +307,6 @@ unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[
         Arena.deallocate(ptr, old);
     }
     Ok(p)
-}
-
-/// Bytes mapped by the heap: its pools and big blocks.
-#[cfg(test)]
-pub(crate) fn mapped_bytes() -> usize {
-    MAPPED.load(Ordering::Relaxed)
 }
 
 /// `fork` prepare: takes the heap's lock (after every table lock).

@@ -203,12 +203,42 @@ fn summary(o: &mut String, i: usize, t: &Timeline, leaks: Option<&crate::report:
     }
     row("stacks sampled", last.stacks_sampled.to_string());
     o.push_str("</table>\n");
+    rss_table(o, last);
     match leaks {
         Some(a) => suspects::panel(o, a),
         None => suspects::panel(o, &suspects::of_timeline(t)),
     }
     top_table(o, t, last);
     o.push_str("</section>\n");
+}
+
+/// The resident set's parts at dump `d` (`model/rss.rs`), with what each one is.
+fn rss_table(o: &mut String, d: &Dump) {
+    if d.rss_parts.is_empty() {
+        return;
+    }
+    use crate::report::model::rss::Part;
+    let rank = |k: &str| Part::ALL.iter().position(|p| p.key() == k).unwrap_or(Part::ALL.len());
+    let mut parts = d.rss_parts.clone();
+    parts.sort_by_key(|(k, _)| rank(k));
+    let total: u64 = parts.iter().map(|(_, b)| b).sum();
+    let _ = writeln!(
+        o,
+        "<h3>Resident set at dump {}: {} (/proc/self/smaps), the sum of</h3>\n<table class=\"rss\">",
+        d.seq,
+        human_bytes(total)
+    );
+    for (key, bytes) in &parts {
+        let part = Part::ALL.iter().find(|p| p.key() == key);
+        let _ = writeln!(
+            o,
+            "<tr><th>{}</th><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(part.map_or(key.as_str(), |p| p.label())),
+            human_bytes(*bytes),
+            esc(part.map_or("", |p| p.meaning()))
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 /// The top stacks of `d` by retained bytes, as a plain table.

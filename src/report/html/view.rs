@@ -220,6 +220,10 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
         stacks_sampled: cur.len() as u64,
         stacks: keep.iter().map(|s| all[s]).collect(),
         detail: true,
+        rss_parts: manifest["rss_breakdown"]
+            .as_object()
+            .map(|o| o.iter().filter_map(|(k, v)| Some((k.clone(), v.as_u64()?))).collect())
+            .unwrap_or_default(),
     });
     Ok(())
 }

@@ -11,6 +11,7 @@ use crate::engine::sampler::ByteUnit;
 use crate::engine::tables;
 use crate::engine::totals::{self, Totals};
 use crate::report::ReportContext;
+use crate::report::model::rss::RssBreakdown;
 use crate::symbols::symbolize::Module;
 
 /// A refused giant allocation (`YING_MAX_ALLOC_BYTES`) and the stack that asked for it,
@@ -103,6 +104,9 @@ pub(crate) struct Facts {
     pub(crate) mapped: MappedState,
     /// The loaded modules, for the pprof profiles' mappings.
     pub(crate) modules: Vec<Module>,
+    /// The resident set cut into parts (`model/rss.rs`), when read (reports, not the live
+    /// file's versions).
+    pub(crate) rss: Option<RssBreakdown>,
 }
 
 impl Facts {
@@ -126,6 +130,7 @@ impl Facts {
             foreign_malloc: None,
             mapped: MappedState::NotSeen,
             modules: Vec::new(),
+            rss: None,
         }
     }
 
@@ -155,7 +160,23 @@ impl Facts {
         let mut f = Self::read(sample_interval, unit, occasion);
         f.giant_refusals = named_refusals();
         f.modules = crate::symbols::symbolize::modules();
+        f.rss = f.read_rss();
         f
+    }
+
+    /// The resident set explained, from these facts' totals (see `model/rss.rs`). The caller
+    /// holds the re-entrancy guard.
+    pub(crate) fn read_rss(&self) -> Option<RssBreakdown> {
+        let counted = match self.mapped {
+            MappedState::Counted { bytes, .. } => bytes,
+            _ => 0,
+        };
+        crate::report::model::rss::read(
+            self.totals.retained_bytes(),
+            counted,
+            self.totals.profiler_bytes,
+            self.foreign_malloc.is_some(),
+        )
     }
 }
 

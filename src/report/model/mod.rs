@@ -28,6 +28,8 @@
 pub(crate) mod facts;
 pub(crate) mod printed;
 pub(crate) mod resident;
+pub(crate) mod rss;
+mod smaps;
 pub(crate) mod table;
 
 use std::collections::HashMap;
