@@ -230,7 +230,9 @@ fn top(
     let (ty, unit_name) = (p.string(t.r#type), p.string(t.unit));
     let pruner = profile::Pruner::of(p, &loaded.path);
     let mut names = profile::Names::default();
-    let stacks = profile::stacks(p, index, pruner.as_ref(), None, &mut names);
+    // A profile that gives its samples' standard errors (Ying's) gets each row's 95 % interval.
+    let noise = profile::Noise::of(p, index).filter(profile::Noise::labelled);
+    let stacks = profile::stacks(p, index, pruner.as_ref(), noise.as_ref(), &mut names);
     let mut rows = std::collections::HashMap::new();
     profile::accumulate(&stacks, 1, &mut rows);
     let sorted = profile::sorted_rows(&rows, &names, cum);
@@ -248,9 +250,42 @@ fn top(
         if cum { "cum" } else { "flat" },
         all - sorted.len(),
         profile::format_value(cutoff, unit_name, unit.into()),
-        profile::table(shown, &names, total, unit_name, unit.into())
+        with_intervals(
+            profile::table(shown, &names, total, unit_name, unit.into()),
+            noise.is_some().then_some(shown),
+            cum,
+            unit_name,
+            unit.into()
+        )
     );
     out(&text)
+}
+
+/// `table` (rows `rows`, as [`profile::table`] printed them) with a column of each row's 95 %
+/// interval (`±` 1.96 standard errors of its flat value, or of its cum value when sorted by
+/// cum) between cum% and the function's name; the table as it is without `rows`.
+fn with_intervals(
+    table: String,
+    rows: Option<&[profile::Row]>,
+    cum: bool,
+    unit: &str,
+    how: profile::Unit,
+) -> String {
+    let Some(rows) = rows else { return table };
+    let mut o = String::new();
+    for (i, line) in table.lines().enumerate() {
+        let (cols, name) = line.split_at(line.len().min(12 + 8 + 8 + 13 + 8));
+        let pm = match i.checked_sub(1).and_then(|r| rows.get(r)) {
+            None => if cum { "±95% cum" } else { "±95% flat" }.to_string(),
+            Some(r) => {
+                let var = if cum { r.cum_var } else { r.flat_var };
+                let half = (ying_profiler::report::Z95 * var.max(0.0).sqrt()).round() as i64;
+                format!("±{}", profile::format_value(half, unit, how))
+            }
+        };
+        o.push_str(&format!("{cols} {pm:>11}  {}\n", name.trim_start()));
+    }
+    o
 }
 
 /// Says on stderr which processes left a live file in `dir`: those that ended without their

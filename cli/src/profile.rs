@@ -154,6 +154,12 @@ impl Noise {
         Some(Noise { stderr_key, period: p.period.max(0) as f64, bytes_index, labelled })
     }
 
+    /// Whether the profile gives its samples' standard errors (`stderr:<type>` labels, as
+    /// Ying's do), rather than leaving them to the period's bound.
+    pub fn labelled(&self) -> bool {
+        self.labelled
+    }
+
     /// The variance of sample `s`'s value `value` (see [`ying_profiler::report::noise::variance`]).
     fn variance(&self, p: &Profile, s: &ying_profiler::report::proto::Sample, value: i64) -> f64 {
         // A profile that labels its samples leaves the label out where the value has no

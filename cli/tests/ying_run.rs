@@ -112,6 +112,13 @@ fn run_passes_the_status_through_and_sums_up_two_sets_that_diff_like_pprof() {
     assert!(t.stdout_str().contains(&format!("File: {b_pb}")), "{}", t.stdout_str());
     let theirs = go_pprof(&["-top", "-unit=B", &b_pb]).expect("go");
     assert_same_top(&t.stdout_str(), &theirs, 5);
+    // Sampled every 4 KiB, its rows carry their 95 % intervals, read from the profile's
+    // standard-error labels: keep_late's 1000-byte blocks are estimates with an error.
+    let top = t.stdout_str();
+    assert!(top.contains("±95% flat"), "{top}");
+    let late = top.lines().find(|l| l.contains("keep_late")).expect("keep_late in the top");
+    let pm = late.split_whitespace().find(|c| c.starts_with('±')).expect("an interval");
+    assert!(pm != "±0" && pm != "±0B", "keep_late's estimate has an error: {late}");
 
     // ying view of the directory: one page, its path printed, naming the sets' functions.
     let v = success(ying().args(&["view", &reports.display().to_string()]).run(), "ying view");

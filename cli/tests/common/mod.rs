@@ -35,7 +35,16 @@ pub fn top_rows(text: &str) -> Vec<TopRow> {
             }
             // `ying diff` puts its noise columns (z, beyond or within) before the name.
             let noise = cols.len() >= 8 && ["beyond", "within"].contains(&cols[6]);
-            let mut name: Vec<&str> = cols[if noise { 7 } else { 5 }..].to_vec();
+            // `ying top` of a profile with standard errors puts their interval there.
+            let interval = cols.len() >= 7 && cols[5].starts_with('±');
+            let mut name: Vec<&str> = cols[if noise {
+                7
+            } else if interval {
+                6
+            } else {
+                5
+            }..]
+                .to_vec();
             let mark = match name.last() {
                 Some(&m) if m == "(inline)" || m == "(partial-inline)" => name.pop(),
                 _ => None,
