@@ -57,6 +57,10 @@ fn the_example_leak_is_the_only_suspect_and_the_cache_is_not() {
         .find(|p| p.extension().is_some_and(|e| e == "html"))
         .expect("the process's page");
     let html = std::fs::read_to_string(page).unwrap();
+    // Its plain table of top stacks gives each sampled figure its 95 % interval.
+    let top = html.split("<table class=\"top\">").nth(1).expect("the top stacks' table");
+    let top = top.split("</table>").next().unwrap();
+    assert!(top.contains(" ± "), "no interval in the top table:\n{top}");
     let panel = html.split("<h3>Leak suspects</h3>").nth(1).expect("the panel");
     let panel = panel.split("<h3>").next().unwrap();
     let rows: Vec<&str> = panel.split("<tr class=\"suspect\">").skip(1).collect();

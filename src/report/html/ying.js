@@ -240,7 +240,8 @@
       (matchedTotal * 100 / (this.root.v || 1)).toFixed(1) + "%)" : "";
   };
 
-  // A table of `rows` with sortable columns: cols are [title, fn(row) -> value, numeric, fmt].
+  // A table of `rows` with sortable columns: cols are [title, fn(row) -> value, numeric,
+  // fmt(value, row)].
   function table(cls, cols, rows, sortBy, limit) {
     var t = el("table", { "class": cls });
     var head = el("tr");
@@ -253,7 +254,7 @@
         var tr = el("tr");
         cols.forEach(function (c) {
           var v = c[1](r);
-          tr.appendChild(el("td", c[2] ? { "class": "n" } : {}, c[3] ? c[3](v) : v));
+          tr.appendChild(el("td", c[2] ? { "class": "n" } : {}, c[3] ? c[3](v, r) : v));
         });
         body.appendChild(tr);
       });
@@ -274,7 +275,10 @@
     return [
       ["function", function (f) { return self.name(f[0]); }],
       ["file:line", function (f) { return self.loc(f[0]); }],
-      ["retained", function (f) { return f[1]; }, true, bytes],
+      // A sampled figure with its 95 % interval (1.96 standard errors, f[8]).
+      ["retained", function (f) { return f[1]; }, true, function (v, f) {
+        return bytes(v) + (f[8] >= 1 ? " \u00b1 " + bytes(Math.round(1.96 * f[8])) : "");
+      }],
       ["resident", function (f) { return f[9]; }, true, function (v) { return v < 0 ? "-" : bytes(v); }],
       ["allocated", function (f) { return f[2]; }, true, bytes],
       ["allocations", function (f) { return f[3]; }, true, String],
