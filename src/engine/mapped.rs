@@ -498,6 +498,23 @@ pub(crate) fn regions_into(out: &mut Vec<(usize, usize)>) {
     }
 }
 
+/// Appends `(start, bytes, stack, weight)` for every sampled counted region to `out` (the
+/// report's residency reads their pages, `report/model/resident.rs`): a sampled mapping is a
+/// live sample like a `malloc`'d block, but its record is here, not in the live table. `out` is
+/// in the profiler's own heap, whose lock comes after this table's; the caller reserves room
+/// first (see [`region_count`]), so it rarely grows under the lock.
+pub(crate) fn sampled_into(out: &mut ArenaVec<(usize, u64, u32, Weight)>) {
+    let regions = REGIONS.lock();
+    out.extend(
+        regions.list.iter().filter_map(|r| r.sample.map(|s| (r.start, r.len(), s.stack, s.weight))),
+    );
+}
+
+/// The counted regions now (to reserve room for [`sampled_into`]).
+pub(crate) fn region_count() -> usize {
+    MAPPED_REGIONS.load(Ordering::Relaxed) as usize
+}
+
 /// What reports say about mappings (the engine keeps the figures; `report/text.rs` words them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MappedState {

@@ -77,7 +77,8 @@ pub(crate) struct Block {
     pub(crate) stack: u32,
 }
 
-/// The live sampled blocks now, sorted by address. The caller holds the re-entrancy guard.
+/// The live sampled blocks now (the live table's and the sampled mappings'), sorted by address.
+/// The caller holds the re-entrancy guard.
 pub(crate) fn live_blocks() -> ArenaVec<Block> {
     let mut raw: ArenaVec<(usize, Record)> = ArenaVec::new_in(Arena);
     // Reserved before any shard is locked, with room for blocks sampled meanwhile.
@@ -92,6 +93,18 @@ pub(crate) fn live_blocks() -> ArenaVec<Block> {
         stack: r.stack,
     }));
     drop(raw);
+    // Sampled mappings keep their records in the mapping table.
+    let mut maps: ArenaVec<(usize, u64, u32, crate::engine::sampler::Weight)> =
+        ArenaVec::new_in(Arena);
+    maps.reserve_exact(crate::engine::mapped::region_count() + 64);
+    crate::engine::mapped::sampled_into(&mut maps);
+    out.extend(maps.iter().filter(|m| m.1 > 0).map(|&(addr, size, stack, w)| Block {
+        addr,
+        size,
+        scale: w.bytes / size as f64,
+        stack,
+    }));
+    drop(maps);
     out.sort_unstable_by_key(|b| b.addr);
     out
 }
