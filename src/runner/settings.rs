@@ -192,9 +192,9 @@ setters! {
     /// `main` (true by default; only in the process that started the runner, and not when the
     /// process took no sample).
     report_at_exit: bool,
-    /// Say once on stderr, after the exit report, where it went: `ying: exit report:
-    /// <dir>/ying.<exe>.<pid>.<seq>.<time>.txt (page: <dir>/ying.<exe>.<pid>.html)` (true by
-    /// default; false writes it silently). The `LD_PRELOAD` shim writes its processes' exit
+    /// Say once on stderr, after the exit report, where it went:
+    /// `ying: exit report: DIR/ying.EXE.PID.SEQ.TIME.txt (page: DIR/ying.EXE.PID.html)` (true
+    /// by default; false writes it silently). The `LD_PRELOAD` shim writes its processes' exit
     /// reports silently: `ying run` and `scripts/run-with-ying.sh` sum them up instead.
     announce_exit_report: bool,
     /// Permission bits of report files (0600 by default; owner read and write are always

@@ -257,14 +257,11 @@ fn top_table(o: &mut String, t: &Timeline, d: &Dump) {
         let f = &t.frames[st.label as usize];
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+            "<tr><td>{}</td><td class=\"n\">{}{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td>{}</td><td class=\"loc\">{}</td></tr>",
             k + 1,
-            format!(
-                "{}{}",
-                human_bytes(s.retained),
-                crate::report::plus_minus_bytes(f64::from(s.retained_stderr))
-            ),
+            human_bytes(s.retained),
+            crate::report::plus_minus_bytes(f64::from(s.retained_stderr)),
             s.resident.map_or_else(|| "-".to_string(), human_bytes),
             human_bytes(s.allocated),
             esc(&f.name),
