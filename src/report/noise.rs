@@ -36,13 +36,14 @@ pub const FAMILY_ALPHA: f64 = 0.01;
 /// The variance of one sampled figure: the square of `stderr` when the producer gives it (a
 /// figure's exact standard error), else the bound from the sample interval `period` (bytes):
 /// `|bytes|·period` for a figure of bytes (`value == bytes`), `value²·period/|bytes|` for a
-/// count whose samples' bytes are `bytes`. 0 when `period` is 0 (every block counted).
+/// count whose samples' bytes are `bytes`. 0 when `period` is 0 or 1 (every block counted: a
+/// period of one byte samples every allocation).
 pub fn variance(value: f64, bytes: f64, period: f64, stderr: Option<f64>) -> f64 {
     if let Some(se) = stderr.filter(|se| se.is_finite() && *se >= 0.0) {
         return se * se;
     }
     let (value, bytes, period) = (value.abs(), bytes.abs(), period.max(0.0));
-    if value == 0.0 || period == 0.0 {
+    if value == 0.0 || period <= 1.0 {
         return 0.0;
     }
     if bytes == 0.0 {
@@ -160,6 +161,7 @@ mod tests {
         assert_eq!(variance(16.0, b, p, None), 16.0);
         assert_eq!(variance(-b, -b, p, None), b * p, "a negative figure has the same scatter");
         assert_eq!(variance(b, b, 0.0, None), 0.0, "exact mode");
+        assert_eq!(variance(b, b, 1.0, None), 0.0, "a period of one byte samples everything");
     }
 
     #[test]

@@ -145,10 +145,11 @@ fn dump(ctx: &Ctx) -> Response {
 }
 
 /// A bound on the standard error of an estimate of `bytes` sampled at `interval` (0 in exact
-/// mode), for the status, which reads no stack and so no variance: each sample's variance term
-/// `s² (1-p) / p²` is at most its estimate `s / p` times the interval.
+/// mode), for the status, which reads no stack and so no variance: the interval's bound
+/// ([`crate::report::noise::variance`]).
 fn stderr_bound(bytes: u64, interval: u64) -> u64 {
-    if interval <= 1 { 0 } else { (bytes as f64 * interval as f64).sqrt().round() as u64 }
+    let b = bytes as f64;
+    crate::report::noise::variance(b, b, interval as f64, None).sqrt().round() as u64
 }
 
 fn opt_num(v: Option<u64>) -> String {
