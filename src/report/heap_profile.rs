@@ -192,16 +192,17 @@ fn write_with(
             w.sample_values(&stack, &peak_values, labels.chain(errs))?;
         } else if let Some(v) = custom {
             w.sample(&stack, v, labels)?;
-        } else if resident {
-            let [a, b, c, d] = fig.pprof_values();
-            let [res, swp] = fig.resident_pprof_values();
-            let se = fig.pprof_stderrs();
-            let errs = stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se);
-            w.sample_values(&stack, &[a, b, c, d, res, swp], labels.chain(errs))?;
         } else {
+            // Go's four values carry their standard errors, with or without the resident ones.
             let se = fig.pprof_stderrs();
-            let errs = stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se);
-            w.sample(&stack, fig.pprof_values(), labels.chain(errs))?;
+            let labels = labels.chain(stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se));
+            let [a, b, c, d] = fig.pprof_values();
+            if resident {
+                let [res, swp] = fig.resident_pprof_values();
+                w.sample_values(&stack, &[a, b, c, d, res, swp], labels)?;
+            } else {
+                w.sample_values(&stack, &[a, b, c, d], labels)?;
+            }
         }
     }
     let taken_at = match (peak, r.facts.peak) {

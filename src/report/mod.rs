@@ -313,7 +313,8 @@ pub(crate) fn write_set_numbered(
         Page::Process => {
             let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
             match timeline::record_dump(r, seq, &stem, |t| {
-                (html::render(&[t], &title), html::suspects::of_timeline(t))
+                let leaks = html::suspects::of_timeline(t);
+                (html::render_with(&[t], &[Some(leaks.clone())], &title), leaks)
             }) {
                 Some((page, leaks)) => (Some(page), Some(leaks)),
                 None => (None, None),
@@ -322,7 +323,8 @@ pub(crate) fn write_set_numbered(
         Page::Of(mut t, at, title) => {
             t.push_point(at);
             t.add_dump(r, seq, &stem, at);
-            (Some(html::render(&[&t], &title)), Some(html::suspects::of_timeline(&t)))
+            let leaks = html::suspects::of_timeline(&t);
+            (Some(html::render_with(&[&t], &[Some(leaks.clone())], &title)), Some(leaks))
         }
     };
     // The text goes last: its header shows the profiler's peak memory, which the other files

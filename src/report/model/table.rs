@@ -12,9 +12,9 @@
 //!
 //! # What it costs
 //!
-//! A table of `S` stacks of `F` frames on average takes about `S * (175 + 4 * F)` bytes: a
-//! 168-byte row of figures (its peak figures and the estimates' variances included), the frame
-//! indices, and while the stripes are merged a hash index of about 20 bytes a stack (the arrays
+//! A table of `S` stacks of `F` frames on average takes about `S * (200 + 4 * F)` bytes: a
+//! 192-byte row of figures (its peak figures, the estimates' variances and the resident bytes
+//! included), the frame indices, and while the stripes are merged a hash index of about 20 bytes a stack (the arrays
 //! are counted first and allocated once, at their size). The location table is a few hundred bytes per distinct
 //! address.
 
@@ -873,6 +873,11 @@ mod tests {
     /// A stack sampled on threads of two stripes is one row with the sums of both entries;
     /// each stripe's overflow entry (index 0) joins the others, not a real stack that happens
     /// to be empty.
+    #[test]
+    fn a_row_is_the_size_the_module_docs_and_the_readme_count() {
+        assert_eq!(std::mem::size_of::<Row>(), 192, "update `What it costs` and the README");
+    }
+
     #[test]
     fn one_stack_from_two_stripes_is_one_row() {
         let mut b = Builder::new();
