@@ -274,7 +274,7 @@ fn with_intervals(
     let Some(rows) = rows else { return table };
     let mut o = String::new();
     for (i, line) in table.lines().enumerate() {
-        let (cols, name) = line.split_at(line.len().min(12 + 8 + 8 + 13 + 8));
+        let (cols, name) = profile::split_before_name(line);
         let pm = match i.checked_sub(1).and_then(|r| rows.get(r)) {
             None => if cum { "±95% cum" } else { "±95% flat" }.to_string(),
             Some(r) => {

@@ -566,6 +566,13 @@ pub fn percent(part: i64, whole: i64) -> String {
     format!("{:.2}%", part as f64 * 100.0 / whole as f64)
 }
 
+/// A line of [`table`] cut before its function's name (the columns, then the name with its
+/// leading spaces), where `ying diff` and `ying top` insert columns of their own.
+pub fn split_before_name(line: &str) -> (&str, &str) {
+    // flat (12), flat% (1 + 7), sum% (1 + 7), cum (1 + 12), cum% (1 + 7).
+    line.split_at(line.len().min(12 + 8 + 8 + 13 + 8))
+}
+
 /// The `-top` table: a header line and one line per row, pprof's columns (flat, flat%, sum%,
 /// cum, cum%, name).
 pub fn table(rows: &[Row], names: &Names, total: i64, unit: &str, how: Unit) -> String {

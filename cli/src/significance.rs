@@ -97,7 +97,7 @@ impl Judged {
         }
         // The noise columns go between cum% and the function's name.
         for (i, line) in table.lines().enumerate() {
-            let (cols, name) = line.split_at(line.len().min(12 + 8 + 8 + 13 + 8));
+            let (cols, name) = profile::split_before_name(line);
             let (z, mark) = if i == 0 {
                 ("z".to_string(), "noise")
             } else {
