@@ -179,6 +179,22 @@ impl Frame {
     pub fn framework_crate(&self) -> Option<&str> {
         framework_crate(self.file.as_deref()?)
     }
+
+    /// A Python frame (a code object's qualified name, file and line), read from the
+    /// interpreter at sample time rather than named from an address.
+    pub fn is_python(&self) -> bool {
+        self.module.is_none() && crate::engine::python::decode(self.ip).is_some()
+    }
+
+    /// A native frame of a CPython interpreter's own code (`python3.11`, `libpython3.11.so`):
+    /// the evaluation loop and call machinery between Python frames, which fold like a
+    /// framework's frames in stacks that have Python frames.
+    pub fn is_python_interpreter(&self) -> bool {
+        let Some(m) = self.module.as_deref() else { return false };
+        let name = m.rsplit('/').next().unwrap_or(m);
+        let name = name.strip_prefix("lib").unwrap_or(name);
+        name.strip_prefix("python").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    }
 }
 
 /// Where the cargo registry keeps the sources of downloaded crates (under `$CARGO_HOME`):
@@ -711,7 +727,15 @@ pub fn shown_frames<'a>(
     if view.expand || !view.fold_framework {
         return visible.into_iter().map(ShownFrame::Frame).collect();
     }
-    let crates: Vec<Option<&str>> = visible.iter().map(|f| f.framework_crate()).collect();
+    // In a stack with Python frames, the interpreter's C frames are its framework.
+    let python = visible.iter().any(|f| f.is_python());
+    let crates: Vec<Option<&str>> = visible
+        .iter()
+        .map(|f| {
+            f.framework_crate()
+                .or_else(|| (python && f.is_python_interpreter()).then_some("python"))
+        })
+        .collect();
     if crates.iter().all(Option::is_some) {
         return visible.into_iter().map(ShownFrame::Frame).collect();
     }

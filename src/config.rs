@@ -328,8 +328,13 @@ settings! {
     fold_framework_frames: bool = true, "YING_FOLD_FRAMEWORK_FRAMES", parse_bool,
         "Fold each run of 3 or more consecutive frames in crates from the cargo registry or in \
          Rust's standard library into one line such as `... 27 frames in tokio, hyper, axum \
-         ...` in text reports, folded stacks and flamegraphs (not in pprof profiles); `false` \
-         shows them all.";
+         ...` in text reports, folded stacks and flamegraphs (not in pprof profiles), and in \
+         stacks with Python frames the interpreter's own C frames (`... 9 frames in python \
+         ...`); `false` shows them all.";
+    python_frames: bool = true, "YING_PYTHON_FRAMES", parse_bool,
+        "In a CPython 3.11 to 3.13 interpreter (the shim only), put each thread's Python frames \
+         (qualified function name, file and line) into its sampled stacks, at the place of the \
+         evaluation loop that runs them; `false` keeps native frames only.";
     top_k: usize = DEFAULT_TOP_K, "YING_TOP_K", |v| to_usize(uint_in(v, 1, 100_000)?),
         "Number of stacks listed in each text report, from 1 to 100000, largest first.";
     max_report_sets: usize = DEFAULT_MAX_REPORT_SETS, "YING_MAX_REPORT_SETS",
@@ -822,6 +827,7 @@ mod tests {
             ("YING_GEN_FLAMEGRAPHS", "OFF"),
             ("YING_EXPAND_FRAMES", "True"),
             ("YING_FOLD_FRAMEWORK_FRAMES", "false"),
+            ("YING_PYTHON_FRAMES", "off"),
             ("YING_TOP_K", "100000"),
             ("YING_MAX_REPORT_SETS", "0"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
@@ -856,6 +862,7 @@ mod tests {
             gen_flamegraphs: false,
             expand_frames: true,
             fold_framework_frames: false,
+            python_frames: false,
             top_k: 100_000,
             max_report_sets: 0,
             max_alloc_bytes: 1 << 40,
@@ -1223,6 +1230,7 @@ mod tests {
                 "YING_GEN_FLAMEGRAPHS",
                 "YING_EXPAND_FRAMES",
                 "YING_FOLD_FRAMEWORK_FRAMES",
+                "YING_PYTHON_FRAMES",
                 "YING_TOP_K",
                 "YING_MAX_REPORT_SETS",
                 "YING_MAX_ALLOC_BYTES",
@@ -1313,6 +1321,7 @@ mod tests {
                 "10",
                 "true",
                 "false",
+                "true",
                 "true",
                 "20",
                 "50",

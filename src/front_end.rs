@@ -92,6 +92,11 @@ pub mod snapshot {
 }
 
 /// The program's seccomp filters: judging them, and the level the profiler works under.
+/// Python frames (`engine/python/`): the shim's constructor looks for an interpreter.
+pub mod python {
+    pub use crate::engine::python::{active, detect, interpreter_version};
+}
+
 pub mod seccomp {
     pub use crate::sys::seccomp::{
         ALL_THREADS, EXIT_WAIT_CALLS, Insn, NONE, PROGRAM_THREADS, allows, harmless, level,

@@ -117,6 +117,13 @@ fn init_guarded() {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
     warn_if_allocator_is_elsewhere();
+    let lookup = |name: &CStr| {
+        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the global scope.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
+    };
+    if let Some(w) = ying_profiler::front_end::python::detect(lookup, cfg.python_frames) {
+        warn(&w);
+    }
     SETTINGS.set_enabled(true);
     ying_profiler::front_end::mapped::set_tracking(cfg.track_mmap);
     hooks::restart_sampling(thread_state(), &SETTINGS);

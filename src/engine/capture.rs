@@ -24,6 +24,8 @@ const ENTRY_SEARCH: usize = 16;
 /// Keeps the program's frames of an unwind: drops the host's entry frames and everything above.
 struct Collector<'a> {
     out: &'a mut [usize; MAX_FRAMES],
+    /// Each kept frame's lowest stack address (for [`crate::engine::python::insert`]).
+    lows: [usize; MAX_FRAMES],
     n: usize,
     last_entry: Option<usize>,
     past_entry: bool,
@@ -32,12 +34,12 @@ struct Collector<'a> {
 
 impl<'a> Collector<'a> {
     fn new(out: &'a mut [usize; MAX_FRAMES]) -> Self {
-        Self { out, n: 0, last_entry: None, past_entry: false, seen: 0 }
+        Self { out, lows: [0; MAX_FRAMES], n: 0, last_entry: None, past_entry: false, seen: 0 }
     }
 
     /// Takes one frame, innermost first; false once no more frames are wanted.
     #[inline(always)]
-    fn push<H: Host>(&mut self, ip: usize, function: impl FnOnce() -> usize) -> bool {
+    fn push<H: Host>(&mut self, ip: usize, sp: usize, function: impl FnOnce() -> usize) -> bool {
         // Look for the entry point only until the first program frame after it (the check
         // can cost a function-table search per frame).
         if self.seen < ENTRY_SEARCH && !self.past_entry {
@@ -55,6 +57,9 @@ impl<'a> Collector<'a> {
         match self.out.get_mut(self.n) {
             Some(slot) => {
                 *slot = ip;
+                if let Some(low) = self.lows.get_mut(self.n) {
+                    *low = sp;
+                }
                 self.n += 1;
                 // Keep unwinding a little past a full buffer only while the entry frame may
                 // still be ahead.
@@ -64,12 +69,18 @@ impl<'a> Collector<'a> {
         }
     }
 
-    fn finish(self) -> usize {
+    /// The number of frames kept, with the calling thread's Python frames put in
+    /// (`engine/python/`) when the process runs an interpreter Ying reads.
+    fn finish(mut self) -> usize {
         let mut n = self.n;
         if let Some(e) = self.last_entry {
             let drop = e + 1;
             self.out.copy_within(drop.min(n)..n, 0);
+            self.lows.copy_within(drop.min(n)..n, 0);
             n = n.saturating_sub(drop);
+        }
+        if crate::engine::python::active() {
+            n = crate::engine::python::insert(self.out, &self.lows, n);
         }
         n
     }
@@ -91,7 +102,7 @@ pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) 
         ts.stack_top.set(top);
     }
     let stack = ts.stack_lo.get()..ts.stack_top.get();
-    match crate::stack::unwind::trace(stack, |f| c.push::<H>(f.ip, || f.function)) {
+    match crate::stack::unwind::trace(stack, |f| c.push::<H>(f.ip, f.sp, || f.function)) {
         Ok(()) => c.finish(),
         Err(crate::stack::unwind::Unsupported) => capture_libgcc::<H>(Collector::new(c.out)),
     }
@@ -102,6 +113,9 @@ pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) 
 fn capture_libgcc<H: Host>(mut c: Collector<'_>) -> usize {
     let marker = 0u8;
     let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
+    // libgcc gives each frame's CFA, the top of its activation: its lowest address is the CFA
+    // of the frame before it.
+    let mut low = marker_addr;
     // SAFETY: on Linux `trace_unsynchronized` calls libgcc's thread-safe `_Unwind_Backtrace`;
     // the only requirement is that the callback does not re-enter the synchronized tracer,
     // which it does not. The callback neither allocates nor panics (bounded `get_mut`).
@@ -111,7 +125,8 @@ fn capture_libgcc<H: Host>(mut c: Collector<'_>) -> usize {
             if ip == 0 || (frame.sp() as usize) <= marker_addr && c.seen == 0 {
                 return true;
             }
-            c.push::<H>(ip, || frame.symbol_address() as usize)
+            let sp = std::mem::replace(&mut low, frame.sp() as usize);
+            c.push::<H>(ip, sp, || frame.symbol_address() as usize)
         });
     }
     c.finish()

@@ -130,6 +130,7 @@ pub fn thread_exit(ts: &ThreadState) {
 /// totals and the locks taken by [`fork_prepare`] are released.
 pub(crate) fn fork_child(ts: Option<&ThreadState>) {
     tables::unlock_all_after_fork();
+    crate::engine::python::unlock_after_fork();
     totals::after_fork_child(ts.filter(|t| t.registered.get() != 0));
     crate::engine::mapped::unlock_after_fork();
     crate::engine::peak::after_fork_child(tables::flush_tallies_after_fork);
@@ -139,6 +140,7 @@ pub(crate) fn fork_child(ts: Option<&ThreadState>) {
 /// takes the symbol cache's first (`front_end::fork_prepare` does both).
 pub(crate) fn fork_prepare() {
     crate::engine::mapped::lock_for_fork();
+    crate::engine::python::lock_for_fork();
     tables::lock_all_for_fork();
     totals::lock_for_fork();
 }
@@ -147,6 +149,7 @@ pub(crate) fn fork_prepare() {
 pub(crate) fn fork_parent() {
     totals::unlock_after_fork();
     tables::unlock_all_after_fork();
+    crate::engine::python::unlock_after_fork();
     crate::engine::mapped::unlock_after_fork();
 }
 

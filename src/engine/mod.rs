@@ -44,6 +44,7 @@ pub(crate) mod hooks;
 pub(crate) mod host;
 pub(crate) mod mapped;
 pub(crate) mod peak;
+pub(crate) mod python;
 pub(crate) mod sample;
 pub(crate) mod sampler;
 pub(crate) mod tables;

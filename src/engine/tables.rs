@@ -56,9 +56,9 @@ impl Hasher for AddrHasher {
     }
 }
 
-type Build = BuildHasherDefault<AddrHasher>;
+pub(crate) type Build = BuildHasherDefault<AddrHasher>;
 /// A map in the profiler's heap.
-type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
+pub(crate) type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
 
 /// Running estimates of one stack. In a snapshot its frames are a box of their own; in the
 /// table, `F` is [`Frames`], their place in the stripe's frame array.

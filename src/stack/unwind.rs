@@ -26,6 +26,9 @@
 pub(crate) struct RawFrame {
     pub(crate) ip: usize,
     pub(crate) function: usize,
+    /// The lowest stack address of the frame's activation (its stack pointer: the CFA of the
+    /// frame it called).
+    pub(crate) sp: usize,
 }
 
 /// The cached unwinder could not follow a frame; the caller should unwind another way.
@@ -412,7 +415,7 @@ mod imp {
                 // The outermost frame (`_start`, `clone3`) is still a frame, as libgcc says.
                 Some(Rule::End) => {
                     if !first {
-                        f(RawFrame { ip, function: 0 });
+                        f(RawFrame { ip, function: 0, sp });
                     }
                     return Ok(());
                 }
@@ -435,7 +438,7 @@ mod imp {
                 // SAFETY: as above; `at` lies between the frame's stack pointer and its CFA.
                 bp = unsafe { (at as *const usize).read() };
             }
-            if !first && !f(RawFrame { ip, function }) {
+            if !first && !f(RawFrame { ip, function, sp }) {
                 return Ok(());
             }
             first = false;

@@ -359,6 +359,22 @@ pub(crate) fn offline() -> bool {
     OFFLINE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The frame of a Python frame's word (see `engine/python/`): the code object's qualified name,
+/// its file and the line. None for an address.
+pub(crate) fn python_frame(word: usize) -> Option<Arc<[Frame]>> {
+    let (id, line) = crate::engine::python::decode(word)?;
+    let (function, file) = crate::engine::python::describe(id)
+        .unwrap_or_else(|| ("<python>".to_string(), String::new()));
+    Some(Arc::from([Frame {
+        ip: word,
+        function: Arc::from(function),
+        file: (!file.is_empty()).then(|| Arc::from(file)),
+        line: (line > 0).then_some(line),
+        inlined: false,
+        module: None,
+    }]))
+}
+
 /// Resolves every address in `ips` into the cache (one lock hold, one module scan).
 pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     let mut cache = SYMBOLS.lock();
@@ -369,6 +385,14 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     }
     let mut missing: Vec<usize> =
         ips.iter().copied().filter(|ip| !cache.map.contains_key(ip)).collect();
+    // Python frames (`engine/python/`) are named from the code objects the sampled path copied.
+    missing.retain(|&ip| match python_frame(ip) {
+        Some(f) => {
+            cache.map.insert(ip, f);
+            false
+        }
+        None => true,
+    });
     missing.sort_unstable();
     missing.dedup();
     if !missing.is_empty() && offline() {
