@@ -176,7 +176,7 @@ pub(crate) fn render_report(r: &Report) -> String {
         let _ =
             writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
     }
-    o.push_str(&python_line(&ctx.exe, f.mapped));
+    o.push_str(&python_line(&ctx.exe, f.python.as_deref(), f.mapped));
     let _ = writeln!(o, "sample interval:    {} bytes (mean)", f.sample_interval);
     let _ = writeln!(
         o,
@@ -488,13 +488,15 @@ fn mapped_line(mapped: MappedState) -> String {
     }
 }
 
-/// The header line of a Python interpreter's report (the executable's file name starts with
-/// `python`): where its objects are and how to see them one by one.
-fn python_line(exe: &str, mapped: MappedState) -> String {
+/// The header line of a Python interpreter's report (one was found, or the executable's file
+/// name starts with `python`): whether the stacks carry Python frames, where its objects are and
+/// how to see them one by one.
+fn python_line(exe: &str, frames: Option<&str>, mapped: MappedState) -> String {
     let name = exe.rsplit('/').next().unwrap_or(exe);
-    if !name.starts_with("python") {
+    if frames.is_none() && !name.starts_with("python") {
         return String::new();
     }
+    let frames = frames.map(|f| format!("{f}; ")).unwrap_or_default();
     let arenas = match mapped {
         MappedState::Counted { .. } => {
             "pymalloc's arenas are counted as anonymous mmaps, at the stack that mapped them"
@@ -502,6 +504,6 @@ fn python_line(exe: &str, mapped: MappedState) -> String {
         _ => "pymalloc's small objects are not seen (YING_TRACK_MMAP=false)",
     };
     format!(
-        "python:             {arenas}; run with PYTHONMALLOC=malloc for a stack per Python object\n"
+        "python:             {frames}{arenas}; PYTHONMALLOC=malloc samples each object at its own stack instead\n"
     )
 }

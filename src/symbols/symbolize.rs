@@ -359,20 +359,26 @@ pub(crate) fn offline() -> bool {
     OFFLINE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The frame of a Python frame's word (see `engine/python/`): the code object's qualified name,
-/// its file and the line. None for an address.
+/// The frame of a Python frame's word (see `engine/python/`), named from this process's code
+/// objects. None for an address.
 pub(crate) fn python_frame(word: usize) -> Option<Arc<[Frame]>> {
-    let (id, line) = crate::engine::python::decode(word)?;
-    let (function, file) = crate::engine::python::describe(id)
-        .unwrap_or_else(|| ("<python>".to_string(), String::new()));
-    Some(Arc::from([Frame {
+    let (id, _) = crate::engine::python::decode(word)?;
+    Some(python_frame_named(word, crate::engine::python::describe(id)))
+}
+
+/// The frame of the Python frame's word `word` whose code object has the qualified name and
+/// file `names` (`<python>` when unknown).
+pub(crate) fn python_frame_named(word: usize, names: Option<(String, String)>) -> Arc<[Frame]> {
+    let line = crate::engine::python::decode(word).map_or(0, |(_, line)| line);
+    let (function, file) = names.unwrap_or_else(|| ("<python>".to_string(), String::new()));
+    Arc::from([Frame {
         ip: word,
         function: Arc::from(function),
         file: (!file.is_empty()).then(|| Arc::from(file)),
         line: (line > 0).then_some(line),
         inlined: false,
         module: None,
-    }]))
+    }])
 }
 
 /// Resolves every address in `ips` into the cache (one lock hold, one module scan).

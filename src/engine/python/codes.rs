@@ -242,11 +242,22 @@ pub(crate) fn line_at(table: &[u8], first_line: i32, unit: usize) -> u32 {
     line.max(0) as u32
 }
 
-/// A code object's qualified name and file name, for the report side.
+/// A code object's qualified name and file name, for the report side. The strings are copied
+/// within the profiler's heap under the lock and converted after it is released: a `String` on
+/// the host's heap may sample, and a sample may want the lock.
 pub(crate) fn describe(id: u32) -> Option<(String, String)> {
-    let g = REGISTRY.lock();
-    let c = g.as_ref()?.codes.get(id as usize)?;
-    Some((c.qualname.to_utf8(), c.filename.to_utf8()))
+    let copy = |s: &Str| {
+        let mut raw = ArenaVec::new_in(Arena);
+        raw.try_reserve(s.raw.len()).ok()?;
+        raw.extend_from_slice(&s.raw);
+        Some(Str { kind: s.kind, raw })
+    };
+    let (q, f) = {
+        let g = REGISTRY.lock();
+        let c = g.as_ref()?.codes.get(id as usize)?;
+        (copy(&c.qualname)?, copy(&c.filename)?)
+    };
+    Some((q.to_utf8(), f.to_utf8()))
 }
 
 /// `fork` prepare and after: the registry's lock (taken before the heap's, like a table's).

@@ -82,6 +82,8 @@ struct Interpreter {
 static INTERPRETER: OnceLock<Interpreter> = OnceLock::new();
 /// Python frames turned off (`YING_PYTHON_FRAMES=false`, or a walk's check failed).
 static OFF: AtomicBool = AtomicBool::new(false);
+/// A checked walk failed: the layout does not fit this interpreter.
+static MISFIT: AtomicBool = AtomicBool::new(false);
 /// Checked walks still to make.
 static CHECKED_LEFT: AtomicU32 = AtomicU32::new(CHECKED_WALKS);
 
@@ -104,6 +106,18 @@ pub(crate) fn describe(id: u32) -> Option<(String, String)> {
 pub fn interpreter_version() -> Option<String> {
     let i = INTERPRETER.get()?;
     Some(format!("{}.{}.{}", i.version >> 24, (i.version >> 16) & 0xff, (i.version >> 8) & 0xff))
+}
+
+/// The report header's words on Python frames: None when no interpreter Ying reads was found.
+pub(crate) fn status() -> Option<String> {
+    let v = interpreter_version()?;
+    Some(if MISFIT.load(Ordering::Relaxed) {
+        format!("CPython {v}, Python frames off: its memory did not fit Ying's layout for it")
+    } else if OFF.load(Ordering::Relaxed) {
+        format!("CPython {v}, Python frames off (YING_PYTHON_FRAMES=false)")
+    } else {
+        format!("CPython {v}, Python frames in every stack")
+    })
 }
 
 /// Whether Python frames are being read (an interpreter was found and they are on).
@@ -160,6 +174,7 @@ pub(crate) fn insert(ips: &mut [usize; MAX_FRAMES], lows: &[usize; MAX_FRAMES], 
     if checked {
         match walked {
             Walk::Bad => {
+                MISFIT.store(true, Ordering::Relaxed);
                 OFF.store(true, Ordering::Relaxed);
                 return n;
             }

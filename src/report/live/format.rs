@@ -67,6 +67,24 @@ pub(crate) struct Live {
     /// Whether it is the exit report's raw profile.
     #[prost(bool, tag = "21")]
     pub(crate) exiting: bool,
+    /// The report header's words on Python frames (empty: no interpreter).
+    #[prost(string, tag = "22")]
+    pub(crate) python: String,
+    /// The code objects the Python frames among `ips` name (`engine/python/`).
+    #[prost(message, repeated, tag = "23")]
+    pub(crate) python_codes: Vec<PythonCode>,
+}
+
+/// One code object of the interpreter's: the id its frames' words carry, its qualified name
+/// and file.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct PythonCode {
+    #[prost(uint32, tag = "1")]
+    pub(crate) id: u32,
+    #[prost(string, tag = "2")]
+    pub(crate) qualname: String,
+    #[prost(string, tag = "3")]
+    pub(crate) filename: String,
 }
 
 /// The process's identity.

@@ -3,7 +3,7 @@
 //! from the binaries on disk matched by build id (`symbols/offline.rs`), the text header
 //! saying how the process ended when that can be known.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -234,7 +234,19 @@ impl LiveProfile {
         want.extend(l.giant_refusals.iter().flat_map(|r| r.ips.iter().map(|&ip| ip as usize)));
         want.sort_unstable();
         want.dedup();
-        let (names, warnings) = crate::symbols::offline::resolve_offline(&modules, &want);
+        // Python frames are named from the code objects the file carries, not from binaries.
+        let codes: HashMap<u32, (String, String)> = l
+            .python_codes
+            .iter()
+            .map(|c| (c.id, (c.qualname.clone(), c.filename.clone())))
+            .collect();
+        let (python, want): (Vec<usize>, Vec<usize>) =
+            want.into_iter().partition(|&ip| crate::engine::python::decode(ip).is_some());
+        let (mut names, warnings) = crate::symbols::offline::resolve_offline(&modules, &want);
+        for w in python {
+            let named = crate::engine::python::decode(w).and_then(|(id, _)| codes.get(&id).cloned());
+            names.insert(w, crate::symbols::symbolize::python_frame_named(w, named));
+        }
         let ips: Vec<usize> =
             if l.ips.is_empty() { vec![0] } else { l.ips.iter().map(|&ip| ip as usize).collect() };
         let locations = table::unnamed_locations(&ips);
@@ -330,6 +342,7 @@ impl LiveProfile {
         let reason = (!l.reason.is_empty()).then(|| l.reason.clone());
         facts.occasion = Occasion { reason, exiting: l.exiting, ended };
         facts.foreign_malloc = (!l.foreign_malloc.is_empty()).then(|| l.foreign_malloc.clone());
+        facts.python = (!l.python.is_empty()).then(|| l.python.clone());
         facts.mapped = match l.mapped_kind {
             1 => crate::engine::mapped::MappedState::Off,
             2 => crate::engine::mapped::MappedState::Counted {

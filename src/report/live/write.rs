@@ -194,6 +194,7 @@ impl LiveWriter {
         process.rss_kib = ctx.rss_kib.unwrap_or(0);
         process.anon_rss_kib = ctx.anon_rss_kib.unwrap_or(0);
         let ips: Vec<u64> = stacks.locations().iter().map(|l| l.ip as u64).collect();
+        let python_codes = python_codes(&ips);
         let span_paths = stacks
             .span_paths()
             .iter()
@@ -266,6 +267,8 @@ impl LiveWriter {
             mapped_bytes,
             mapped_regions,
             foreign_malloc: facts.foreign_malloc.clone().unwrap_or_default(),
+            python: facts.python.clone().unwrap_or_default(),
+            python_codes,
             giant_refusals: crate::engine::giant::recent()
                 .into_iter()
                 .map(|r| format::GiantRefusal {
@@ -312,6 +315,23 @@ fn moved(t: &Totals) -> Totals {
 
 fn ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The code objects named by the Python frames among `ips` (each once), for a reader in
+/// another process.
+fn python_codes(ips: &[u64]) -> Vec<format::PythonCode> {
+    let mut ids: Vec<u32> = ips
+        .iter()
+        .filter_map(|&ip| crate::engine::python::decode(ip as usize).map(|(id, _)| id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter()
+        .filter_map(|id| {
+            let (qualname, filename) = crate::engine::python::describe(id)?;
+            Some(format::PythonCode { id, qualname, filename })
+        })
+        .collect()
 }
 
 fn module(m: &Module) -> format::Module {
