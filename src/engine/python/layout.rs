@@ -131,3 +131,116 @@ pub(crate) fn row(py_version: u32) -> Option<&'static Layout> {
     let v = (py_version >> 16) as u16;
     ROWS.iter().find(|r| r.version == v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields of `row` and the shared constants, named as `scripts/python-layout.c` prints
+    /// them.
+    fn printed(row: &Layout) -> Vec<(String, usize)> {
+        let mut v = vec![
+            ("version", usize::from(row.version)),
+            ("runtime_tss", row.runtime_tss),
+            ("runtime_finalizing", row.runtime_finalizing),
+            ("tstate_frame", row.tstate_frame),
+        ];
+        if let Some(c) = row.cframe_current {
+            v.push(("cframe_current", c));
+        }
+        v.extend([
+            ("frame_code", row.frame_code),
+            ("frame_instr", row.frame_instr),
+            ("frame_previous", row.frame_previous),
+            ("frame_owner", row.frame_owner),
+        ]);
+        match row.entry {
+            Entry::Flag { flag, cframe_previous } => {
+                v.push(("entry_flag", flag));
+                v.push(("entry_cframe_previous", cframe_previous));
+            }
+            Entry::CStackOwner { value } => v.push(("entry_cstack_owner", usize::from(value))),
+        }
+        v.extend([
+            ("code_filename", row.code_filename),
+            ("code_name", row.code_name),
+            ("code_qualname", row.code_qualname),
+            ("code_firstlineno", row.code_firstlineno),
+            ("code_linetable", row.code_linetable),
+            ("code_adaptive", row.code_adaptive),
+            ("ascii_size", row.ascii_size),
+            ("compact_size", row.compact_size),
+            ("ob_refcnt", OB_REFCNT),
+            ("ob_type", OB_TYPE),
+            ("bytes_size", BYTES_SIZE),
+            ("bytes_data", BYTES_DATA),
+            ("str_length", STR_LENGTH),
+            ("tss_key", TSS_KEY),
+        ]);
+        v.into_iter().map(|(k, n)| (k.to_string(), n)).collect()
+    }
+
+    /// Every interpreter's headers found on this machine (the system's `python3.X-dev`,
+    /// pyenv's builds) give the row Ying has for that version.
+    #[test]
+    fn rows_match_the_headers_of_every_interpreter_installed() {
+        let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+        for minor in 11..=13 {
+            dirs.push(format!("/usr/include/python3.{minor}").into());
+        }
+        let pyenv =
+            std::env::var("PYENV_ROOT").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+                std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
+            });
+        if let Ok(rd) = std::fs::read_dir(pyenv.join("versions")) {
+            for e in rd.flatten() {
+                if let Ok(inc) = std::fs::read_dir(e.path().join("include")) {
+                    dirs.extend(inc.flatten().map(|i| i.path()));
+                }
+            }
+        }
+        // 3.11 and later (earlier versions have no `co_qualname`, and Ying does not read them).
+        let minor = |d: &std::path::Path| -> Option<u32> {
+            d.file_name()?.to_str()?.strip_prefix("python3.")?.parse().ok()
+        };
+        dirs.retain(|d| d.join("internal/pycore_frame.h").exists() && minor(d) >= Some(11));
+        let out = std::env::temp_dir().join(format!("ying-python-layout-{}", std::process::id()));
+        let source = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/python-layout.c");
+        let mut checked = 0;
+        for dir in &dirs {
+            let built = std::process::Command::new("gcc")
+                .arg(format!("-I{}", dir.display()))
+                .arg(source)
+                .arg("-o")
+                .arg(&out)
+                .output();
+            let Ok(built) = built else {
+                eprintln!("SKIPPED: gcc is not installed");
+                return;
+            };
+            assert!(
+                built.status.success(),
+                "scripts/python-layout.c does not build against {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&built.stderr)
+            );
+            let run = std::process::Command::new(&out).output().expect("the layout program runs");
+            let text = String::from_utf8_lossy(&run.stdout);
+            let theirs: Vec<(String, usize)> = text
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(k, v)| (k.to_string(), v.parse().expect("a number")))
+                .collect();
+            let version = theirs.first().map(|(_, v)| *v as u32).expect("a version line");
+            let row = row((version >> 8) << 24 | (version & 0xff) << 16)
+                .unwrap_or_else(|| panic!("no row for the headers in {}", dir.display()));
+            assert_eq!(printed(row), theirs, "{}", dir.display());
+            checked += 1;
+        }
+        let _ = std::fs::remove_file(&out);
+        if checked == 0 {
+            eprintln!("SKIPPED: no CPython 3.11+ headers with internal/ found");
+        }
+        eprintln!("{checked} interpreters' headers checked");
+    }
+}

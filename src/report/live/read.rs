@@ -244,7 +244,8 @@ impl LiveProfile {
             want.into_iter().partition(|&ip| crate::engine::python::decode(ip).is_some());
         let (mut names, warnings) = crate::symbols::offline::resolve_offline(&modules, &want);
         for w in python {
-            let named = crate::engine::python::decode(w).and_then(|(id, _)| codes.get(&id).cloned());
+            let named =
+                crate::engine::python::decode(w).and_then(|(id, _)| codes.get(&id).cloned());
             names.insert(w, crate::symbols::symbolize::python_frame_named(w, named));
         }
         let ips: Vec<usize> =

@@ -1,0 +1,196 @@
+//! Python frames in the shim's stacks (`engine/python/`), on every CPython 3.11 to 3.13 found on
+//! the machine (the system's `python3.11`, pyenv's builds, with the interpreter in the executable
+//! or in `libpython`):
+//!
+//! - a script whose `make_value` (called by `build_index`) holds the memory names both, with
+//!   their lines, in order, in its peak's top stack; with `YING_PYTHON_FRAMES=false` no stack
+//!   has a Python frame (the control);
+//! - `programs/python_hazards.py` (threads allocating with the GIL released, generators and
+//!   coroutines suspended and resumed, deep recursion, exceptions unwinding, `sys.settrace` and
+//!   `sys.setprofile`, finalizers and weak-reference callbacks while frames are torn down, code
+//!   objects freed and their memory reused) prints and exits as the plain run does, under a
+//!   sample every 4 KiB, and its stacks name its functions; each `made_<i>`, compiled, called
+//!   and freed in turn (their code objects' memory reused), is named only at its own
+//!   allocation's stack: a name lent by a freed code object to its successor would show another
+//!   size.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use preload_tests::{Manifest, Run, TestDir, compare, programs_dir, python3, report_sets};
+
+/// Every CPython 3.11+ interpreter here, by real path (deduplicated), with its `3.X` version.
+fn interpreters() -> Vec<(PathBuf, String)> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    if let Some((p, _)) = python3() {
+        found.push(p);
+    }
+    for minor in 11..=13 {
+        found.push(format!("/usr/bin/python3.{minor}").into());
+    }
+    let pyenv = std::env::var("PYENV_ROOT").map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
+    });
+    if let Ok(rd) = std::fs::read_dir(pyenv.join("versions")) {
+        for e in rd.flatten() {
+            for minor in 11..=13 {
+                found.push(e.path().join(format!("bin/python3.{minor}")));
+            }
+        }
+    }
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    for p in found {
+        let Ok(real) = std::fs::canonicalize(&p) else { continue };
+        if out.iter().any(|(q, _)| *q == real) {
+            continue;
+        }
+        let o = Run::new(&real)
+            .args(&["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+            .without_preload()
+            .run();
+        let v = o.stdout_str().trim().to_string();
+        if o.success() && ["3.11", "3.12", "3.13"].contains(&v.as_str()) {
+            out.push((real, v));
+        }
+    }
+    out.sort();
+    if out.is_empty() {
+        eprintln!("SKIPPED: no CPython 3.11 to 3.13 interpreter found");
+    }
+    out
+}
+
+const BIGDICT: &str = r#"import sys
+
+def make_value(i):
+    return "value-%d-" % i + "x" * 200
+
+def build_index(n):
+    d = {}
+    for i in range(n):
+        d[i] = make_value(i)
+    return d
+
+idx = build_index(200000)
+print(len(idx))
+"#;
+
+/// The functions and locations of a manifest entry's frames that are in `file`.
+fn python_frames(e: &preload_tests::Entry, file: &str) -> Vec<String> {
+    e.frames
+        .iter()
+        .filter(|f| f.location.as_deref().is_some_and(|l| l.contains(file)))
+        .map(|f| format!("{} {}", f.function, f.location.as_deref().unwrap_or("")))
+        .collect()
+}
+
+#[test]
+fn the_functions_holding_memory_are_named_with_their_lines() {
+    for (py, version) in interpreters() {
+        let dir = TestDir::new(&format!("python-frames-{version}"));
+        let script = dir.join("bigdict.py");
+        std::fs::write(&script, BIGDICT).expect("write the script");
+        let run = Run::new(&py).arg(&script).timeout(Duration::from_secs(120));
+        let c = compare(&run, &[("YING_CHECK_INTERVAL_SECS", "0")], &dir.reports("on"));
+        let set = c.main_report();
+        let text = set.text();
+        c.check(
+            text.contains(&format!("python:             CPython {version}."))
+                && text.contains("Python frames in every stack"),
+            format!("{}: the header does not say Python frames are read:\n{text}", py.display()),
+        );
+        let m: Manifest = set.manifest();
+        let top = m.peak_entries.first().expect("a peak entry");
+        let frames = python_frames(top, "bigdict.py");
+        let want = ["make_value ".to_string(), "build_index ".to_string(), "<module> ".to_string()];
+        c.check(
+            frames.len() == 3
+                && frames.iter().zip(&want).all(|(f, w)| f.starts_with(w.as_str()))
+                && frames[0].ends_with("bigdict.py:4")
+                && frames[1].ends_with("bigdict.py:9")
+                && frames[2].ends_with("bigdict.py:12"),
+            format!(
+                "{}: the peak's top stack should read make_value (bigdict.py:4), build_index (bigdict.py:9), <module> (bigdict.py:12); it has {frames:?}:\n{text}",
+                py.display()
+            ),
+        );
+        // The control: no Python frame anywhere when they are off.
+        let off = compare(
+            &run,
+            &[("YING_CHECK_INTERVAL_SECS", "0"), ("YING_PYTHON_FRAMES", "false")],
+            &dir.reports("off"),
+        );
+        let text = off.main_report().text();
+        off.check(
+            !text.contains("bigdict.py") && text.contains("Python frames off"),
+            format!("{}: Python frames with YING_PYTHON_FRAMES=false:\n{text}", py.display()),
+        );
+    }
+}
+
+#[test]
+fn hazardous_programs_run_as_plain_and_name_their_frames() {
+    let program = programs_dir().join("python_hazards.py");
+    for (py, version) in interpreters() {
+        let dir = TestDir::new(&format!("python-hazards-{version}"));
+        let note = dir.join("reused.txt");
+        let run = Run::new(&py)
+            .arg(&program)
+            .env("PY_HAZARDS_NOTE", note.display().to_string())
+            .timeout(Duration::from_secs(300));
+        let c = compare(
+            &run,
+            &[
+                ("YING_SAMPLE_INTERVAL_BYTES", "4096"),
+                ("YING_SEED", "7"),
+                ("YING_CHECK_INTERVAL_SECS", "1"),
+                ("YING_MEASURE_ALLOCATED_NOT_RETAINED", "true"),
+                ("YING_TOP_K", "2000"),
+            ],
+            &dir.reports("hazards"),
+        );
+        c.check(c.with.success(), format!("{}: the program failed under the shim", py.display()));
+        let sets: Vec<_> =
+            report_sets(&c.reports).into_iter().filter(|s| s.pid == c.with.pid).collect();
+        let m = sets.last().expect("an exit report").manifest();
+        let named = |f: &str| m.entries.iter().any(|e| e.frames.iter().any(|x| x.function == f));
+        for f in [
+            "gil_free_worker",
+            "gen_worker",
+            "coro_worker",
+            "recurse",
+            "raiser",
+            "Finalized.__del__",
+            "traced",
+        ] {
+            c.check(named(f), format!("{}: no stack names {f}", py.display()));
+        }
+        // Each made_<i> allocated 100_000 + 8192 * i bytes (plus the chunk's rounding).
+        let reused: usize = std::fs::read_to_string(&note)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .expect("the program notes how many code objects reused an address");
+        c.check(reused >= 60, format!("only {reused} of 120 code objects reused an address"));
+        let mut seen = 0;
+        let mut wrong = Vec::new();
+        for e in &m.entries {
+            let Some(f) = e.frames.iter().find(|f| f.function.starts_with("made_")) else {
+                continue;
+            };
+            let i: u64 = f.function["made_".len()..].parse().expect("made_<i>");
+            let size = 100_000 + 8192 * i;
+            seen += 1;
+            if !(size..size + 8192).contains(&e.allocated_bytes) {
+                wrong.push(format!(
+                    "{} at {} bytes (its own: {size})",
+                    f.function, e.allocated_bytes
+                ));
+            }
+        }
+        c.check(seen >= 100, format!("{}: only {seen} of 120 made_<i> stacks", py.display()));
+        c.check(
+            wrong.is_empty(),
+            format!("{}: stacks named after another code object: {wrong:#?}", py.display()),
+        );
+    }
+}
