@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use preload_tests::{Manifest, Run, TestDir, compare, programs_dir, python3, report_sets};
+use ying_profiler::report::live::LiveProfile;
 
 /// Every CPython 3.11+ interpreter here, by real path (deduplicated), with its `3.X` version.
 fn interpreters() -> Vec<(PathBuf, String)> {
@@ -114,6 +115,26 @@ fn the_functions_holding_memory_are_named_with_their_lines() {
                 py.display()
             ),
         );
+        // pprof's own reader sees the same frames, as functions (`<module>` included, which
+        // it would cut down as demangled C++ if its system name were the same).
+        if preload_tests::require_tool("go").is_some() {
+            let traces = Run::new("go")
+                .args(&["tool", "pprof", "-traces", "-sample_index=alloc_space"])
+                .arg(set.path("pb.gz"))
+                .env("PPROF_TMPDIR", dir.path().display().to_string())
+                .timeout(Duration::from_secs(60))
+                .run();
+            traces.assert_success("go tool pprof");
+            let out = traces.stdout_str();
+            let lines: Vec<&str> = out.lines().map(str::trim).collect();
+            let found = lines.windows(3).any(|w| w == ["make_value", "build_index", "<module>"]);
+            c.check(
+                found,
+                format!(
+                    "go tool pprof -traces has no make_value/build_index/<module> trace:\n{out}"
+                ),
+            );
+        }
         // The control: no Python frame anywhere when they are off.
         let off = compare(
             &run,
@@ -126,6 +147,48 @@ fn the_functions_holding_memory_are_named_with_their_lines() {
             format!("{}: Python frames with YING_PYTHON_FRAMES=false:\n{text}", py.display()),
         );
     }
+}
+
+/// A Python process killed by `SIGKILL` leaves its Python frames in its live file: the code
+/// objects' names travel with it, and `ying report`'s reader (another process, the interpreter
+/// gone) names the frames from them.
+#[test]
+fn a_killed_python_process_leaves_its_python_frames() {
+    let Some((py, version)) = interpreters().into_iter().next() else { return };
+    let dir = TestDir::new(&format!("python-killed-{version}"));
+    let script = dir.join("bigdict.py");
+    let killed = format!(
+        "{BIGDICT}import os, signal, time\ntime.sleep(1.5)\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    );
+    std::fs::write(&script, killed).expect("write the script");
+    let reports = dir.reports("killed");
+    let run = Run::new(&py).arg(&script).timeout(Duration::from_secs(120));
+    let c = compare(
+        &run,
+        &[
+            ("YING_CHECK_INTERVAL_SECS", "1"),
+            ("YING_LIVE_FILE", "on"),
+            ("YING_LIVE_INTERVAL_MS", "100"),
+        ],
+        &reports,
+    );
+    let file = std::fs::read_dir(&reports)
+        .expect("the reporting directory")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(&format!(".{}.live", c.with.pid)))
+        .unwrap_or_else(|| panic!("no live file: {}", preload_tests::list_dir(&reports)));
+    let live = LiveProfile::read(&file).unwrap_or_else(|e| panic!("unreadable live file: {e}"));
+    let out = dir.join("read");
+    live.write_report_set(&out, None).unwrap_or_else(|e| panic!("{e}"));
+    let set = report_sets(&out).into_iter().next().expect("the set written");
+    let text = set.text();
+    assert!(
+        text.contains("make_value (")
+            && text.contains("bigdict.py:4)")
+            && text.contains("build_index ("),
+        "the killed process's stacks lack their Python frames:\n{text}"
+    );
 }
 
 #[test]

@@ -43,7 +43,13 @@ fn location(loc: &Location, modules: &[Module]) -> Option<PprofLocation> {
         .filter(|f| !f.is_noise())
         .map(|f| PprofLine {
             function: f.function.clone(),
-            system_name: f.function.clone(),
+            // A system name unlike the name keeps pprof from reading a Python name as
+            // demangled C++ and cutting `<module>` down to nothing.
+            system_name: if f.is_python() {
+                format!("python:{}", f.function).into()
+            } else {
+                f.function.clone()
+            },
             file: f.file.clone().unwrap_or_else(|| empty.clone()),
             line: f.line.map(i64::from).unwrap_or(0),
         })
