@@ -57,10 +57,15 @@ async def coro_main():
     return sum(await asyncio.gather(*(coro_worker(i) for i in range(20))))
 
 
-def recurse(depth):
+def recurse(depth, leaf=None):
     if depth == 0:
-        return len(bytearray(50_000))
-    return recurse(depth - 1) + len([depth] * 10)
+        return leaf() if leaf else len(bytearray(50_000))
+    return recurse(depth - 1, leaf) + len([depth] * 10)
+
+
+def deep_leaf():
+    # Allocates under hundreds of Python frames of one evaluation loop's activation.
+    return len(bytearray(60_000))
 
 
 def raiser(depth):
@@ -152,7 +157,7 @@ def main():
         threads.append(t)
     total += use_generators()
     total += asyncio.run(coro_main())
-    total += recurse(min(800, sys.getrecursionlimit() - 100))
+    total += recurse(min(800, sys.getrecursionlimit() - 100), deep_leaf)
     total += unwind_many()
     total += finalizers()
     total += reused_code_objects()

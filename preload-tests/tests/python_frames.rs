@@ -228,6 +228,12 @@ fn hazardous_programs_run_as_plain_and_name_their_frames() {
         ] {
             c.check(named(f), format!("{}: no stack names {f}", py.display()));
         }
+        // Under 800 frames of one activation, the innermost are still placed.
+        let deep = m.entries.iter().any(|e| {
+            let names: Vec<&str> = e.frames.iter().map(|f| f.function.as_str()).collect();
+            names.windows(2).any(|w| w == ["deep_leaf", "recurse"])
+        });
+        c.check(deep, format!("{}: no stack reads deep_leaf, recurse", py.display()));
         // Each made_<i> allocated 100_000 + 8192 * i bytes (plus the chunk's rounding).
         let reused: usize = std::fs::read_to_string(&note)
             .ok()

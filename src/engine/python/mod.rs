@@ -57,7 +57,6 @@ pub(crate) mod read;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use crate::engine::capture::MAX_FRAMES;
 use layout::{Entry, Layout};
 use read::Reader;
 
@@ -69,6 +68,11 @@ pub(crate) const CHECKED_WALKS: u32 = 32;
 
 /// Most runs of Python frames (activations of the evaluation loop) looked at per stack.
 const MAX_RUNS: usize = 32;
+
+/// Most frames walked per stack (past the frames kept, the walk goes on only to find
+/// where the runs end, so that deep recursion inside one activation still gets its innermost
+/// frames placed): eight times CPython's default recursion limit.
+const MAX_STEPS: usize = 8192;
 
 /// The interpreter found at start.
 #[derive(Debug)]
@@ -159,16 +163,16 @@ pub fn detect(lookup: impl Fn(&std::ffi::CStr) -> usize, enabled: bool) -> Optio
 
 /// Puts the calling thread's Python frames into the native stack `ips[..n]` (innermost first;
 /// `lows[i]` is the lowest stack address of native frame `i`'s activation) and returns the
-/// new length (frames beyond [`MAX_FRAMES`] are cut, outermost first). Inside the profiler.
+/// new length (frames beyond `N` are cut, outermost first). Inside the profiler.
 #[inline(never)]
-pub(crate) fn insert(ips: &mut [usize; MAX_FRAMES], lows: &[usize; MAX_FRAMES], n: usize) -> usize {
+pub(crate) fn insert<const N: usize>(ips: &mut [usize; N], lows: &[usize; N], n: usize) -> usize {
     let Some(int) = INTERPRETER.get() else { return n };
     if OFF.load(Ordering::Relaxed) || n == 0 {
         return n;
     }
     let checked = CHECKED_LEFT.load(Ordering::Relaxed) > 0;
     let rd = Reader { checked };
-    let mut py = [0usize; MAX_FRAMES];
+    let mut py = [0usize; N];
     let mut runs = [(0usize, 0usize, 0usize); MAX_RUNS];
     let walked = walk(int, rd, &mut py, &mut runs);
     if checked {
@@ -191,7 +195,7 @@ pub(crate) fn insert(ips: &mut [usize; MAX_FRAMES], lows: &[usize; MAX_FRAMES], 
     }
     // Merge: runs (innermost first, marks rising) into the native frames whose range holds
     // their mark.
-    let mut out = [0usize; MAX_FRAMES];
+    let mut out = [0usize; N];
     let mut m = 0;
     let mut r = 0;
     for i in 0..n {
@@ -202,14 +206,14 @@ pub(crate) fn insert(ips: &mut [usize; MAX_FRAMES], lows: &[usize; MAX_FRAMES], 
         while r < k && runs[r].0 < hi {
             let (_, from, to) = runs[r];
             for &w in &py[from..to] {
-                if m < MAX_FRAMES {
+                if m < N {
                     out[m] = w;
                     m += 1;
                 }
             }
             r += 1;
         }
-        if m < MAX_FRAMES {
+        if m < N {
             out[m] = ips[i];
             m += 1;
         }
@@ -229,10 +233,10 @@ enum Walk {
 
 /// Reads the calling thread's frames into `py` and their runs (mark, start, end in `py`) into
 /// `runs`, innermost first.
-fn walk(
+fn walk<const N: usize>(
     int: &Interpreter,
     rd: Reader,
-    py: &mut [usize; MAX_FRAMES],
+    py: &mut [usize; N],
     runs: &mut [(usize, usize, usize); MAX_RUNS],
 ) -> Walk {
     let lay = int.layout;
@@ -266,7 +270,7 @@ fn walk(
     let mut k = 0;
     let mut start = 0;
     let mut steps = 0;
-    while frame != 0 && k < MAX_RUNS && steps < 4 * MAX_FRAMES {
+    while frame != 0 && k < MAX_RUNS && steps < MAX_STEPS {
         steps += 1;
         let (Some(owner), Some(previous)) =
             (rd.byte(frame + lay.frame_owner), rd.word(frame + lay.frame_previous))
@@ -279,13 +283,13 @@ fn walk(
                 ends_run = Some(frame);
             }
             _ => {
-                let (Some(code), Some(instr)) =
-                    (rd.word(frame + lay.frame_code), rd.word(frame + lay.frame_instr))
-                else {
-                    return Walk::Bad;
-                };
-                if let Some((id, line)) = codes::frame(rd, lay, int.types, code, instr) {
-                    if np < MAX_FRAMES {
+                if np < N {
+                    let (Some(code), Some(instr)) =
+                        (rd.word(frame + lay.frame_code), rd.word(frame + lay.frame_instr))
+                    else {
+                        return Walk::Bad;
+                    };
+                    if let Some((id, line)) = codes::frame(rd, lay, int.types, code, instr) {
                         py[np] = encode(id, line);
                         np += 1;
                     }
@@ -305,6 +309,12 @@ fn walk(
             start = np;
         }
         frame = previous;
+    }
+    // A run cut by the step limit: 3.11 knows its mark (its activation's `_PyCFrame`) from the
+    // start; later versions find it only at the run's end, so theirs is left out.
+    if frame != 0 && np > start && k < MAX_RUNS && matches!(lay.entry, Entry::Flag { .. }) {
+        runs[k] = (cframe, start, np);
+        k += 1;
     }
     Walk::Runs(k)
 }
