@@ -122,7 +122,7 @@ impl LiveProfile {
         let p = self.process();
         // A zombie (state Z or X) has ended; its parent has not reaped it yet.
         p.boot_id == super::write::boot_id()
-            && super::write::state_and_start(&p.pid.to_string()).is_some_and(|(state, start)| {
+            && crate::sys::state_and_start(&p.pid.to_string()).is_some_and(|(state, start)| {
                 start == p.start_ticks && state != "Z" && state != "X"
             })
     }
