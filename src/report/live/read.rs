@@ -234,7 +234,11 @@ impl LiveProfile {
         want.extend(l.giant_refusals.iter().flat_map(|r| r.ips.iter().map(|&ip| ip as usize)));
         want.sort_unstable();
         want.dedup();
-        let (names, warnings) = crate::symbols::offline::resolve_offline(&modules, &want);
+        let (names, warnings) = crate::symbols::offline::resolve_offline(
+            (p.pid, (p.start_ms != 0).then_some(p.start_ms)),
+            &modules,
+            &want,
+        );
         let ips: Vec<usize> =
             if l.ips.is_empty() { vec![0] } else { l.ips.iter().map(|&ip| ip as usize).collect() };
         let locations = table::unnamed_locations(&ips);
