@@ -16,6 +16,7 @@
 pub(crate) mod dwarf;
 pub(crate) mod elf_symbols;
 pub(crate) mod offline;
+pub(crate) mod perf_map;
 pub(crate) mod symbolize;
 
 /// `fork` prepare (the crate's fork handler, before the engine's): takes the symbol cache's lock.

@@ -17,6 +17,10 @@
 //! and one warning line says so. A module recorded without a build id cannot be checked and is
 //! read as it is. A file that changes while it is read is treated as not the build.
 //!
+//! Addresses no recorded module covers (JIT code) are named from the process's perf map,
+//! `/tmp/perf-<pid>.map`, when it is still there and not older than the process (node leaves
+//! it behind when it exits): see `perf_map`.
+//!
 //! [`symbolize`]: crate::symbols::symbolize
 
 use std::collections::{BTreeMap, HashMap};
@@ -30,12 +34,16 @@ use crate::symbols::symbolize::{
     Module, NoDwarf, finish_frames, is_system_library, module_index, resolve_module, resolve_system,
 };
 
-/// Frames of `ips` (addresses recorded in another process whose modules were `mods`, sorted by
-/// start), named from the files on disk. Returns the frames per ip (innermost first, as
-/// `resolve_many` returns them) and one warning line per module that could not be used (file
-/// missing or unreadable, or its build id differs from the one recorded): the frames of such a
-/// module are `module+0xoffset` only, never a name from another build.
+/// Frames of `ips` (addresses recorded in another process, `pid`, started at `started_ms` when
+/// known, whose modules were `mods`, sorted by start), named from the files on disk, and those
+/// no module covers (JIT code) from the process's perf map if it is still there and not older
+/// than the process (`perf_map`; node leaves it behind). Returns
+/// the frames per ip (innermost first, as `resolve_many` returns them) and one warning line per
+/// module that could not be used (file missing or unreadable, or its build id differs from the
+/// one recorded): the frames of such a module are `module+0xoffset` only, never a name from
+/// another build.
 pub(crate) fn resolve_offline(
+    (pid, started_ms): (u32, Option<u64>),
     mods: &[Module],
     ips: &[usize],
 ) -> (HashMap<usize, Arc<[Frame]>>, Vec<String>) {
@@ -45,14 +53,17 @@ pub(crate) fn resolve_offline(
     let mut out = HashMap::with_capacity(sorted.len());
     // By module index, so that the warnings come in the modules' order.
     let mut by_module: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut unmapped = Vec::new();
     for ip in sorted {
         match module_index(mods, ip) {
             Some(i) => by_module.entry(i).or_default().push(ip),
             None => {
                 out.insert(ip, finish_frames(Vec::new(), ip, None));
+                unmapped.push(ip);
             }
         }
     }
+    out.extend(crate::symbols::perf_map::frames(pid, started_ms, &unmapped));
     let mut warnings = Vec::new();
     for (i, ips) in by_module {
         let m = &mods[i];
@@ -127,6 +138,10 @@ mod tests {
     use super::*;
     use crate::symbols::symbolize::{module_of, modules, resolve_many, unnamed};
 
+    /// A pid no process has (above the kernel's maximum), so no perf map unless a test writes
+    /// one.
+    const NO_PID: u32 = 0x7fff_ffe0;
+
     fn exe() -> String {
         std::fs::read_link("/proc/self/exe").unwrap().display().to_string()
     }
@@ -171,7 +186,7 @@ mod tests {
         let ips = stack_and_libc_ips();
         let mods = modules();
         let theirs = resolve_many(&ips);
-        let (ours, warnings) = resolve_offline(&mods, &ips);
+        let (ours, warnings) = resolve_offline((NO_PID, None), &mods, &ips);
         assert!(warnings.is_empty(), "{warnings:?}");
         for ip in &ips {
             assert!(theirs.contains_key(ip));
@@ -196,7 +211,7 @@ mod tests {
         let wrong = if real == "00".repeat(20) { "11" } else { "00" }.repeat(20);
         mods[i].build_id = wrong.clone();
         let m = mods[i].clone();
-        let (ours, warnings) = resolve_offline(&mods, &ips);
+        let (ours, warnings) = resolve_offline((NO_PID, None), &mods, &ips);
         let on_disk = if real.is_empty() { "none" } else { &real };
         assert_eq!(
             warnings,
@@ -224,7 +239,7 @@ mod tests {
 
         // Recorded without a build id: nothing to check against, the file is read.
         mods[i].build_id = String::new();
-        let (ours, warnings) = resolve_offline(&mods, &ips);
+        let (ours, warnings) = resolve_offline((NO_PID, None), &mods, &ips);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert!(names_this_file(&all_frames(&ips, &ours)));
     }
@@ -239,7 +254,7 @@ mod tests {
             build_id: String::new(),
         };
         let ips = [0x1000_0010, 0x1000_ff00, 0x2000_0000, 0x1000_0010];
-        let (ours, warnings) = resolve_offline(std::slice::from_ref(&gone), &ips);
+        let (ours, warnings) = resolve_offline((NO_PID, None), std::slice::from_ref(&gone), &ips);
         assert_eq!(
             warnings,
             [format!("ying: {}: not found; its frames are shown as module+0xoffset", gone.name)]
@@ -253,6 +268,26 @@ mod tests {
         assert_eq!(only(0x1000_0010), ("libgone.so+0x10010".into(), Some(gone.name.clone()), None));
         assert_eq!(only(0x1000_ff00), ("libgone.so+0x1ff00".into(), Some(gone.name.clone()), None));
         assert_eq!(only(0x2000_0000), ("0x20000000".into(), None, None));
+    }
+
+    /// An address no recorded module covers is named from the process's perf map when it is
+    /// still on disk (JIT code of a process that ended), and shown as an address otherwise.
+    #[test]
+    fn an_address_of_no_module_is_named_from_the_processs_perf_map() {
+        let pid = NO_PID + 1;
+        let map = crate::symbols::perf_map::path(pid);
+        std::fs::write(&map, "20000000 100 LazyCompile:*holdBuffers /tmp/prog.js:3:21\n").unwrap();
+        let (ours, warnings) = resolve_offline((pid, None), &[], &[0x2000_0010, 0x3000_0000]);
+        std::fs::remove_file(&map).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let f = &ours[&0x2000_0010];
+        assert_eq!(f.len(), 1);
+        assert_eq!(&*f[0].function, "LazyCompile:*holdBuffers /tmp/prog.js:3:21");
+        assert_eq!(f[0].module.as_deref(), Some(&*format!("[perf-{pid}.map]")));
+        assert_eq!(&*ours[&0x3000_0000][0].function, "0x30000000");
+        // Without the map, both are addresses.
+        let (ours, _) = resolve_offline((pid, None), &[], &[0x2000_0010]);
+        assert_eq!(&*ours[&0x2000_0010][0].function, "0x20000010");
     }
 
     /// A path that names a FIFO (a hostile or stale live file) is refused before it is opened:
@@ -273,7 +308,8 @@ mod tests {
             bias: 0x0fff_0000,
             build_id: "00ff".into(),
         };
-        let (ours, warnings) = resolve_offline(std::slice::from_ref(&m), &[0x1000_0010]);
+        let (ours, warnings) =
+            resolve_offline((NO_PID, None), std::slice::from_ref(&m), &[0x1000_0010]);
         assert_eq!(
             warnings,
             [format!(
@@ -306,7 +342,7 @@ mod tests {
         };
         let ip = base + (malloc_addr() - libc.bias) + 1;
         assert!(module_of(&mods, ip).is_none(), "nothing of this process is at {ip:#x}");
-        let (ours, warnings) = resolve_offline(std::slice::from_ref(&other), &[ip]);
+        let (ours, warnings) = resolve_offline((NO_PID, None), std::slice::from_ref(&other), &[ip]);
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(&*ours[&ip][0].function, "malloc", "{:?}", ours[&ip]);

@@ -1,16 +1,19 @@
 //! Turning raw instruction pointers into frames, at report time only.
 //!
-//! Every address is resolved once and cached for the life of the process (the cache is the
-//! profiler's own memory, excluded from the program's totals). Inlined functions are kept: one
-//! address yields several frames, innermost first, all but the last marked `inlined`. Names are
-//! demangled (legacy and v0 Rust, C++) without cutting any path segment. Addresses with no symbol
-//! are shown as `module+0xoffset`, so even stripped binaries give something to look up.
+//! Every address a module covers is resolved once and cached for the life of the process (the
+//! cache is the profiler's own memory, excluded from the program's totals). Inlined functions
+//! are kept: one address yields several frames, innermost first, all but the last marked
+//! `inlined`. Names are demangled (legacy and v0 Rust, C++) without cutting any path segment.
+//! Addresses with no symbol are shown as `module+0xoffset`, so even stripped binaries give
+//! something to look up.
 //!
 //! Where the answers come from: debug info of the program's own modules through `dwarf`, one
 //! compilation unit at a time; the ELF symbol tables of system libraries through
-//! `elf_symbols`; and the backtrace crate for modules whose debug info `dwarf` does not read
-//! (compressed, detached, absent). Addresses of another process are named by `offline` from
-//! the same pieces, without the backtrace crate.
+//! `elf_symbols`; the backtrace crate for modules whose debug info `dwarf` does not read
+//! (compressed, detached, absent); and, for addresses no module covers (JIT code), the perf
+//! map the program may write (`perf_map`), read again for each batch and never cached.
+//! Addresses of another process are named by `offline` from the same pieces, without the
+//! backtrace crate.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -401,6 +404,9 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     });
     missing.sort_unstable();
     missing.dedup();
+    // Addresses no module covers (JIT code), named for this batch only: the same address may
+    // hold other code by the next report.
+    let mut unmapped: HashMap<usize, Arc<[Frame]>> = HashMap::new();
     if !missing.is_empty() && offline() {
         let mods = modules();
         for &ip in &missing {
@@ -420,10 +426,14 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
                 }
                 Some(i) => other.entry(i).or_default().push(ip),
                 None => {
-                    let f = resolve_uncached(ip, &mods);
-                    cache.map.insert(ip, f);
+                    unmapped.insert(ip, resolve_uncached(ip, &mods));
                 }
             }
+        }
+        if !unmapped.is_empty() {
+            let ips: Vec<usize> = unmapped.keys().copied().collect();
+            let own = crate::symbols::perf_map::own_start_ms();
+            unmapped.extend(crate::symbols::perf_map::frames(std::process::id(), own, &ips));
         }
         for (i, ips) in system {
             for (ip, f) in resolve_system(&mods[i], &ips) {
@@ -441,7 +451,7 @@ pub(crate) fn resolve_many(ips: &[usize]) -> HashMap<usize, Arc<[Frame]>> {
     }
     let mut out = HashMap::with_capacity(ips.len());
     for &ip in ips {
-        if let Some(f) = cache.map.get(&ip) {
+        if let Some(f) = cache.map.get(&ip).or_else(|| unmapped.get(&ip)) {
             out.insert(ip, Arc::clone(f));
         }
     }

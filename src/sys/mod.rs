@@ -467,3 +467,24 @@ fn main_stack_bounds() -> Option<(usize, usize)> {
     };
     Some((top.saturating_sub(size), top))
 }
+
+/// The state (field 3) and start time in clock ticks since boot (field 22) of `/proc/<pid>/stat`.
+/// Reads a file: for report threads only.
+pub(crate) fn state_and_start(pid: &str) -> Option<(String, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from its end.
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.to_string();
+    Some((state, fields.nth(18)?.parse().ok()?))
+}
+
+/// The wall-clock start of a process started `ticks` after boot, ms since the Unix epoch (to the
+/// second: the boot time is in seconds). Reads a file: for report threads only.
+pub(crate) fn start_ms(ticks: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: u64 = stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    Some(btime * 1000 + ticks * 1000 / hz)
+}

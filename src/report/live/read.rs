@@ -122,7 +122,7 @@ impl LiveProfile {
         let p = self.process();
         // A zombie (state Z or X) has ended; its parent has not reaped it yet.
         p.boot_id == super::write::boot_id()
-            && super::write::state_and_start(&p.pid.to_string()).is_some_and(|(state, start)| {
+            && crate::sys::state_and_start(&p.pid.to_string()).is_some_and(|(state, start)| {
                 start == p.start_ticks && state != "Z" && state != "X"
             })
     }
@@ -242,7 +242,11 @@ impl LiveProfile {
             .collect();
         let (python, want): (Vec<usize>, Vec<usize>) =
             want.into_iter().partition(|&ip| crate::engine::python::decode(ip).is_some());
-        let (mut names, warnings) = crate::symbols::offline::resolve_offline(&modules, &want);
+        let (mut names, warnings) = crate::symbols::offline::resolve_offline(
+            (p.pid, (p.start_ms != 0).then_some(p.start_ms)),
+            &modules,
+            &want,
+        );
         for w in python {
             let named =
                 crate::engine::python::decode(w).and_then(|(id, _)| codes.get(&id).cloned());

@@ -363,24 +363,15 @@ fn identity() -> format::Process {
                 .collect()
         })
         .unwrap_or_default();
-    let start_ticks = state_and_start("self").map_or(0, |(_, t)| t);
+    let start_ticks = crate::sys::state_and_start("self").map_or(0, |(_, t)| t);
     format::Process {
         pid: std::process::id(),
         cmdline,
         start_ticks,
-        start_ms: start_ms(start_ticks).unwrap_or(0),
+        start_ms: crate::sys::start_ms(start_ticks).unwrap_or(0),
         boot_id: boot_id(),
         ..format::Process::default()
     }
-}
-
-/// The state (field 3) and start time in clock ticks since boot (field 22) of `/proc/<pid>/stat`.
-pub(crate) fn state_and_start(pid: &str) -> Option<(String, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from its end.
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.to_string();
-    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 /// `/proc/sys/kernel/random/boot_id`, trimmed (empty when unreadable).
@@ -388,16 +379,6 @@ pub(crate) fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
-}
-
-/// The wall-clock start of a process started `ticks` after boot, ms since the Unix epoch.
-fn start_ms(ticks: u64) -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let btime: u64 = stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()?;
-    // SAFETY: sysconf only reads a configuration value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
-    Some(btime * 1000 + ticks * 1000 / hz)
 }
 
 #[cfg(test)]
