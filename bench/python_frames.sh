@@ -4,11 +4,12 @@
 # default): instructions (callgrind, deterministic)
 # and wall time (median of alternating runs). Prints markdown rows for BENCHMARKS.md.
 # (Instructions come from callgrind: `perf stat` has no instruction counter on this VM.)
-# Usage: bench/python_frames.sh [python] [runs]
+# Usage: bench/python_frames.sh [python] [runs] [python with CPython's test package]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${1:-/usr/bin/python3.11}
 RUNS=${2:-5}
+TPY=${3:-$(python3 -c "import os, sys; print(os.path.realpath(sys.executable))")}
 LIB=$PWD/target/release/libying.so
 [ -f "$LIB" ] || cargo build --release -p ying-preload >/dev/null
 OUT=$(mktemp -d)
@@ -39,7 +40,7 @@ for v in plain off on; do
     rm -f "$OUT"/cg.*
     env $(variant_env "$v") YING_ONLY_EXE="$(basename "$(readlink -f "$PY")")" \
         valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$PY" bench/objects.py 500000 1 >/dev/null 2>"$OUT/vg.err"
-    IR[obj-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {print s}')
+    IR[obj-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {printf "%d", s}')
 done
 for v in plain off on; do : > "$OUT/w-obj-$v"; done
 for _ in $(seq "$RUNS"); do
@@ -50,18 +51,19 @@ for v in plain off on; do WALL[obj-$v]=$(median < "$OUT/w-obj-$v"); done
 # three suites.
 ONE=(-m test test_generators -q)
 SUITE=(-m test test_generators test_traceback test_sys_setprofile -q)
-if "$PY" -c "import test.libregrtest" 2>/dev/null; then
+if "$TPY" -c "import test.test_generators" 2>/dev/null; then
+    echo "suite python: $TPY ($("$TPY" -V 2>&1))"
     for v in plain off on; do
         rm -f "$OUT"/cg.*
-        (cd "$OUT" && env $(variant_env "$v") YING_ONLY_EXE="$(basename "$(readlink -f "$PY")")" \
-            valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$PY" "${ONE[@]}" >/dev/null 2>"$OUT/vg.err") || true
-        IR[suite-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {print s}')
+        (cd "$OUT" && env $(variant_env "$v") YING_ONLY_EXE="$(basename "$TPY")" \
+            valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$TPY" "${ONE[@]}" >/dev/null 2>"$OUT/vg.err") || true
+        IR[suite-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {printf "%d", s}')
         : > "$OUT/w-suite-$v"
     done
     for _ in $(seq "$RUNS"); do
         for v in plain off on; do
             s=$(date +%s.%N)
-            (cd "$OUT" && env $(variant_env "$v") "$PY" "${SUITE[@]}" >/dev/null 2>&1) || true
+            (cd "$OUT" && env $(variant_env "$v") "$TPY" "${SUITE[@]}" >/dev/null 2>&1) || true
             e=$(date +%s.%N)
             echo "$e - $s" | bc >> "$OUT/w-suite-$v"
         done

@@ -263,3 +263,34 @@ fn hazardous_programs_run_as_plain_and_name_their_frames() {
         );
     }
 }
+
+/// An interpreter Ying does not read (before 3.11) runs as plain with native frames only and
+/// one warning line saying so.
+#[test]
+fn an_older_interpreter_gets_one_warning_and_native_frames() {
+    let pyenv = std::env::var("PYENV_ROOT").map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
+    });
+    let old = std::fs::read_dir(pyenv.join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|e| (7..=10).map(move |m| e.path().join(format!("bin/python3.{m}"))))
+        .find(|p| p.exists());
+    let Some(py) = old else {
+        eprintln!("SKIPPED: no CPython 3.7 to 3.10 interpreter under pyenv");
+        return;
+    };
+    let dir = TestDir::new("python-older");
+    let script = dir.join("bigdict.py");
+    std::fs::write(&script, BIGDICT).expect("write the script");
+    let run = Run::new(&py).arg(&script).timeout(Duration::from_secs(120));
+    let c = compare(&run, &[("YING_CHECK_INTERVAL_SECS", "0")], &dir.reports("old"));
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.len() == 1 && lines[0].contains("older than 3.11"),
+        format!("{}: expected one warning line, got {lines:#?}", py.display()),
+    );
+    let text = c.main_report().text();
+    c.check(!text.contains("bigdict.py:"), format!("Python frames from {}:\n{text}", py.display()));
+}
