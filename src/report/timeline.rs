@@ -373,6 +373,9 @@ impl Timeline {
             .rposition(|l| matches!(l, ShownFrame::Frame(f) if is_allocator_entry(&f.function)))
             .map_or(0, |i| i + 1);
         let past_allocator = if past_allocator < shown.len() { past_allocator } else { 0 };
+        // A stack with Python frames is named by its innermost one (`make_value`), not by the
+        // interpreter's C function it called (`PyUnicode_Concat`).
+        let python = shown.iter().any(|l| matches!(l, ShownFrame::Frame(f) if f.is_python()));
         let mut first_past = None;
         let mut ids: Vec<u32> = Vec::with_capacity(shown.len());
         for (k, l) in shown.iter().enumerate() {
@@ -382,7 +385,11 @@ impl Timeline {
                         name: f.function.to_string(),
                         location: f.short_location().unwrap_or_default(),
                     },
-                    f.framework_crate().is_none() && !f.is_std_internal() && f.file.is_some(),
+                    if python {
+                        f.is_python()
+                    } else {
+                        f.framework_crate().is_none() && !f.is_std_internal() && f.file.is_some()
+                    },
                 ),
                 ShownFrame::Folded { .. } => {
                     (ShownLine { name: l.name().into_owned(), location: String::new() }, false)
