@@ -197,6 +197,28 @@ struct SuiteRun {
 }
 
 impl SuiteRun {
+    /// Each suite's wall time in whole seconds, from the progress lines `python -m test` prints
+    /// as each suite starts (`0:00:07 load avg: 3.80 [5/6] test_sys`); the last one ends with
+    /// the run.
+    fn suite_times(&self) -> BTreeMap<String, u64> {
+        let mut starts: Vec<(String, u64)> = Vec::new();
+        for line in self.outcome.stdout_str().lines() {
+            let mut words = line.split_whitespace();
+            let Some(clock) = words.next() else { continue };
+            let hms: Vec<u64> = clock.split(':').filter_map(|x| x.parse().ok()).collect();
+            let (Some(progress), Some(suite)) = (words.nth(3), words.next()) else { continue };
+            if hms.len() != 3 || !progress.starts_with('[') || !suite.starts_with("test_") {
+                continue;
+            }
+            if starts.iter().all(|(s, _)| s != suite) {
+                starts.push((suite.to_string(), hms[0] * 3600 + hms[1] * 60 + hms[2]));
+            }
+        }
+        let end = self.outcome.elapsed.as_secs();
+        let ends: Vec<u64> = starts.iter().skip(1).map(|(_, t)| *t).chain([end]).collect();
+        starts.iter().zip(ends).map(|((s, t), e)| (s.clone(), e.saturating_sub(*t))).collect()
+    }
+
     fn describe(&self) -> String {
         let out = self.outcome.stdout_str();
         let err = self.outcome.stderr_str();
@@ -246,6 +268,15 @@ fn compare_suites(name: &str, suites: &[&str], shim_settings: Shim) {
         plain.outcome.elapsed.as_secs_f64(),
         shim.outcome.elapsed.as_secs_f64()
     );
+    if suites.len() > 1 {
+        let (p, s) = (plain.suite_times(), shim.suite_times());
+        for suite in suites {
+            let time = |t: &BTreeMap<String, u64>| {
+                t.get(*suite).map_or("?".to_string(), |s| format!("{s} s"))
+            };
+            eprintln!("  {suite}: {} plain, {} under the shim", time(&p), time(&s));
+        }
+    }
     assert!(
         !plain.cases.is_empty(),
         "the plain run of {name} reported no test case:\n{}",
