@@ -133,7 +133,7 @@ fn forks_while_another_thread_allocates_exact_mode() {
 }
 
 /// A Python program that forks after the shim's report thread started (periodic checks on, as
-/// by default: the thread starts at the first safe point whatever the interval). CPython 3.12 and later count the process's threads at `os.fork`
+/// by default: with any interval but 0 the thread starts at the first safe point). CPython 3.12 and later count the process's threads at `os.fork`
 /// (`/proc/self/stat`) and warn, when there is more than one, that the process is
 /// multi-threaded (a `DeprecationWarning`, printed by default in `__main__`): under the shim the
 /// report thread is counted, so a single-threaded program prints a warning the plain run does
