@@ -2,7 +2,9 @@
 //! amount of memory in each of six functions (bytearrays, big strings from a thread, list
 //! arrays under recursion, dicts from an asyncio task, floats and small bytes objects in
 //! pymalloc's arenas), and the program says for each how many bytes the allocators hold for it
-//! (`truth <function> <bytes>`). The program runs under `memray run` (memray installed from
+//! (`truth <function> <requested> <chunks>`: as requested, memray's unit, and as glibc's chunks,
+//! Ying's; each run's own figures, as the arenas a function maps depend on what ran before it).
+//! The program runs under `memray run` (memray installed from
 //! PyPI into a venv in the test's directory) and under the shim, and each tool's figures are
 //! summed per function: every stack (memray's records never freed, Ying's exit-report entries
 //! from the set's manifest) goes to its innermost frame in the program's file.
