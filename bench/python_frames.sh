@@ -40,7 +40,7 @@ for v in plain off on; do
     rm -f "$OUT"/cg.*
     env $(variant_env "$v") YING_ONLY_EXE="$(basename "$(readlink -f "$PY")")" \
         valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$PY" bench/objects.py 500000 1 >/dev/null 2>"$OUT/vg.err"
-    IR[obj-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {printf "%d", s}')
+    IR[obj-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {printf "%.0f", s}')
 done
 for v in plain off on; do : > "$OUT/w-obj-$v"; done
 for _ in $(seq "$RUNS"); do
@@ -57,7 +57,7 @@ if "$TPY" -c "import test.test_generators" 2>/dev/null; then
         rm -f "$OUT"/cg.*
         (cd "$OUT" && env $(variant_env "$v") YING_ONLY_EXE="$(basename "$TPY")" \
             valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$TPY" "${ONE[@]}" >/dev/null 2>"$OUT/vg.err") || true
-        IR[suite-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {printf "%d", s}')
+        IR[suite-$v]=$(grep -h "^summary:" "$OUT"/cg.* | awk '{s+=$2} END {printf "%.0f", s}')
         : > "$OUT/w-suite-$v"
     done
     for _ in $(seq "$RUNS"); do

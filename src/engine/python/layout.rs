@@ -1,7 +1,8 @@
 //! What Ying knows of each CPython version's memory layout: one row per minor version, read from
 //! that version's own headers (`Py_BUILD_CORE`, `offsetof`) on x86_64, so that a new version is a
 //! new row and never new code. `scripts/python-layout.c` prints a row from a version's headers;
-//! `preload-tests/tests/python_frames.rs` checks the rows against the headers installed here.
+//! this module's test compiles it against the headers of every interpreter installed and
+//! compares.
 
 /// How the frames run by one `_PyEval_EvalFrameDefault` activation are told from the next
 /// activation's, and where on the C stack that activation's mark lies.
