@@ -397,7 +397,7 @@ fn cpython_suite_test_mmap() {
 /// `test_sys`), and frames unwound by exceptions and formatted into tracebacks
 /// (`test_traceback`).
 #[test]
-fn cpython_suites_with_python_frames() {
+fn cpython_suite_with_python_frames() {
     compare_suites(
         "python-frames",
         &[
