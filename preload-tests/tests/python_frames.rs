@@ -61,20 +61,14 @@ fn interpreters() -> Vec<(PathBuf, String)> {
     out
 }
 
-const BIGDICT: &str = r#"import sys
-
-def make_value(i):
-    return "value-%d-" % i + "x" * 200
-
-def build_index(n):
-    d = {}
-    for i in range(n):
-        d[i] = make_value(i)
-    return d
-
-idx = build_index(200000)
-print(len(idx))
-"#;
+/// The README's example (`examples/python/bigdict.py`: `make_value` at line 4, called by
+/// `build_index` at line 9, called at line 12), on 200,000 entries.
+fn bigdict() -> String {
+    let path = preload_tests::workspace_root().join("examples/python/bigdict.py");
+    let text = std::fs::read_to_string(&path).expect("examples/python/bigdict.py");
+    assert!(text.contains("build_index(1_000_000)"), "{} changed", path.display());
+    text.replace("build_index(1_000_000)", "build_index(200_000)")
+}
 
 /// The functions and locations of a manifest entry's frames that are in `file`.
 fn python_frames(e: &preload_tests::Entry, file: &str) -> Vec<String> {
@@ -90,7 +84,7 @@ fn the_functions_holding_memory_are_named_with_their_lines() {
     for (py, version) in interpreters() {
         let dir = TestDir::new(&format!("python-frames-{version}"));
         let script = dir.join("bigdict.py");
-        std::fs::write(&script, BIGDICT).expect("write the script");
+        std::fs::write(&script, bigdict()).expect("write the script");
         let run = Run::new(&py).arg(&script).timeout(Duration::from_secs(120));
         let c = compare(&run, &[("YING_CHECK_INTERVAL_SECS", "0")], &dir.reports("on"));
         let set = c.main_report();
@@ -158,7 +152,8 @@ fn a_killed_python_process_leaves_its_python_frames() {
     let dir = TestDir::new(&format!("python-killed-{version}"));
     let script = dir.join("bigdict.py");
     let killed = format!(
-        "{BIGDICT}import os, signal, time\ntime.sleep(1.5)\nos.kill(os.getpid(), signal.SIGKILL)\n"
+        "{}import os, signal, time\ntime.sleep(1.5)\nos.kill(os.getpid(), signal.SIGKILL)\n",
+        bigdict()
     );
     std::fs::write(&script, killed).expect("write the script");
     let reports = dir.reports("killed");
@@ -283,7 +278,7 @@ fn an_older_interpreter_gets_one_warning_and_native_frames() {
     };
     let dir = TestDir::new("python-older");
     let script = dir.join("bigdict.py");
-    std::fs::write(&script, BIGDICT).expect("write the script");
+    std::fs::write(&script, bigdict()).expect("write the script");
     let run = Run::new(&py).arg(&script).timeout(Duration::from_secs(120));
     let c = compare(&run, &[("YING_CHECK_INTERVAL_SECS", "0")], &dir.reports("old"));
     let lines = c.with.ying_lines();
