@@ -462,6 +462,65 @@ mod tests {
         assert_eq!(f("malloc").framework_crate(), None);
     }
 
+    /// In a stack with Python frames, the interpreter's C frames above the innermost Python
+    /// frame fold; those below it (the allocating C code) and every frame of a stack without
+    /// Python frames stay.
+    #[test]
+    fn interpreter_frames_fold_above_the_python_frames_only() {
+        let c = |ip: usize, name: &str| Frame {
+            ip,
+            function: name.into(),
+            file: None,
+            line: None,
+            inlined: false,
+            module: Some("/usr/bin/python3.11".into()),
+        };
+        let py = |id: u32, name: &str| Frame {
+            ip: crate::engine::python::encode(id, 4),
+            function: name.into(),
+            file: Some("/app/main.py".into()),
+            line: Some(4),
+            inlined: false,
+            module: None,
+        };
+        let libc = Frame {
+            module: Some("/lib/x86_64-linux-gnu/libc.so.6".into()),
+            ..c(90, "__libc_start_main")
+        };
+        let frames = vec![
+            c(1, "_PyObject_Malloc"),
+            c(2, "PyUnicode_New"),
+            c(3, "PyUnicode_Concat"),
+            c(4, "PyUnicode_Join"),
+            py(1, "make_value"),
+            c(5, "_PyEval_EvalFrameDefault"),
+            c(6, "_PyFunction_Vectorcall"),
+            c(7, "map_next"),
+            py(2, "<module>"),
+            c(8, "_PyEval_EvalFrameDefault"),
+            c(9, "PyEval_EvalCode"),
+            c(10, "Py_RunMain"),
+            libc,
+        ];
+        assert_eq!(
+            names(&shown_frames(frames.iter(), FrameView::DEFAULT)),
+            [
+                "_PyObject_Malloc",
+                "PyUnicode_New",
+                "PyUnicode_Concat",
+                "PyUnicode_Join",
+                "make_value",
+                "... 3 frames in python ...",
+                "<module>",
+                "... 3 frames in python ...",
+                "__libc_start_main",
+            ]
+        );
+        // Without Python frames nothing of the interpreter's folds.
+        let native: Vec<Frame> = frames.iter().filter(|f| !f.is_python()).cloned().collect();
+        assert_eq!(shown_frames(native.iter(), FrameView::DEFAULT).len(), native.len());
+    }
+
     #[test]
     fn framework_runs_fold_between_the_programs_frames() {
         let frames = vec![
@@ -727,13 +786,16 @@ pub fn shown_frames<'a>(
     if view.expand || !view.fold_framework {
         return visible.into_iter().map(ShownFrame::Frame).collect();
     }
-    // In a stack with Python frames, the interpreter's C frames are its framework.
-    let python = visible.iter().any(|f| f.is_python());
+    // In a stack with Python frames, the interpreter's C frames above the innermost Python
+    // frame (the evaluation loop and call machinery) are its framework; those below it are
+    // the allocating C code (`PyByteArray_Resize`, `PyUnicode_Concat`) and stay.
+    let first_python = visible.iter().position(|f| f.is_python());
     let crates: Vec<Option<&str>> = visible
         .iter()
-        .map(|f| {
-            f.framework_crate()
-                .or_else(|| (python && f.is_python_interpreter()).then_some("python"))
+        .enumerate()
+        .map(|(i, f)| {
+            let machinery = first_python.is_some_and(|p| i > p) && f.is_python_interpreter();
+            f.framework_crate().or_else(|| machinery.then_some("python"))
         })
         .collect();
     if crates.iter().all(Option::is_some) {

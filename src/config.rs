@@ -329,8 +329,8 @@ settings! {
         "Fold each run of 3 or more consecutive frames in crates from the cargo registry or in \
          Rust's standard library into one line such as `... 27 frames in tokio, hyper, axum \
          ...` in text reports, folded stacks and flamegraphs (not in pprof profiles), and in \
-         stacks with Python frames the interpreter's own C frames (`... 9 frames in python \
-         ...`); `false` shows them all.";
+         stacks with Python frames the interpreter's own C frames above the innermost Python \
+         frame (`... 9 frames in python ...`); `false` shows them all.";
     python_frames: bool = true, "YING_PYTHON_FRAMES", parse_bool,
         "In a CPython 3.11 to 3.13 interpreter (the shim only), put each thread's Python frames \
          (qualified function name, file and line) into its sampled stacks, at the place of the \
