@@ -73,13 +73,16 @@ impl<'a> Collector<'a> {
     /// (`engine/python/`) when the process runs an interpreter Ying reads.
     fn finish(mut self) -> usize {
         let mut n = self.n;
+        let python = crate::engine::python::active();
         if let Some(e) = self.last_entry {
             let drop = e + 1;
             self.out.copy_within(drop.min(n)..n, 0);
-            self.lows.copy_within(drop.min(n)..n, 0);
+            if python {
+                self.lows.copy_within(drop.min(n)..n, 0);
+            }
             n = n.saturating_sub(drop);
         }
-        if crate::engine::python::active() {
+        if python {
             n = crate::engine::python::insert(self.out, &self.lows, n);
         }
         n
