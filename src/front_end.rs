@@ -12,7 +12,8 @@
 //!    on its [`crate::Settings`], [`warm_unwinder`] and one [`backtrace::trace`] (so that the
 //!    first sample does not load the unwinder's data inside `malloc`), [`code_range_of`] its
 //!    own code (its frames are dropped from stacks), [`modules`] and [`module_of`] to learn who
-//!    owns the program's `malloc` ([`set_foreign_malloc`] when it is not the shim), and
+//!    owns the program's `malloc` ([`set_foreign_malloc`] when it is not the shim),
+//!    [`set_allocator`] for the allocator the shim forwards to, and
 //!    [`mapped::set_tracking`] for `YING_TRACK_MMAP`. Reports come from
 //!    [`snapshot::take`] through a [`crate::utils::ProfileSource`] of its own.
 //! 2. **Each thread**: [`hooks::thread_started`] with the thread's stack ([`stack_bounds`], or
@@ -139,6 +140,13 @@ pub fn fork_child(ts: Option<&thread_state::ThreadState>) {
 /// shim: reports then say that the profiler saw nothing of that heap.
 pub fn set_foreign_malloc(owner: String) {
     crate::report::set_foreign_malloc(owner)
+}
+
+/// Records which allocator the shim forwards to, as reports name it (`glibc (<path>)`, or a
+/// chained allocator's `<path>, under Ying`), and whether it is glibc's (the resident-set
+/// breakdown then looks for glibc's heap regions).
+pub fn set_allocator(description: String, glibc: bool) {
+    crate::report::set_allocator(description, glibc)
 }
 
 /// Looks up what the caching unwinder needs from glibc, at start-up.

@@ -1,10 +1,12 @@
 // C++ allocation under the shim: new/delete, new[]/delete[] and aligned new (an alignas(64)
 // type and an explicit std::align_val_t), each in a marker function. Sizes are multiples of
 // their alignment, so every path requests exactly the bytes below. The shim counts glibc
-// chunks (usable size plus the 8-byte header), and where an aligned block's chunk ends depends
-// on where the heap starts, so the program counts each marker's chunk bytes itself and writes
-// them as `chunks <marker> <allocated> <freed>` lines to the file named by $CHUNKS_FILE, if set
-// (tests/cxx.rs reads them).
+// chunks (usable size plus the 8-byte header; the header is $YING_TEST_CHUNK_HEADER bytes when
+// set, 0 for a run chained to another allocator, whose usable size the shim counts as is), and
+// where an aligned block's chunk ends depends on where the heap starts, so the program counts
+// each marker's chunk bytes itself and writes them as `chunks <marker> <allocated> <freed>`
+// lines to the file named by $CHUNKS_FILE, if set (tests/cxx.rs and tests/chained.rs read
+// them). The counts of allocations are mirrored in preload-tests/src/exact.rs.
 #include <malloc.h>
 
 #include <cstdio>
@@ -18,8 +20,17 @@ static const char *marker_names[MK_N] = {"marker_new", "marker_new_array", "mark
                                          "marker_align_val_new", "marker_new_delete"};
 static unsigned long chunks_allocated[MK_N], chunks_freed[MK_N];
 
-// A live block's glibc chunk (none here is mmapped, whose header is 16 bytes).
-static unsigned long chunk(void *p) { return malloc_usable_size(p) + 8; }
+// The bytes the shim counts for a block on top of its usable size: glibc's 8-byte chunk header
+// (none here is mmapped, whose header is 16 bytes), or $YING_TEST_CHUNK_HEADER when set (0
+// under another allocator). Read once, at the start of main.
+static unsigned long chunk_header = 8;
+static void read_chunk_header() {
+    const char *h = std::getenv("YING_TEST_CHUNK_HEADER");
+    if (h && *h) chunk_header = std::strtoul(h, nullptr, 10);
+}
+
+// The bytes the shim counts for a live block.
+static unsigned long chunk(void *p) { return malloc_usable_size(p) + chunk_header; }
 static void counted(int m, void *p) { chunks_allocated[m] += chunk(p); }
 static void count_free(int m, void *p) { chunks_freed[m] += chunk(p); }
 
@@ -98,6 +109,7 @@ __attribute__((noinline)) void marker_new_delete(unsigned long n) {
 
 // With the argument "warmup", one 2 MiB block is allocated and freed first (see tests/cxx.rs).
 int main(int argc, char **argv) {
+    read_chunk_header();
     if (argc > 1 && std::strcmp(argv[1], "warmup") == 0) {
         void *w = ::operator new(2u << 20);
         std::memset(w, 0, 16);

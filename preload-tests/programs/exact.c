@@ -1,10 +1,12 @@
 /* Allocates known numbers of bytes under distinct marker functions, so that an exact-mode
  * profile (YING_SAMPLE_INTERVAL_BYTES=1) can be checked to the byte. Every marker calls the
  * allocator directly; the lines tagged `TAG:<name>` are the call sites the test looks up to
- * check the file:line the report gives. The counts are mirrored in tests/exact.rs; the bytes
- * are counted here as the shim counts them, in glibc chunks (a block's usable size plus the
- * 8-byte header), and printed as `chunks <marker> <allocated> <freed>` lines: a realloc's growth
- * counts as allocated bytes, its shrink as freed bytes. They go to the file named by
+ * check the file:line the report gives. The counts are mirrored in preload-tests/src/exact.rs;
+ * the bytes are counted here as the shim counts them, in glibc chunks (a block's usable size
+ * plus the 8-byte header; the header is $YING_TEST_CHUNK_HEADER bytes when set, 0 for a run
+ * chained to another allocator, whose usable size the shim counts as is), and printed as
+ * `chunks <marker> <allocated> <freed>` lines: a realloc's growth counts as allocated bytes, its
+ * shrink as freed bytes. They go to the file named by
  * $CHUNKS_FILE, if set, not to stdout: where an aligned block's chunk ends depends on where the
  * heap starts, which differs from run to run. */
 #define _GNU_SOURCE
@@ -56,9 +58,17 @@ static const char *marker_names[MK_N] = {
 };
 static unsigned long chunks_allocated[MK_N], chunks_freed[MK_N];
 
-/* glibc's chunk size of a live block: its usable size plus the 8-byte header (16 for mmapped
- * blocks, which are far larger than any block here). */
-static size_t chunk(void *p) { return malloc_usable_size(p) + 8; }
+/* The bytes the shim counts for a block on top of its usable size: glibc's 8-byte chunk header
+ * (16 for mmapped blocks, which are far larger than any block here), or $YING_TEST_CHUNK_HEADER
+ * when set (0 under another allocator). Read once, at the start of main. */
+static size_t chunk_header = 8;
+static void read_chunk_header(void) {
+    const char *h = getenv("YING_TEST_CHUNK_HEADER");
+    if (h && *h) chunk_header = strtoul(h, NULL, 10);
+}
+
+/* The bytes the shim counts for a live block. */
+static size_t chunk(void *p) { return malloc_usable_size(p) + chunk_header; }
 static void *counted(int m, void *p) {
     chunks_allocated[m] += chunk(p);
     return p;
@@ -169,15 +179,24 @@ __attribute__((noinline)) void marker_valloc(void) {
     }
 }
 
-/* realloc(p, 0) frees the block (glibc): allocated, never retained. */
+/* realloc(p, 0) frees the block and returns NULL (glibc, jemalloc, tcmalloc); mimalloc instead
+ * shrinks it to a minimal block, freed here. Either way: one allocation, one free, allocated
+ * bytes only. */
 __attribute__((noinline)) void marker_realloc_zero(void) {
     for (int i = 0; i < ZERO_N; i++) {
         unsigned char *p = counted(MK_REALLOC_ZERO, malloc(ZERO_SIZE));
         memset(p, 4, ZERO_SIZE);
         sink = p;
-        count_free(MK_REALLOC_ZERO, p);
+        size_t old = chunk(p);
         p = realloc(p, 0);
-        if (p != NULL) abort();
+        if (p == NULL) {
+            chunks_freed[MK_REALLOC_ZERO] += old;
+        } else {
+            count_realloc(MK_REALLOC_ZERO, old, p);
+            sink = p;
+            count_free(MK_REALLOC_ZERO, p);
+            free(p);
+        }
     }
 }
 
@@ -190,6 +209,7 @@ __attribute__((noinline)) void marker_realloc_null(void) {
 }
 
 int main(void) {
+    read_chunk_header();
     marker_keep();
     marker_churn();
     marker_calloc();

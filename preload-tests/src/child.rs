@@ -1,6 +1,10 @@
 //! Running one program as a child: with a timeout, in its own process group (killed whole when
 //! time runs out), its output captured and shown in full on failure; and the comparison every
 //! shim test makes, the plain run against the run under the shim.
+//!
+//! A run may name another allocator to chain the shim to ([`Run::preload_after`]): the run
+//! under the shim then preloads `libying.so:<allocator>`, and the plain run preloads the
+//! allocator alone, so that the control is the same allocator without Ying.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -19,8 +23,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most bytes of stdout/stderr shown in a failure message (head and tail are kept).
 const SHOW_LIMIT: usize = 64 * 1024;
 
-/// One child process to run: program, arguments, variables, working directory, timeout, and
-/// whether to preload the shim.
+/// One child process to run: program, arguments, variables, working directory, timeout,
+/// whether to preload the shim, and what to preload after it.
 #[derive(Debug, Clone)]
 pub struct Run {
     program: OsString,
@@ -29,6 +33,7 @@ pub struct Run {
     cwd: Option<PathBuf>,
     timeout: Duration,
     preload: bool,
+    after: Option<PathBuf>,
 }
 
 impl Run {
@@ -41,6 +46,7 @@ impl Run {
             cwd: None,
             timeout: DEFAULT_TIMEOUT,
             preload: false,
+            after: None,
         }
     }
 
@@ -89,18 +95,38 @@ impl Run {
         self
     }
 
-    /// The same run without the shim.
+    /// The same run without the shim (but with the object of [`Run::preload_after`], if any).
     pub fn without_preload(mut self) -> Self {
         self.preload = false;
         self
     }
 
+    /// Preloads `object` (another allocator, e.g. `libjemalloc.so.2`) after the shim: with the
+    /// shim the run sets `LD_PRELOAD=<libying.so>:<object>`, without it
+    /// `LD_PRELOAD=<object>`, so that the plain run of [`compare`] is the program under that
+    /// allocator alone. Either way it replaces an `LD_PRELOAD` set with [`Run::env`].
+    pub fn preload_after(mut self, object: impl Into<PathBuf>) -> Self {
+        self.after = Some(object.into());
+        self
+    }
+
+    /// The object preloaded after the shim ([`Run::preload_after`]), if any.
+    pub fn preloaded_after(&self) -> Option<&Path> {
+        self.after.as_deref()
+    }
+
     /// The variables this run sets, `LD_PRELOAD` included.
     pub fn vars(&self) -> Vec<(String, String)> {
         let mut v = self.env.clone();
-        if self.preload {
+        let after = self.after.as_ref().map(|p| p.display().to_string());
+        let preload = match (self.preload, after) {
+            (true, None) => Some(preload_lib().display().to_string()),
+            (true, Some(a)) => Some(format!("{}:{a}", preload_lib().display())),
+            (false, a) => a,
+        };
+        if let Some(p) = preload {
             v.retain(|(k, _)| k != "LD_PRELOAD");
-            v.push(("LD_PRELOAD".to_string(), preload_lib().display().to_string()));
+            v.push(("LD_PRELOAD".to_string(), p));
         }
         v
     }
@@ -363,7 +389,8 @@ fn shown(bytes: &[u8]) -> String {
     format!("{head}\n[... {} bytes not shown ...]\n{tail}", s.len() - head.len() - tail.len())
 }
 
-/// The two runs of one program: without and with the shim.
+/// The two runs of one program: without and with the shim (both with the object of
+/// [`Run::preload_after`], if any).
 #[derive(Debug, Clone)]
 pub struct Comparison {
     /// The run without the shim.
@@ -420,13 +447,22 @@ impl Comparison {
 }
 
 /// Runs `run` without the shim, then with it (its `YING_*` settings plus
-/// `YING_REPORTING_PATH=<reports>`), and asserts that both finished in time, exited the same
+/// `YING_REPORTING_PATH=<reports>`; an object of [`Run::preload_after`] is preloaded in both),
+/// and asserts that both finished in time, exited the same
 /// way and printed the same stdout, and that stderr differs only by `ying:` lines. The `ying:`
 /// lines are not checked here: call [`Comparison::assert_no_ying_lines`] or inspect them.
 pub fn compare(run: &Run, ying: &[(&str, &str)], reports: &Path) -> Comparison {
     let without = run.clone().without_preload().run();
     let with = shim_run(run, ying, reports).run();
     checked(Comparison { without, with, reports: reports.to_path_buf() })
+}
+
+/// The two runs of [`compare`] without its checks that both print the same and exit the same:
+/// for a program whose output differs under the shim by design (a request the shim refuses).
+pub fn compare_unchecked(run: &Run, ying: &[(&str, &str)], reports: &Path) -> Comparison {
+    let without = run.clone().without_preload().run();
+    let with = shim_run(run, ying, reports).run();
+    Comparison { without, with, reports: reports.to_path_buf() }
 }
 
 /// As [`compare`], with both runs at the same time and the plain one given its own arguments
@@ -496,6 +532,15 @@ mod tests {
         assert!(!o.success());
         assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
         assert!(o.describe().contains("TIMED OUT"), "{}", o.describe());
+    }
+
+    #[test]
+    fn the_plain_run_preloads_the_chained_object_alone() {
+        let run = Run::new("true").env("LD_PRELOAD", "/other.so").preload_after("/x/liba.so");
+        assert_eq!(run.preloaded_after(), Some(Path::new("/x/liba.so")));
+        let vars = run.without_preload().vars();
+        assert_eq!(vars, vec![("LD_PRELOAD".to_string(), "/x/liba.so".to_string())]);
+        assert!(Run::new("true").vars().is_empty());
     }
 
     #[test]

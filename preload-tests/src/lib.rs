@@ -77,6 +77,7 @@
 //! | `wait_points.rs` | the report thread starts at each kind of wait (sleep, poll, select, read, condition, signal and child waits, accept), never in a signal handler or a `vfork` child; dispositions read back as installed; one line at exit when it never started |
 //! | `descriptors.rs` | no descriptor of Ying's in `/proc/self/fd` between reports, a program at its `RLIMIT_NOFILE` keeps every slot, low descriptors closed under the endpoint, a worker that changed user is told once |
 //! | `lifecycle.rs` | a `main` that ends with `pthread_exit` ends with its last thread, `exit` from three threads at once, from an `atexit` handler and during a dump: one complete set, no temporary file; CPython's `test_3_join_in_forked_from_thread` |
+//! | `chained.rs` | `LD_PRELOAD=libying.so:<allocator>` for jemalloc, tcmalloc, tcmalloc_minimal and mimalloc: exact-mode bytes (the allocator's usable size) and counts per marker of `exact.c` and `cxx.cpp`, counts as under glibc; the header's `allocator:` and `bytes counted:` lines; sqlite3, python3 and 16 threads against the allocator alone |
 //! | `seccomp.rs` | filters installed with `prctl` and `syscall(SYS_seccomp)`, with and without `TSYNC`, that kill, trap or fail each call Ying makes: the program lives as in the plain run; harmless filters change nothing; strict mode |
 //!
 //! # The harness, by job
@@ -85,7 +86,8 @@
 //! |---|---|
 //! | `shim` | where things are: the shim under test, the workspace, the test programs, optional tools; the `YING_*` settings most tests use ([`EXACT`], [`QUIET`]) |
 //! | `programs` | [`TestDir`]: the per-test scratch directory that compiles the C, C++ and Rust programs; [`tagged_line`], [`chunk_counts`] |
-//! | `child` | [`Run`] and [`Outcome`]: one child with a timeout in its own process group; [`compare`]: the plain run against the shim's |
+//! | `child` | [`Run`] and [`Outcome`]: one child with a timeout in its own process group; [`compare`]: the plain run against the shim's; [`Run::preload_after`]: another allocator after the shim, alone in the plain run |
+//! | `exact` | [`EXACT_PROGRAM`], [`CXX_PROGRAM`]: the programs that count their own bytes per [`Marker`]; [`check_folded_bytes`], [`check_entries`], [`marker_counts`]: a report against their count |
 //! | `reports` | [`ReportSet`], [`report_sets`], [`parse_report_name`]: the sets a run wrote; [`Folded`] and [`Manifest`]: their contents |
 //!
 //! Everything is re-exported here, so tests name it `preload_tests::...` whatever its module.
@@ -94,11 +96,13 @@
 //! `cargo test -p preload-tests -- --ignored`.
 
 mod child;
+mod exact;
 mod programs;
 mod reports;
 mod shim;
 
 pub use child::*;
+pub use exact::*;
 pub use programs::*;
 pub use reports::*;
 pub use shim::*;

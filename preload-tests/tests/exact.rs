@@ -4,41 +4,14 @@
 //!
 //! The shim counts glibc chunks (usable size plus the 8-byte header) in every figure, so the
 //! program counts its blocks' chunks itself and writes them to `$CHUNKS_FILE` (see
-//! `chunk_counts`): a realloc's growth is allocated bytes, its shrink freed bytes.
-
-use std::path::{Path, PathBuf};
+//! `chunk_counts`): a realloc's growth is allocated bytes, its shrink freed bytes. The markers,
+//! their allocation counts and the per-marker checks are shared with `chained.rs`
+//! (`preload_tests::EXACT_PROGRAM`, `check_folded_bytes`, `check_entries`).
 
 use preload_tests::{
-    Comparison, EXACT, EXACT_ALLOCATED, Run, TestDir, chunk_counts, compare, tagged_line,
+    Comparison, EXACT, EXACT_ALLOCATED, EXACT_PROGRAM, Run, TestDir, check_entries,
+    check_folded_bytes, compare, tagged_line,
 };
-
-/// (marker, live allocations, allocations) as exact.c makes them; see the comments there.
-const MARKERS: &[(&str, u64, u64)] = &[
-    ("marker_keep", 100, 100),
-    ("marker_churn", 0, 50),
-    // Each calloc follows a malloc + free of the same size (to dirty the memory it reuses).
-    ("marker_calloc", 10, 20),
-    ("marker_posix_memalign", 20, 20),
-    // malloc(1000) -> realloc 30000 -> realloc 2000: one allocation that grew, then shrank.
-    ("marker_realloc_chain", 5, 5),
-    ("marker_aligned_alloc", 0, 4),
-    ("marker_valloc", 6, 6),
-    ("marker_realloc_zero", 0, 3),
-    ("marker_realloc_null", 12, 12),
-];
-
-/// Where exact.c writes its chunk counts for the runs reporting to `reports`.
-fn chunks_file(reports: &Path) -> PathBuf {
-    reports.with_extension("chunks")
-}
-
-/// The chunk bytes (allocated, freed) exact.c counted for `marker` in the run with the shim
-/// (the second run, so the file holds its figures).
-fn chunks(c: &Comparison, marker: &str) -> (u64, u64) {
-    let got = chunk_counts(&chunks_file(&c.reports), marker);
-    c.check(got.is_some(), format!("no `chunks {marker} A F` line from exact.c"));
-    got.unwrap_or_default()
-}
 
 /// Markers whose allocation call site is tagged `TAG:<marker>` in exact.c.
 const TAGGED: &[&str] = &[
@@ -49,15 +22,12 @@ const TAGGED: &[&str] = &[
     "marker_realloc_chain",
 ];
 
+/// exact.c (its markers: [`EXACT_PROGRAM`]) compared under the shim with `vars`.
 fn run_exact(name: &str, vars: &[(&str, &str)]) -> (TestDir, Comparison) {
     let dir = TestDir::new(name);
-    let exe = dir.compile_c("exact.c", &[]);
+    let exe = EXACT_PROGRAM.compile(&dir);
     let reports = dir.reports(name);
-    let run = Run::new(&exe).env("CHUNKS_FILE", chunks_file(&reports).display().to_string());
-    let c = compare(&run, vars, &reports);
-    c.check(c.with.success(), "exact.c failed");
-    c.check(c.with.stdout_str().starts_with("kept 153 blocks, checksum "), "unexpected output");
-    c.assert_no_ying_lines();
+    let c = EXACT_PROGRAM.compare(&EXACT_PROGRAM.run(&exe, &reports), vars, &reports);
     (dir, c)
 }
 
@@ -84,26 +54,12 @@ fn exact_mode_retained_bytes_match_per_marker() {
     let (_dir, c) = run_exact("exact-retained", EXACT);
     let r = c.main_report();
     c.check(r.has("txt") && r.has("folded") && r.has("svg"), "incomplete report set");
-    let folded = r.folded();
     let m = r.manifest();
     c.check(m.sample_interval_bytes == 1, "the report does not show exact mode");
-    for &(marker, live, _) in MARKERS {
-        let (allocated, freed) = chunks(&c, marker);
-        let retained = allocated - freed;
-        let got = folded.bytes_through(marker);
-        c.check(
-            got == retained,
-            format!("{marker}: folded retained {got} bytes, expected {retained}"),
-        );
-        let blocks: Vec<_> = m.entries_through(marker).collect();
-        let bytes: u64 = blocks.iter().map(|b| b.retained_bytes).sum();
-        let count: u64 = blocks.iter().map(|b| b.retained_count).sum();
-        c.check(
-            bytes == retained && count == live,
-            format!("{marker}: text report retains {bytes} bytes in {count} allocations, expected {retained} in {live}"),
-        );
-    }
-    check_locations(&c, |m| MARKERS.iter().any(|x| x.0 == m && x.1 > 0));
+    // Per marker: the folded profile, and the entries' retained bytes and live allocations.
+    check_folded_bytes(&c, EXACT_PROGRAM.markers);
+    check_entries(&c, EXACT_PROGRAM.markers);
+    check_locations(&c, |m| EXACT_PROGRAM.keeping().any(|x| x.name == m));
     // Summed over every stack, the estimates are the exact totals (the shim's start-up
     // allocations, made before sampling is switched on, aside).
     let (exact, sampled) = (m.totals.retained_bytes, m.estimated.retained_bytes);
@@ -117,7 +73,6 @@ fn exact_mode_retained_bytes_match_per_marker() {
 fn exact_mode_allocated_bytes_match_per_marker() {
     let (_dir, c) = run_exact("exact-allocated", EXACT_ALLOCATED);
     let r = c.main_report();
-    let folded = r.folded();
     let m = r.manifest();
     c.check(m.ranked_by == "allocated", "the report is not ranked by allocated bytes");
     // Each entry leads with the figure it is ranked by (marker_churn retains nothing: its
@@ -129,30 +84,10 @@ fn exact_mode_allocated_bytes_match_per_marker() {
         let led = line.split_once(' ').is_some_and(|(_, rest)| rest.starts_with("allocated "));
         c.check(led, format!("entry not led by its allocated figure: {line}"));
     }
-    for &(marker, live, allocations) in MARKERS {
-        let (allocated, freed) = chunks(&c, marker);
-        let got = folded.bytes_through(marker);
-        c.check(
-            got == allocated,
-            format!("{marker}: folded allocated {got} bytes, expected {allocated}"),
-        );
-        let blocks: Vec<_> = m.entries_through(marker).collect();
-        let sum = |f: fn(&preload_tests::Entry) -> u64| blocks.iter().map(|b| f(b)).sum::<u64>();
-        let (a, n, fb, nf) = (
-            sum(|b| b.allocated_bytes),
-            sum(|b| b.allocations),
-            sum(|b| b.freed_bytes),
-            sum(|b| b.frees),
-        );
-        c.check(
-            a == allocated && n == allocations,
-            format!("{marker}: text report allocated {a} bytes in {n}, expected {allocated} in {allocations}"),
-        );
-        // What is not retained was freed, by free(), realloc(p, 0) or a shrinking realloc.
-        c.check(fb == freed, format!("{marker}: freed {fb} bytes, expected {freed}"));
-        let frees = allocations - live;
-        c.check(nf == frees, format!("{marker}: {nf} frees, expected {frees}"));
-    }
+    // Per marker: the folded profile, and the entries' allocated and freed bytes,
+    // allocations and frees.
+    check_folded_bytes(&c, EXACT_PROGRAM.markers);
+    check_entries(&c, EXACT_PROGRAM.markers);
     check_locations(&c, |_| true);
 }
 

@@ -11,8 +11,28 @@ use preload_tests::{
 const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
-/// The 49 names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 56] = [
+/// The names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
+const EXPECTED: [&str; 78] = [
+    "_ZdaPv",
+    "_ZdaPvRKSt9nothrow_t",
+    "_ZdaPvSt11align_val_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvm",
+    "_ZdaPvmSt11align_val_t",
+    "_ZdlPv",
+    "_ZdlPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPvm",
+    "_ZdlPvmSt11align_val_t",
+    "_Znam",
+    "_ZnamRKSt9nothrow_t",
+    "_ZnamSt11align_val_t",
+    "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_Znwm",
+    "_ZnwmRKSt9nothrow_t",
+    "_ZnwmSt11align_val_t",
+    "_ZnwmSt11align_val_tRKSt9nothrow_t",
     "accept",
     "accept4",
     "aligned_alloc",
@@ -26,6 +46,8 @@ const EXPECTED: [&str; 56] = [
     "epoll_wait",
     "exit",
     "free",
+    "free_aligned_sized",
+    "free_sized",
     "malloc",
     "malloc_usable_size",
     "memalign",

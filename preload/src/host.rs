@@ -26,6 +26,12 @@ unsafe extern "C" {
     fn ying_tls_state() -> *mut c_void;
 }
 
+unsafe extern "C" {
+    /// A map of all ones as long as the engine's filter (src/tls.c): a thread whose free
+    /// filter it is sends every free to the slow path.
+    static ying_reject_none: [u8; 1 << 19];
+}
+
 #[cfg(target_arch = "x86_64")]
 unsafe extern "C" {
     /// The calling thread's 128-byte initial-exec TLS block (src/tls.c); only its address is
@@ -187,6 +193,7 @@ fn exit_key() -> Option<libc::pthread_key_t> {
 pub(crate) struct ShimHost;
 
 impl Host for ShimHost {
+    // glibc's chunks; a chained allocator's usable bytes instead (`ShimSource::unit`).
     const UNIT: ying_profiler::ByteUnit = ying_profiler::ByteUnit::Chunk;
 
     #[inline(always)]
@@ -225,6 +232,11 @@ impl Host for ShimHost {
     }
 
     fn real_filter() -> *const u8 {
+        if crate::chain::next().is_some() {
+            // Every free of a chained allocator's block takes the slow path (see `chain`).
+            // SAFETY: only the address of the C array is taken; it is read-only data.
+            return std::ptr::addr_of!(ying_reject_none).cast();
+        }
         ying_profiler::front_end::filter::byte_map()
     }
 

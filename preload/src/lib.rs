@@ -14,6 +14,8 @@
 //! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
 //! `prctl` and `syscall` are exported to see a seccomp filter being installed (`seccomp`).
 
+mod chain;
+mod cxx;
 mod host;
 mod libc_alloc;
 mod maps;
@@ -50,7 +52,27 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 56] = [
+pub const EXPORTED_SYMBOLS: [&str; 78] = [
+    "_ZdaPv",
+    "_ZdaPvRKSt9nothrow_t",
+    "_ZdaPvSt11align_val_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvm",
+    "_ZdaPvmSt11align_val_t",
+    "_ZdlPv",
+    "_ZdlPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPvm",
+    "_ZdlPvmSt11align_val_t",
+    "_Znam",
+    "_ZnamRKSt9nothrow_t",
+    "_ZnamSt11align_val_t",
+    "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_Znwm",
+    "_ZnwmRKSt9nothrow_t",
+    "_ZnwmSt11align_val_t",
+    "_ZnwmSt11align_val_tRKSt9nothrow_t",
     "accept",
     "accept4",
     "aligned_alloc",
@@ -64,6 +86,8 @@ pub const EXPORTED_SYMBOLS: [&str; 56] = [
     "epoll_wait",
     "exit",
     "free",
+    "free_aligned_sized",
+    "free_sized",
     "malloc",
     "malloc_usable_size",
     "memalign",
@@ -144,13 +168,15 @@ static CONSTRUCTOR: extern "C" fn() = {
 // preloaded, which is the purpose of the library.
 
 /// C `malloc`, written out in assembly because every instruction of it counts (see
-/// bench/README.md). A request below the giant limit goes to glibc; the block's chunk size is
+/// bench/README.md). A request below the giant limit goes to glibc (the limit is read from
+/// `chain::MALLOC_FAST_BELOW`, zero while the allocator under Ying is not known to be glibc's,
+/// which sends every call to `malloc_slow`); the block's chunk size is
 /// then subtracted from the thread's budget, one instruction that counts the block and decides
 /// whether it is sampled (see `ThreadState`). The request waits on the stack, in the slot that
 /// keeps the stack aligned for the call, for the path that needs it after the call: a sample
 /// (or a thread that is not sampling, whose budget is zero). A failed allocation returns glibc's
-/// NULL and `errno`. Giant requests (compared with `SETTINGS`' limit) take the hooks' path
-/// before any allocation, which refuses them.
+/// NULL and `errno`. Giant requests take the hooks' path before any allocation, which refuses
+/// them.
 ///
 /// # Safety
 /// As for glibc's `malloc`.
@@ -162,11 +188,10 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // clobbers only caller-saved registers (rax, rcx, rdx, rsi, rdi), calls glibc with the stack
     // 16-byte aligned (the push), leaves the stack as it found it on every path, and its tail
     // jumps reach extern "C" functions with the stack as at entry, so they return to our
-    // caller. It reads SETTINGS' giant limit (an 8-byte atomic at a constant offset of a
-    // static) and the thread's own TLS block at its initial-exec offset, and writes only the
+    // caller. It reads the fast path's limit (an 8-byte atomic static) and the thread's own TLS block at its initial-exec offset, and writes only the
     // thread's budget, which no other thread writes.
     std::arch::naked_asm!(
-        "cmp rdi, qword ptr [rip + {settings} + {limit}]",
+        "cmp rdi, qword ptr [rip + {fast_below}]",
         "jae {slow}",
         "push rdi",
         "call qword ptr [rip + {real}@GOTPCREL]",
@@ -184,8 +209,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         "pop rsi",
         "mov rdi, rax",
         "jmp {missed}",
-        settings = sym SETTINGS,
-        limit = const hooks::MAX_ALLOC_BYTES_OFFSET,
+        fast_below = sym chain::MALLOC_FAST_BELOW,
         slow = sym malloc_slow,
         real = sym __libc_malloc,
         tls = sym host::ying_tls_block,
@@ -194,11 +218,47 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     )
 }
 
-/// `malloc` of a request at or above the giant limit: the hooks refuse it.
+/// `malloc` of a request at or above the giant limit (the hooks refuse it), or any request
+/// while the allocator under Ying is not glibc's.
 #[cfg(target_arch = "x86_64")]
 extern "C" fn malloc_slow(size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc with the caller's argument.
-    alloc_with(size, move || unsafe { __libc_malloc(size) })
+    malloc_any(size)
+}
+
+/// `malloc` through the hooks, to whichever allocator is under Ying.
+#[inline(always)]
+pub(crate) fn malloc_any(size: usize) -> *mut c_void {
+    match chain::next() {
+        // SAFETY: forwards to the chained allocator with the caller's argument.
+        Some(n) => chained_alloc(n, size, move || unsafe { (n.malloc)(size) }),
+        // SAFETY: forwards to glibc with the caller's argument.
+        None => alloc_with(size, move || unsafe { __libc_malloc(size) }),
+    }
+}
+
+/// One allocation through the hooks to the chained allocator `n`, counted in its usable bytes.
+#[inline(always)]
+fn chained_alloc(
+    n: &'static chain::Next,
+    size: usize,
+    real: impl FnOnce() -> *mut c_void + Copy,
+) -> *mut c_void {
+    if chain::reentered() {
+        return real();
+    }
+    let p =
+        on_alloc::<ShimHost>(&SETTINGS, size, move || chain::inside(real).cast(), chained_size(n));
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p.cast()
+}
+
+/// The counted size of a chained allocator's live, non-null block: its usable size.
+#[inline(always)]
+fn chained_size(n: &'static chain::Next) -> impl Fn(*mut u8) -> usize + Copy {
+    // SAFETY: only called with non-null blocks of that allocator (the hooks' contract).
+    move |p| unsafe { chain::counted(n, p.cast()) }
 }
 
 /// `malloc`'s block `p` used up the budget with `charged` bytes (see `hooks::charge_missed`).
@@ -216,8 +276,7 @@ extern "C" fn malloc_charge_missed(p: *mut c_void, _request: usize, charged: usi
 #[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc with the caller's argument.
-    alloc_with(size, move || unsafe { __libc_malloc(size) })
+    malloc_any(size)
 }
 
 /// C `calloc`: an overflowing `n * size` gives NULL and `ENOMEM`.
@@ -230,8 +289,12 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
-    // SAFETY: forwards to glibc with the caller's arguments.
-    alloc_with(total, move || unsafe { __libc_calloc(n, size) })
+    match chain::next() {
+        // SAFETY: forwards to the chained allocator with the caller's arguments.
+        Some(next) => chained_alloc(next, total, move || unsafe { (next.calloc)(n, size) }),
+        // SAFETY: forwards to glibc with the caller's arguments.
+        None => alloc_with(total, move || unsafe { __libc_calloc(n, size) }),
+    }
 }
 
 /// C `free`: the record of a sampled block is removed before the block is released. The
@@ -262,6 +325,9 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
+    if chain::next().is_some() {
+        return free_slow(p);
+    }
     ying_profiler::front_end::hooks::on_free::<ShimHost>(
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
@@ -272,9 +338,20 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     )
 }
 
-/// Everything but the unsampled path of `free` (and all of `cfree`).
+/// Everything but the unsampled path of `free` (and all of `cfree`, and every `free` to a
+/// chained allocator: its threads' filters send every free here).
 #[inline(never)]
 fn free_slow(p: *mut c_void) {
+    if let Some(n) = chain::next() {
+        if chain::reentered() {
+            // SAFETY: the allocator's own block, freed from inside it (see `chain::reentered`).
+            return unsafe { (n.free)(p) };
+        }
+        return hooks::free_slow::<ShimHost>(p.cast(), chained_size(n), |p| {
+            // SAFETY: `p` is null or a live block of the chained allocator (caller contract).
+            chain::inside(|| unsafe { (n.free)(p.cast()) })
+        });
+    }
     hooks::free_slow::<ShimHost>(
         p.cast(),
         // SAFETY: called only for a non-null `p`, a live glibc block (caller contract), so its
@@ -304,6 +381,27 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
         // SAFETY: `malloc` has no preconditions.
         return unsafe { malloc(size) };
+    }
+    if let Some(n) = chain::next() {
+        if chain::reentered() {
+            // SAFETY: the allocator's own block, from inside it (see `chain::reentered`).
+            return unsafe { (n.realloc)(p, size) };
+        }
+        // SAFETY: `p` is a live block of the chained allocator (caller contract).
+        let old = unsafe { chain::counted(n, p) };
+        let q = on_realloc::<ShimHost>(
+            &SETTINGS,
+            p.cast(),
+            old,
+            size,
+            // SAFETY: forwards to the chained allocator with the caller's arguments.
+            || chain::inside(|| unsafe { (n.realloc)(p, size) }).cast(),
+            chained_size(n),
+        );
+        if q.is_null() && size != 0 {
+            set_errno(libc::ENOMEM);
+        }
+        return q.cast();
     }
     // SAFETY: `p` is a live glibc block (caller contract).
     let old = unsafe { counted_size(p.cast()) };
@@ -354,8 +452,7 @@ pub unsafe extern "C" fn posix_memalign(
     }
     // SAFETY: errno is restored: posix_memalign reports through its return value.
     let saved = unsafe { *libc::__errno_location() };
-    // SAFETY: forwards to glibc with a valid alignment.
-    let p = alloc_with(size, move || unsafe { __libc_memalign(align, size) });
+    let p = aligned_any(align, size);
     set_errno(saved);
     if p.is_null() {
         return libc::ENOMEM;
@@ -374,8 +471,18 @@ fn memalign_like(align: usize, size: usize) -> *mut c_void {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     }
-    // SAFETY: forwards to glibc with the caller's arguments.
-    alloc_with(size, move || unsafe { __libc_memalign(align, size) })
+    aligned_any(align.max(1).checked_next_power_of_two().unwrap_or(align), size)
+}
+
+/// An aligned allocation through the hooks, to whichever allocator is under Ying; `align` is
+/// a power of two (glibc rounds others up itself).
+fn aligned_any(align: usize, size: usize) -> *mut c_void {
+    match chain::next() {
+        // SAFETY: forwards to the chained allocator with a power-of-two alignment.
+        Some(n) => chained_alloc(n, size, move || unsafe { n.memalign(align, size) }),
+        // SAFETY: forwards to glibc with the caller's arguments.
+        None => alloc_with(size, move || unsafe { __libc_memalign(align, size) }),
+    }
 }
 
 /// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`: any alignment up to
@@ -403,8 +510,12 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 /// As for glibc's `valloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc.
-    alloc_with(size, move || unsafe { __libc_valloc(size) })
+    match chain::next() {
+        // SAFETY: forwards to the chained allocator.
+        Some(n) => chained_alloc(n, size, move || unsafe { n.valloc(size) }),
+        // SAFETY: forwards to glibc.
+        None => alloc_with(size, move || unsafe { __libc_valloc(size) }),
+    }
 }
 
 /// Obsolete `pvalloc` (page-aligned, size rounded up to pages).
@@ -413,8 +524,12 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 /// As for glibc's `pvalloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    // SAFETY: forwards to glibc.
-    alloc_with(size, move || unsafe { __libc_pvalloc(size) })
+    match chain::next() {
+        // SAFETY: forwards to the chained allocator.
+        Some(n) => chained_alloc(n, size, move || unsafe { n.pvalloc(size) }),
+        // SAFETY: forwards to glibc.
+        None => alloc_with(size, move || unsafe { __libc_pvalloc(size) }),
+    }
 }
 
 /// `pthread_create`: the new thread runs the shim's thread-start code before `routine`, which
@@ -473,6 +588,8 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> libc::c_int {
     // SAFETY: forwards the caller's handle (the caller's contract).
     let rc = unsafe { real(handle) };
     if rc == 0 {
+        // The object that defined a C++ operator may be gone.
+        cxx::forget();
         // As profiler code: the flush holds the unwinder's fill lock, which a sample taken by a
         // signal handler on this thread would otherwise wait for forever.
         hooks::run_guarded(host::thread_state(), ying_profiler::front_end::flush_unwind_cache);
@@ -496,6 +613,11 @@ pub unsafe extern "C" fn mmap(
     fd: libc::c_int,
     offset: libc::off_t,
 ) -> *mut c_void {
+    if chain::in_allocator() {
+        // The chained allocator's own heap (see `chain::inside`).
+        // SAFETY: the caller's arguments, under the caller's contract.
+        return unsafe { maps::mmap(addr, len, prot, flags, fd, offset) };
+    }
     mapped::on_mmap::<ShimHost>(&SETTINGS, len, prot, flags, || {
         // SAFETY: the caller's arguments, under the caller's contract.
         unsafe { maps::mmap(addr, len, prot, flags, fd, offset) }
@@ -526,6 +648,10 @@ pub unsafe extern "C" fn mmap64(
 /// As for glibc's `munmap`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> libc::c_int {
+    if chain::in_allocator() {
+        // SAFETY: the caller's arguments, under the caller's contract.
+        return unsafe { maps::munmap(addr, len) };
+    }
     // SAFETY: the caller's arguments, under the caller's contract.
     mapped::on_munmap::<ShimHost>(&SETTINGS, addr, len, || unsafe { maps::munmap(addr, len) })
 }
@@ -546,13 +672,18 @@ pub unsafe extern "C" fn mremap(
     flags: libc::c_int,
     new_addr: *mut c_void,
 ) -> *mut c_void {
+    if chain::in_allocator() {
+        // SAFETY: the caller's arguments, under the caller's contract.
+        return unsafe { maps::mremap(old, old_len, new_len, flags, new_addr) };
+    }
     mapped::on_mremap::<ShimHost>(&SETTINGS, old, old_len, new_len, || {
         // SAFETY: the caller's arguments, under the caller's contract.
         unsafe { maps::mremap(old, old_len, new_len, flags, new_addr) }
     })
 }
 
-/// `malloc_usable_size`, read from glibc's chunk header (the layout is unchanged).
+/// `malloc_usable_size`: the chained allocator's, or read from glibc's chunk header (the
+/// layout is unchanged).
 ///
 /// # Safety
 /// `p` is null or a live block from this allocator family.
@@ -561,8 +692,129 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }
+    if let Some(n) = chain::next() {
+        // SAFETY: `p` is a live block of the chained allocator (caller contract).
+        return unsafe { (n.usable)(p) };
+    }
     // SAFETY: `p` is a live glibc block (caller contract).
     unsafe { usable_size(p.cast()) }
+}
+
+/// C23 `free_sized`: `free` (the size is the caller's promise, not needed).
+///
+/// # Safety
+/// As for `free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free_sized(p: *mut c_void, _size: usize) {
+    // SAFETY: the caller's contract is free's.
+    unsafe { free(p) }
+}
+
+/// C23 `free_aligned_sized`: `free`.
+///
+/// # Safety
+/// As for `free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free_aligned_sized(p: *mut c_void, _align: usize, _size: usize) {
+    // SAFETY: the caller's contract is free's.
+    unsafe { free(p) }
+}
+
+// C++'s `operator new` and `operator delete` (see `cxx`): over glibc, libstdc++'s (which call
+// `malloc` and `free`, so the stacks keep their `operator new` frame); over a chained
+// allocator, which defines its own operators that call its `malloc` internally, the shim's
+// `malloc` and `free` paths, and that allocator's operator only when an allocation fails (it
+// runs the new-handler and throws).
+
+cxx::operator_new! {
+    /// `operator new(size_t)`.
+    0 fn _Znwm try: cxx::try_new
+}
+cxx::operator_new! {
+    /// `operator new[](size_t)`.
+    1 fn _Znam try: cxx::try_new
+}
+cxx::operator_new! {
+    /// `operator new(size_t, const std::nothrow_t&)`.
+    2 fn _ZnwmRKSt9nothrow_t try: cxx::try_new
+}
+cxx::operator_new! {
+    /// `operator new[](size_t, const std::nothrow_t&)`.
+    3 fn _ZnamRKSt9nothrow_t try: cxx::try_new
+}
+cxx::operator_new! {
+    /// `operator new(size_t, std::align_val_t)`.
+    4 fn _ZnwmSt11align_val_t try: cxx::try_new_aligned
+}
+cxx::operator_new! {
+    /// `operator new[](size_t, std::align_val_t)`.
+    5 fn _ZnamSt11align_val_t try: cxx::try_new_aligned
+}
+cxx::operator_new! {
+    /// `operator new(size_t, std::align_val_t, const std::nothrow_t&)`.
+    6 fn _ZnwmSt11align_val_tRKSt9nothrow_t try: cxx::try_new_aligned
+}
+cxx::operator_new! {
+    /// `operator new[](size_t, std::align_val_t, const std::nothrow_t&)`.
+    7 fn _ZnamSt11align_val_tRKSt9nothrow_t try: cxx::try_new_aligned
+}
+
+/// An aligned `operator new`'s allocation: C++ requires a power-of-two alignment, and a size
+/// of zero still returns a distinct block.
+pub(crate) fn cxx_aligned(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        return std::ptr::null_mut();
+    }
+    aligned_any(align.max(std::mem::size_of::<usize>()), size.max(1))
+}
+
+cxx::operator_delete! {
+    /// `operator delete(void*)`.
+    8 fn _ZdlPv(p: *mut c_void)
+}
+cxx::operator_delete! {
+    /// `operator delete[](void*)`.
+    9 fn _ZdaPv(p: *mut c_void)
+}
+cxx::operator_delete! {
+    /// `operator delete(void*, size_t)`.
+    10 fn _ZdlPvm(p: *mut c_void, size: usize)
+}
+cxx::operator_delete! {
+    /// `operator delete[](void*, size_t)`.
+    11 fn _ZdaPvm(p: *mut c_void, size: usize)
+}
+cxx::operator_delete! {
+    /// `operator delete(void*, const std::nothrow_t&)`.
+    12 fn _ZdlPvRKSt9nothrow_t(p: *mut c_void, tag: *const c_void)
+}
+cxx::operator_delete! {
+    /// `operator delete[](void*, const std::nothrow_t&)`.
+    13 fn _ZdaPvRKSt9nothrow_t(p: *mut c_void, tag: *const c_void)
+}
+cxx::operator_delete! {
+    /// `operator delete(void*, std::align_val_t)`.
+    14 fn _ZdlPvSt11align_val_t(p: *mut c_void, align: usize)
+}
+cxx::operator_delete! {
+    /// `operator delete[](void*, std::align_val_t)`.
+    15 fn _ZdaPvSt11align_val_t(p: *mut c_void, align: usize)
+}
+cxx::operator_delete! {
+    /// `operator delete(void*, size_t, std::align_val_t)`.
+    16 fn _ZdlPvmSt11align_val_t(p: *mut c_void, size: usize, align: usize)
+}
+cxx::operator_delete! {
+    /// `operator delete[](void*, size_t, std::align_val_t)`.
+    17 fn _ZdaPvmSt11align_val_t(p: *mut c_void, size: usize, align: usize)
+}
+cxx::operator_delete! {
+    /// `operator delete(void*, std::align_val_t, const std::nothrow_t&)`.
+    18 fn _ZdlPvSt11align_val_tRKSt9nothrow_t(p: *mut c_void, align: usize, tag: *const c_void)
+}
+cxx::operator_delete! {
+    /// `operator delete[](void*, std::align_val_t, const std::nothrow_t&)`.
+    19 fn _ZdaPvSt11align_val_tRKSt9nothrow_t(p: *mut c_void, align: usize, tag: *const c_void)
 }
 
 // Safe points (see `safe_points`): where the report thread may start. `Always`: not

@@ -35,7 +35,10 @@ impl ProfileSource for ShimSource {
         SETTINGS.sample_interval()
     }
     fn unit(&self) -> ying_profiler::ByteUnit {
-        <ShimHost as Host>::UNIT
+        match crate::chain::next() {
+            Some(_) => ying_profiler::ByteUnit::Usable,
+            None => <ShimHost as Host>::UNIT,
+        }
     }
     // The `fork` handlers below hold every profiler lock across the fork, so a child's tables
     // are consistent and it writes its own exit report (if it took samples of its own).
@@ -72,6 +75,9 @@ pub(crate) fn real_exit() -> ExitFn {
 
 /// The constructor body.
 pub(crate) fn init() {
+    // Which allocator is under Ying, before any thread is set up (a thread's free filter
+    // depends on it), if no allocation call of the process has asked yet.
+    let _ = crate::chain::next();
     let ts = thread_state();
     crate::safe_points::next(&REAL_EXIT, c"exit");
     hooks::run_guarded(ts, find_own_code);
@@ -107,6 +113,8 @@ fn init_guarded() {
         }
     }
     ying_profiler::front_end::apply_sampling_config(&cfg, &SETTINGS);
+    crate::chain::limit_changed();
+    describe_allocator();
     // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
     // any sample needs it.
     ying_profiler::front_end::backtrace::trace(|_| true);
@@ -203,6 +211,11 @@ fn warn_if_allocator_is_elsewhere() {
         ying_profiler::front_end::set_foreign_malloc(owner);
         return;
     }
+    if crate::chain::next().is_some() {
+        // The chained allocator exports its own names too (tcmalloc's `tc_malloc`, mimalloc's
+        // `mi_malloc`): the program's `malloc` calls reach Ying first.
+        return;
+    }
     for other in [c"_rjem_malloc", c"mi_malloc", c"je_malloc", c"tc_malloc"] {
         if lookup(other) != 0 {
             warn(&format!(
@@ -211,6 +224,34 @@ fn warn_if_allocator_is_elsewhere() {
             ));
         }
     }
+}
+
+/// Tells the reports which allocator is under Ying, and says once when an allocator after
+/// libying.so could not be chained.
+fn describe_allocator() {
+    match crate::chain::chained_path() {
+        Some(path) => ying_profiler::front_end::set_allocator(format!("{path}, under Ying"), false),
+        None => {
+            let libc = glibc_path().unwrap_or_else(|| "libc.so.6".to_string());
+            ying_profiler::front_end::set_allocator(format!("glibc ({libc})"), true);
+            if let Some(path) = crate::chain::unusable_path() {
+                warn(&format!(
+                    "{path} defines malloc after libying.so but not malloc_usable_size or an aligned allocation, which Ying needs to count its blocks; Ying forwards to glibc's allocator instead"
+                ));
+            }
+        }
+    }
+}
+
+/// The path of glibc (the object defining `gnu_get_libc_version`; tcmalloc and mimalloc define
+/// `__libc_malloc` too).
+fn glibc_path() -> Option<String> {
+    unsafe extern "C" {
+        fn gnu_get_libc_version() -> *const libc::c_char;
+    }
+    let mods = ying_profiler::front_end::modules();
+    let m = ying_profiler::front_end::module_of(&mods, gnu_get_libc_version as *const () as usize)?;
+    Some(m.name.to_string())
 }
 
 fn start_reporting(cfg: &Config) {

@@ -29,3 +29,9 @@ __attribute__((visibility("hidden"), tls_model("initial-exec"), aligned(64))) __
 
 /* Hidden: a direct call from the hooks, not an interposable one through the GOT. */
 __attribute__((visibility("hidden"))) void *ying_tls_state(void) { return &ying_tls_block; }
+
+/* Set while the thread runs a chained allocator's function for the shim (chain.rs): that
+ * allocator's own mmaps are its heap, already counted as its blocks. */
+__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread int ying_in_allocator;
+
+__attribute__((visibility("hidden"))) int *ying_in_allocator_flag(void) { return &ying_in_allocator; }

@@ -60,6 +60,9 @@ pub enum ByteUnit {
     /// glibc's chunk (usable size plus its 8-byte header, 16 for mmapped blocks): the shim,
     /// whose `free` carries no size, so the chunk header is all that can be counted there.
     Chunk,
+    /// The usable size of another allocator under the shim (its `malloc_usable_size`), the
+    /// same at allocation and at free.
+    Usable,
 }
 
 impl ByteUnit {
@@ -68,6 +71,7 @@ impl ByteUnit {
         match self {
             ByteUnit::Requested => "requested bytes (Layout::size)",
             ByteUnit::Chunk => "glibc chunk bytes (usable size + 8-byte header)",
+            ByteUnit::Usable => "usable bytes (the allocator's malloc_usable_size)",
         }
     }
 }

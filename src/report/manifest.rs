@@ -23,6 +23,7 @@
 //!    "mmaps_counted":..,"thread_stacks":..,"binaries":..,"file_mappings":..,"profiler":..,
 //!    "unseen_anonymous":..} | null, "heap_not_resident_bytes":.. | null,
 //!  "foreign_malloc":".." | null,
+//!  "allocator":".." | null,
 //!  "stacks":{"sampled":..,"entries":..,"live_samples":..,"dropped_samples":..,
 //!            "address_conflicts":..,"giant_refused":..},
 //!  "files":{"text":"<set>.txt","folded":..,"svg":..,"pprof":..,"peak_folded":..,
@@ -91,6 +92,8 @@ struct Manifest<'a> {
     /// Retained heap bytes that are not resident (never touched, or swapped).
     heap_not_resident_bytes: Option<u64>,
     foreign_malloc: Option<&'a str>,
+    /// The allocator under the shim (`glibc (path)`, or the chained allocator's path).
+    allocator: Option<&'a str>,
     stacks: Stacks,
     files: Files,
     ranked_by: &'static str,
@@ -276,6 +279,7 @@ pub(crate) fn write(
         unit: match f.unit {
             crate::ByteUnit::Requested => "requested",
             crate::ByteUnit::Chunk => "chunk",
+            crate::ByteUnit::Usable => "usable",
         },
         totals: Totals {
             allocated_bytes: t.allocated_bytes,
@@ -308,6 +312,7 @@ pub(crate) fn write(
         rss_breakdown: f.rss.as_ref().map(Breakdown),
         heap_not_resident_bytes: f.rss.as_ref().map(|b| b.heap_not_resident),
         foreign_malloc: f.foreign_malloc.as_deref(),
+        allocator: f.allocator.as_deref(),
         stacks: Stacks {
             sampled: r.stacks_sampled(),
             entries: r.entries(),

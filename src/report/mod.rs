@@ -390,6 +390,24 @@ pub(crate) fn foreign_malloc() -> Option<&'static str> {
     FOREIGN_MALLOC.get().map(String::as_str)
 }
 
+/// The allocator under the shim, as the header names it, set at start by the preload shim.
+static ALLOCATOR: OnceLock<String> = OnceLock::new();
+
+/// Records which allocator the shim forwards to (through `crate::front_end::set_allocator`):
+/// reports name it, and a chained allocator's heap is not glibc's to the resident-set
+/// breakdown.
+pub(crate) fn set_allocator(description: String, glibc: bool) {
+    if !glibc {
+        crate::report::model::rss::set_inner_allocator_is_system(false);
+    }
+    let _ = ALLOCATOR.set(description);
+}
+
+/// The allocator under the shim, as the header names it.
+pub(crate) fn allocator() -> Option<&'static str> {
+    ALLOCATOR.get().map(String::as_str)
+}
+
 /// When a peak was kept: `2.3s after start (2026-12-03T16:47:59Z)`.
 pub(crate) fn peak_when(p: &snapshot::Peak) -> String {
     let since = match p.since_start {

@@ -176,6 +176,9 @@ pub(crate) fn render_report(r: &Report) -> String {
         let _ =
             writeln!(o, "heap not seen:      malloc is {owner}'s, Ying saw nothing of its heap");
     }
+    if let Some(allocator) = &f.allocator {
+        let _ = writeln!(o, "allocator:          {allocator}");
+    }
     o.push_str(&python_line(&ctx.exe, f.python.as_deref(), f.mapped));
     let _ = writeln!(o, "sample interval:    {} bytes (mean)", f.sample_interval);
     let _ = writeln!(

@@ -73,6 +73,10 @@ pub(crate) struct Live {
     /// The code objects the Python frames among `ips` name (`engine/python/`).
     #[prost(message, repeated, tag = "23")]
     pub(crate) python_codes: Vec<PythonCode>,
+    /// The allocator under the shim (`glibc (path)` or the chained allocator's path); empty
+    /// for the Rust front end.
+    #[prost(string, tag = "24")]
+    pub(crate) allocator: String,
 }
 
 /// One code object of the interpreter's: the id its frames' words carry, its qualified name

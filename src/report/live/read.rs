@@ -322,7 +322,11 @@ impl LiveProfile {
             profiler_peak_bytes: t.profiler_peak_bytes,
         };
         facts.sample_interval = l.sample_interval;
-        facts.unit = if l.unit == 1 { ByteUnit::Chunk } else { ByteUnit::Requested };
+        facts.unit = match l.unit {
+            1 => ByteUnit::Chunk,
+            2 => ByteUnit::Usable,
+            _ => ByteUnit::Requested,
+        };
         facts.live_samples = t.live_samples;
         facts.dropped_samples = t.dropped_samples;
         facts.address_conflicts = t.address_conflicts;
@@ -348,6 +352,7 @@ impl LiveProfile {
         facts.occasion = Occasion { reason, exiting: l.exiting, ended };
         facts.foreign_malloc = (!l.foreign_malloc.is_empty()).then(|| l.foreign_malloc.clone());
         facts.python = (!l.python.is_empty()).then(|| l.python.clone());
+        facts.allocator = (!l.allocator.is_empty()).then(|| l.allocator.clone());
         facts.mapped = match l.mapped_kind {
             1 => crate::engine::mapped::MappedState::Off,
             2 => crate::engine::mapped::MappedState::Counted {

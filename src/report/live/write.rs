@@ -223,6 +223,7 @@ impl LiveWriter {
             unit: match unit {
                 ByteUnit::Requested => 0,
                 ByteUnit::Chunk => 1,
+                ByteUnit::Usable => 2,
             },
             totals: Some(format::Totals {
                 allocated_bytes: t.allocated_bytes,
@@ -267,6 +268,7 @@ impl LiveWriter {
             mapped_bytes,
             mapped_regions,
             foreign_malloc: facts.foreign_malloc.clone().unwrap_or_default(),
+            allocator: facts.allocator.clone().unwrap_or_default(),
             python: facts.python.clone().unwrap_or_default(),
             python_codes,
             giant_refusals: crate::engine::giant::recent()

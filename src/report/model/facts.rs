@@ -100,6 +100,9 @@ pub(crate) struct Facts {
     pub(crate) occasion: Occasion,
     /// The object that owns the program's `malloc`, when it is not the profiler's.
     pub(crate) foreign_malloc: Option<String>,
+    /// The allocator under the shim: `glibc (<libc's path>)`, or a chained allocator's path
+    /// (`<path>, under Ying`); None for the Rust front end.
+    pub(crate) allocator: Option<String>,
     /// The CPython interpreter whose frames the stacks carry, and whether they do
     /// (`engine/python/`): None in a process without one.
     pub(crate) python: Option<String>,
@@ -131,6 +134,7 @@ impl Facts {
             process,
             occasion: Occasion::default(),
             foreign_malloc: None,
+            allocator: None,
             python: None,
             mapped: MappedState::NotSeen,
             modules: Vec::new(),
@@ -153,6 +157,7 @@ impl Facts {
             giant_refused: tables::GIANT_REFUSED.load(Ordering::Relaxed),
             occasion,
             foreign_malloc: crate::report::foreign_malloc().map(str::to_string),
+            allocator: crate::report::allocator().map(str::to_string),
             python: crate::engine::python::status(),
             mapped: crate::engine::mapped::state(),
             ..Self::empty(ReportContext::current())
