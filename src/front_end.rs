@@ -95,7 +95,7 @@ pub mod snapshot {
 /// The program's seccomp filters: judging them, and the level the profiler works under.
 /// Python frames (`engine/python/`): the shim's constructor looks for an interpreter.
 pub mod python {
-    pub use crate::engine::python::{active, detect, interpreter_version};
+    pub use crate::engine::python::detect;
 }
 
 pub mod seccomp {

@@ -239,6 +239,12 @@ fn warm() {
     WARMING.store(0, Ordering::Relaxed);
 }
 
+/// Whether the calling thread is warming the chained allocator up.
+fn warming() -> bool {
+    let w = WARMING.load(Ordering::Relaxed);
+    w != 0 && w == crate::host::thread_state() as *const _ as usize
+}
+
 /// The bytes counted for the chained allocator's live block `p`: its usable size (zero during
 /// the warm-up, see [`warm`]).
 ///
@@ -246,18 +252,52 @@ fn warm() {
 /// `p` is a live, non-null block of the chained allocator `n`.
 #[inline(always)]
 pub(crate) unsafe fn counted(n: &Next, p: *mut c_void) -> usize {
-    let warming = WARMING.load(Ordering::Relaxed);
-    if warming != 0 && warming == crate::host::thread_state() as *const _ as usize {
+    if warming() {
         return 0;
     }
     // SAFETY: caller contract.
     unsafe { (n.usable)(p) }
 }
 
+#[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" {
     /// The calling thread's "inside the chained allocator" flag (src/tls.c, initial-exec TLS:
     /// no allocation to reach it).
     fn ying_in_allocator_flag() -> *mut i32;
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" {
+    /// The flag itself (src/tls.c); only its address is used, in `flag`.
+    static ying_in_allocator: i32;
+}
+
+/// The calling thread's "inside the chained allocator" flag: the thread pointer plus the
+/// variable's initial-exec offset, two instructions (as `host::tls_block`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn flag() -> *mut i32 {
+    let p: usize;
+    // SAFETY: reads the GOT entry holding the variable's TLS offset (filled at load) and the
+    // thread pointer at %fs:0, the initial-exec access sequence a C compiler emits; both are
+    // constant for the calling thread.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr [rip + {v}@GOTTPOFF]",
+            "add {p}, qword ptr fs:[0]",
+            v = sym ying_in_allocator,
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+    }
+    p as *mut i32
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn flag() -> *mut i32 {
+    // SAFETY: the accessor only computes an address.
+    unsafe { ying_in_allocator_flag() }
 }
 
 /// Runs `f`, a call into the chained allocator, with the thread marked as inside it, so that
@@ -265,8 +305,8 @@ unsafe extern "C" {
 /// are counted already).
 #[inline(always)]
 pub(crate) fn inside<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: the accessor returns this thread's own flag, which only this thread touches.
-    let flag = unsafe { ying_in_allocator_flag() };
+    // The thread's own flag, which only this thread touches.
+    let flag = flag();
     // SAFETY: as above.
     let old = unsafe { flag.replace(1) };
     let r = f();
@@ -279,7 +319,7 @@ pub(crate) fn inside<T>(f: impl FnOnce() -> T) -> T {
 pub(crate) fn in_allocator() -> bool {
     // SAFETY: as in `inside`.
     // (Never resolves the chain: the walk's own mappings come before it is known.)
-    STATE.load(Ordering::Relaxed) == CHAINED && unsafe { *ying_in_allocator_flag() } != 0
+    STATE.load(Ordering::Relaxed) == CHAINED && unsafe { *flag() } != 0
 }
 
 /// Whether the calling thread is already inside the chained allocator: an allocation the
@@ -289,7 +329,7 @@ pub(crate) fn in_allocator() -> bool {
 #[inline(always)]
 pub(crate) fn reentered() -> bool {
     // SAFETY: as in `inside`.
-    unsafe { *ying_in_allocator_flag() != 0 }
+    unsafe { *flag() != 0 }
 }
 
 /// The glibc giant limit changed (configuration read): `malloc`'s fast path follows it in

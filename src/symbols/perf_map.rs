@@ -90,6 +90,10 @@ pub(crate) fn frames(
 
 /// The map at `path`, if it is a regular file owned by the reader or by root.
 fn open(path: &str) -> Option<std::fs::File> {
+    // A report opens descriptors only while the program keeps a few free (ARCHITECTURE.md).
+    if !crate::sys::fd_headroom() {
+        return None;
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)

@@ -107,7 +107,7 @@ pub(crate) fn describe(id: u32) -> Option<(String, String)> {
 }
 
 /// What [`detect`] found: for the report header.
-pub fn interpreter_version() -> Option<String> {
+pub(crate) fn interpreter_version() -> Option<String> {
     let i = INTERPRETER.get()?;
     Some(format!("{}.{}.{}", i.version >> 24, (i.version >> 16) & 0xff, (i.version >> 8) & 0xff))
 }
@@ -125,7 +125,7 @@ pub(crate) fn status() -> Option<String> {
 }
 
 /// Whether Python frames are being read (an interpreter was found and they are on).
-pub fn active() -> bool {
+pub(crate) fn active() -> bool {
     INTERPRETER.get().is_some() && !OFF.load(Ordering::Relaxed)
 }
 
