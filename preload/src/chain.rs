@@ -132,10 +132,10 @@ fn page() -> usize {
 
 const UNRESOLVED: u8 = 0;
 const RESOLVING: u8 = 1;
-const GLIBC: u8 = 2;
+pub(crate) const GLIBC: u8 = 2;
 const CHAINED: u8 = 3;
 
-static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
 /// The chained allocator, written once before `STATE` becomes `CHAINED`.
 static mut NEXT: Option<Next> = None;
 /// The object's path (NUL-terminated, cut at 255 bytes), written with `NEXT`.

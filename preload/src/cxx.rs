@@ -64,9 +64,11 @@ pub(crate) fn out_of_memory(name: &CStr) -> ! {
     std::process::abort()
 }
 
-/// Defines one `operator new` export, in assembly: `SLOT fn mangled try: allocation-fn`. The
-/// export calls `allocation-fn` with its arguments (the shim's allocation over a chained
-/// allocator; null over glibc, without allocating); a block is returned, and null is followed
+/// Defines one `operator new` export, in assembly: `SLOT fn mangled try: allocation-fn`. Over
+/// glibc, once the next definition is known, the export is a check and a tail jump to it (5
+/// instructions). Otherwise it calls `allocation-fn` with its arguments (the shim's allocation
+/// over a chained allocator; null over glibc, without allocating); a block is returned, and null
+/// is followed
 /// by a tail jump to the next definition ([`next_new`], which also gives the size to pass on). No frame of the shim's is left on the
 /// stack when that definition throws `std::bad_alloc`: the library is built with
 /// `panic = "abort"`, under which an exception passing through a Rust frame aborts. The
@@ -89,6 +91,14 @@ macro_rules! operator_new {
             // caller's arguments, which then returns to our caller.
             std::arch::naked_asm!(
                 ".cfi_startproc",
+                // Over glibc, with the next definition known: straight there (5 instructions).
+                "cmp byte ptr [rip + {state}], {glibc}",
+                "jne 1f",
+                "mov r11, qword ptr [rip + {slots} + {offset}]",
+                "test r11, r11",
+                "je 2f",
+                "jmp r11",
+                "1:",
                 "push rdi",
                 ".cfi_adjust_cfa_offset 8",
                 "push rsi",
@@ -129,6 +139,10 @@ macro_rules! operator_new {
                 try_alloc = sym $try,
                 slot = const $slot,
                 next = sym cxx::next_new,
+                state = sym chain::STATE,
+                glibc = const chain::GLIBC,
+                slots = sym cxx::SLOTS,
+                offset = const $slot * 8,
             )
         }
     };
@@ -218,6 +232,16 @@ extern "C" fn stand_in_new_aligned_nothrow(size: usize, align: usize) -> *mut c_
     crate::cxx_aligned(align, size)
 }
 
+/// The next definition of the `operator delete` in `slot` (8-19), for the export's tail jump:
+/// libstdc++'s, or the shim's `free` when no object after this library defines it.
+pub(crate) extern "C" fn next_delete(slot: u32) -> usize {
+    let slot = (slot as usize).clamp(8, 19);
+    match next(&SLOTS[slot], NAMES[slot]) {
+        0 => crate::free as *const () as usize,
+        f => f,
+    }
+}
+
 /// An `operator new(size_t...)`'s allocation over a chained allocator; null over glibc
 /// (libstdc++'s operator is called instead) or when the allocation fails.
 pub(crate) extern "C" fn try_new(size: usize) -> *mut c_void {
@@ -235,34 +259,59 @@ pub(crate) extern "C" fn try_new_aligned(size: usize, align: usize) -> *mut c_vo
     crate::cxx_aligned(align, size)
 }
 
-/// Defines one `operator delete` export: `SLOT_INDEX fn mangled(p, args)`. Over a chained
-/// allocator, the shim's `free`; over glibc, the next definition (libstdc++'s, which calls
-/// `free`).
+/// Defines one `operator delete` export, in assembly: `SLOT fn mangled(p, args)`. Over a
+/// chained allocator (or before the allocator is known), a tail jump to the shim's `free`; over
+/// glibc, to the next definition (libstdc++'s, which calls `free`), found once by
+/// [`next_delete`].
 macro_rules! operator_delete {
     ($(#[$doc:meta])* $slot:literal fn $name:ident($p:ident: *mut c_void $(, $arg:ident: $ty:ty)*)) => {
         $(#[$doc])*
         ///
         /// # Safety
         /// As for the C++ operator.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($p: *mut c_void $(, $arg: $ty)*) {
-            const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
-                concat!(stringify!($name), "\0").as_bytes(),
-            ) {
-                Ok(n) => n,
-                Err(_) => panic!("NUL in a name"),
-            };
-            let f = if chain::next().is_some() { 0 } else { cxx::next(&cxx::SLOTS[$slot], NAME) };
-            if f == 0 {
-                // SAFETY: `p` is null or a live block of this allocator family (the caller's
-                // contract).
-                return unsafe { free($p) };
-            }
-            // SAFETY: `f` is the next definition of this operator, whose signature is this
-            // one's (the mangled name says so).
-            let f: unsafe extern "C" fn(*mut c_void $(, $ty)*) = unsafe { std::mem::transmute(f) };
-            // SAFETY: the caller's arguments, under the caller's contract.
-            unsafe { f($p $(, $arg)*) }
+            // SAFETY: a System V function body whose every path is a tail jump with the stack
+            // and the argument registers (rdi, rsi, rdx) as at entry, except around the call
+            // to `next_delete`, which keeps them on the stack (three pushes: aligned) and
+            // restores them: `free` (ours) over a chained allocator or before the allocator is
+            // known, else the next definition of this operator.
+            std::arch::naked_asm!(
+                ".cfi_startproc",
+                "cmp byte ptr [rip + {state}], {glibc}",
+                "jne {free}",
+                "mov r11, qword ptr [rip + {slots} + {offset}]",
+                "test r11, r11",
+                "je 2f",
+                "jmp r11",
+                "2:",
+                "push rdi",
+                ".cfi_adjust_cfa_offset 8",
+                "push rsi",
+                ".cfi_adjust_cfa_offset 8",
+                "push rdx",
+                ".cfi_adjust_cfa_offset 8",
+                "mov edi, {slot}",
+                "call {next}",
+                "mov r11, rax",
+                "pop rdx",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rsi",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rdi",
+                ".cfi_adjust_cfa_offset -8",
+                "jmp r11",
+                ".cfi_endproc",
+                state = sym chain::STATE,
+                glibc = const chain::GLIBC,
+                slots = sym cxx::SLOTS,
+                offset = const $slot * 8,
+                slot = const $slot,
+                next = sym cxx::next_delete,
+                free = sym free,
+            )
         }
     };
 }
