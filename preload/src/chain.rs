@@ -34,6 +34,16 @@
 //! takes the Rust path), and in chained mode every thread's free filter is the all-ones map
 //! (`ShimHost::real_filter`), so every `free` takes the slow path, where the filter that says
 //! whether the block may be sampled is read as usual.
+//!
+//! # Inside the allocator
+//!
+//! A per-thread flag (initial-exec TLS, `src/tls.c`) is set around every call into the chained
+//! allocator (`inside`). While it is set, the allocator's own `mmap`s are its heap, already
+//! counted as its blocks, and are not counted again as the program's mappings; and allocation
+//! calls that come back into the shim from inside it (tcmalloc's stack capture while it grows
+//! its heap, served from an emergency arena its `malloc_usable_size` refuses) go straight to
+//! it, uncounted, as glibc's internal allocations are. The thread that resolves the chain warms
+//! the allocator up once (`warm`): tcmalloc's first `malloc_usable_size` allocates.
 
 use std::ffi::{CStr, c_void};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
