@@ -203,7 +203,7 @@ impl AllocBaseline {
 /// are keyed by), hashed with std's fixed-key SipHash.
 fn row_key(snap: &StackTable, r: u32) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    for &l in snap.location_ids_of(r) {
+    for l in snap.location_ids_of(r) {
         snap.locations()[l as usize].ip.hash(&mut h);
     }
     for sp in snap.spans_of(r) {

@@ -18,14 +18,15 @@
 
 pub(crate) mod arena;
 
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::engine::capture::MAX_FRAMES;
 use crate::engine::histogram::MillisHistogram;
 use crate::engine::peak::Retained;
 use crate::engine::sampler::Weight;
-use crate::spans::{SPAN_DEPTH, SpanPath};
+use crate::spans::SpanPath;
 use crate::sys::spin::SpinMutex;
 use arena::{Arena, ArenaVec};
 
@@ -60,14 +61,20 @@ pub(crate) type Build = BuildHasherDefault<AddrHasher>;
 /// A map in the profiler's heap.
 pub(crate) type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
 
-/// Running estimates of one stack. In a snapshot its frames are a box of their own; in the
-/// table, `F` is [`Frames`], their place in the stripe's frame array.
+/// Running estimates of one stack, with where its frames, span path and lifetimes are kept in
+/// its stripe (see [`StackTable`]): 168 bytes.
 #[derive(Debug, Clone)]
-pub(crate) struct StackEntry<F = Box<[usize]>> {
-    /// Raw instruction pointers, innermost first.
-    pub(crate) ips: F,
-    /// Entered `tracing` spans when sampled (feature `profile_spans`), innermost first.
-    pub(crate) spans: SpanPath,
+pub(crate) struct StackEntry {
+    /// Where its frames are in the stripe's frame codes.
+    frames: Frames,
+    /// Its span path in the stripe's span paths (0: none).
+    spans: u32,
+    /// Its lifetimes histogram in the stripe's histograms (0: nothing freed yet).
+    lifetimes: u32,
+    /// The next entry whose key has the same index hash (0: none; id 0 is never chained).
+    next_same_hash: u32,
+    /// The second half of the key's 128-bit hash (see [`StackTable`]).
+    check: u64,
     pub(crate) alloc_count: f64,
     pub(crate) alloc_bytes: f64,
     /// The variance estimates of `alloc_bytes` and `alloc_count` (`sampler::Weight::variance`
@@ -80,26 +87,30 @@ pub(crate) struct StackEntry<F = Box<[usize]>> {
     /// Raw number of samples taken at this stack, and of those still live.
     pub(crate) samples: u64,
     pub(crate) live_samples: u64,
-    pub(crate) lifetimes: MillisHistogram,
     /// The retained figures at the kept peak (see `peak`).
     pub(crate) peak: crate::engine::peak::PeakSlot,
-    /// The next entry whose key has the same hash (0: none; id 0 is never chained).
-    next_same_hash: u32,
 }
 
-/// Where a table entry's frames are in its stripe's frame array.
+/// Where an entry's frames are: `len` frames coded from byte `at` of the stripe's frame codes.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Frames {
-    start: usize,
-    len: usize,
+struct Frames {
+    at: u32,
+    len: u8,
 }
 
-impl<F> StackEntry<F> {
-    pub(crate) fn new(ips: F, spans: SpanPath) -> Self {
+impl StackEntry {
+    /// Its number of frames.
+    pub(crate) fn depth(&self) -> usize {
+        usize::from(self.frames.len)
+    }
+
+    pub(crate) fn new() -> Self {
         Self {
-            ips,
-            spans,
+            frames: Frames::default(),
+            spans: 0,
+            lifetimes: 0,
             next_same_hash: 0,
+            check: 0,
             alloc_count: 0.0,
             alloc_bytes: 0.0,
             alloc_var: [0.0; 2],
@@ -108,25 +119,113 @@ impl<F> StackEntry<F> {
             freed_bytes: 0.0,
             samples: 0,
             live_samples: 0,
-            lifetimes: MillisHistogram::new(),
             peak: crate::engine::peak::PeakSlot::default(),
         }
     }
 }
 
-/// Interned (stack, span path) pairs. Id 0 is the overflow bucket used once `max_stacks`
-/// distinct pairs exist.
+/// Items kept in arrays of `N` that never move: an array that doubles takes up to twice its
+/// items in mapped memory (profiler memory, as reports count it), and a million stacks are
+/// hundreds of megabytes. Only the first array grows, up to `N`, so that a table of a few
+/// stacks stays small.
+#[derive(Debug)]
+struct Chunked<T, const N: usize> {
+    chunks: ArenaVec<ArenaVec<T>>,
+    len: usize,
+}
+
+impl<T, const N: usize> Chunked<T, N> {
+    const fn new() -> Self {
+        Self { chunks: ArenaVec::new_in(Arena), len: 0 }
+    }
+
+    /// Appends `v`; returns its index.
+    fn push(&mut self, v: T) -> usize {
+        if self.len % N == 0 && self.len / N == self.chunks.len() {
+            let chunk = if self.chunks.is_empty() {
+                ArenaVec::new_in(Arena)
+            } else {
+                ArenaVec::with_capacity_in(N, Arena)
+            };
+            self.chunks.push(chunk);
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c.push(v);
+        }
+        self.len += 1;
+        self.len - 1
+    }
+
+    fn get(&self, i: usize) -> Option<&T> {
+        self.chunks.get(i / N)?.get(i % N)
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.chunks.get_mut(i / N)?.get_mut(i % N)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes its arrays take (their capacity).
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
+        self.chunks.capacity() * std::mem::size_of::<ArenaVec<T>>()
+            + self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<T>()).sum::<usize>()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+}
+
+/// Entries per array of a stripe's entries (688 KiB).
+const ENTRY_CHUNK: usize = 4096;
+/// Bytes per array of a stripe's frame codes.
+const CODE_CHUNK: usize = 1 << 20;
+/// The longest code of one stack: 5 bytes a frame at most.
+const MAX_CODE: usize = MAX_FRAMES * 5;
+/// Lifetime histograms per array (a histogram is 88 bytes).
+const HISTOGRAM_CHUNK: usize = 1024;
+
+/// Interned (stack, span path) pairs with their running estimates: one stripe of the table.
+/// Id 0 is the overflow bucket used once `max_stacks` distinct pairs exist.
 ///
-/// The index maps a key's hash to the first entry with that hash; entries with equal hashes are
-/// chained through `next_same_hash`. A lookup therefore hashes the borrowed frames and compares
-/// them with the entries' own copies: no key is built (a sample costs no allocation unless its
-/// stack is new) and every stack's frames are stored once, one stack after the other in one
-/// array (no allocation and no block header per stack).
+/// # Layout: a million stacks in a few hundred megabytes
+///
+/// * **Identity by a 128-bit hash.** A key (frames and span path) is hashed once, in two
+///   independent 64-bit lanes: the first indexes the entries (`index`, equal hashes chained
+///   through `next_same_hash`), the second is kept in the entry (`check`) and compared on a
+///   lookup instead of the frames. Two different keys are taken for one only when both lanes
+///   collide: for a million stacks about 10^12 pairs against 2^128 values, below 10^-26. A
+///   lookup reads 8 bytes of the entry, not its frames, and so the frames can be stored coded.
+/// * **Frames coded.** Each distinct address of the stripe gets a small number (`ips`,
+///   `ip_ids`), and a stack is its numbers in LEB128, one byte a frame while a stripe has
+///   fewer than 128 distinct addresses, two below 16,384: a stack of 46 frames takes 46 to 92
+///   bytes instead of 368. Coding takes a lookup per frame, only when a stack is new.
+/// * **What few stacks use is apart.** The span path is a 4-byte number into the stripe's
+///   distinct paths (32 bytes inline before), and the lifetimes histogram (88 bytes) is made
+///   at the entry's first free: a stack whose blocks are all alive has none.
+/// * **Arrays that do not move** ([`Chunked`]) for the entries, the codes and the
+///   histograms, so what is mapped is what is used.
+///
+/// An entry takes 168 bytes; with its code and its share of the index, a stack of 46 frames
+/// takes about 240 to 290 bytes (BENCHMARKS.md, "Stack table").
 #[derive(Debug)]
 pub(crate) struct StackTable {
     index: ArenaMap<u64, u32>,
-    entries: ArenaVec<StackEntry<Frames>>,
-    frames: ArenaVec<usize>,
+    entries: Chunked<StackEntry, ENTRY_CHUNK>,
+    /// Frame codes, arrays of [`CODE_CHUNK`] bytes; a stack's code never spans two.
+    codes: ArenaVec<ArenaVec<u8>>,
+    /// Distinct addresses by number, and their numbers.
+    ips: ArenaVec<usize>,
+    ip_ids: ArenaMap<usize, u32>,
+    /// Distinct span paths by number (0: the empty path), and their numbers.
+    span_paths: ArenaVec<SpanPath>,
+    span_ids: ArenaMap<SpanPath, u32>,
+    /// Lifetime histograms of the entries with a freed sample; number 0 is unused.
+    lifetimes: Chunked<MillisHistogram, HISTOGRAM_CHUNK>,
     /// The stripe's share of the estimated retained total (see `peak`).
     pub(crate) tally: crate::engine::peak::StripeTally,
 }
@@ -136,60 +235,244 @@ pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(100_000);
 /// Stack entries in all stripes (each stripe's overflow entry not counted).
 static STACK_ENTRIES: AtomicU64 = AtomicU64::new(0);
 
-fn key_hash(ips: &[usize], spans: &SpanPath) -> u64 {
-    let mut h = Build::default().build_hasher();
-    ips.hash(&mut h);
-    spans.hash(&mut h);
-    h.finish()
+/// Two independent 64-bit hashes in one pass (see [`StackTable`]): two lanes with different
+/// multipliers and rotations, each finished by the same avalanche. [`Hasher::finish`] is the
+/// first; [`Hash128::finish128`] both.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hash128 {
+    a: u64,
+    b: u64,
+}
+
+impl Default for Hash128 {
+    fn default() -> Self {
+        Self { a: 0, b: 0x243f_6a88_85a3_08d3 }
+    }
+}
+
+impl Hash128 {
+    fn avalanche(z: u64) -> u64 {
+        let z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        let z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        z ^ (z >> 33)
+    }
+
+    /// Both hashes.
+    pub(crate) fn finish128(&self) -> (u64, u64) {
+        (Self::avalanche(self.a), Self::avalanche(self.b))
+    }
+}
+
+impl Hasher for Hash128 {
+    fn finish(&self) -> u64 {
+        Self::avalanche(self.a)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.a = (self.a.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.b = (self.b ^ v).wrapping_mul(0xd6e8_feb8_6659_fd93).rotate_left(29);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// The key's two 64-bit hashes (see [`StackTable`]).
+fn key_hash(ips: &[usize], spans: &SpanPath) -> (u64, u64) {
+    let mut h = Hash128::default();
+    h.write_usize(ips.len());
+    for &v in ips.iter().chain(spans.iter()) {
+        h.write_usize(v);
+    }
+    h.finish128()
 }
 
 impl StackTable {
     const fn new() -> Self {
         Self {
             index: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
-            entries: ArenaVec::new_in(Arena),
-            frames: ArenaVec::new_in(Arena),
+            entries: Chunked::new(),
+            codes: ArenaVec::new_in(Arena),
+            ips: ArenaVec::new_in(Arena),
+            ip_ids: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
+            span_paths: ArenaVec::new_in(Arena),
+            span_ids: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
+            lifetimes: Chunked::new(),
             tally: crate::engine::peak::StripeTally::new(),
         }
     }
 
-    /// The frames of `e`, an entry of this table.
-    fn frames_of(&self, e: &StackEntry<Frames>) -> &[usize] {
-        self.frames.get(e.ips.start..e.ips.start + e.ips.len).unwrap_or(&[])
+    /// Decodes the frames of `e`, an entry of this table, into `out`; returns how many.
+    #[cfg(test)]
+    fn frames_of(&self, e: &StackEntry, out: &mut [usize; MAX_FRAMES]) -> usize {
+        let mut ids = [0; MAX_FRAMES];
+        let n = self.frame_ids_of(e, &mut ids);
+        for (o, &id) in out.iter_mut().zip(&ids[..n]) {
+            *o = self.ips.get(id as usize).copied().unwrap_or(0);
+        }
+        n
     }
 
-    fn intern(&mut self, ips: &[usize], spans: SpanPath) -> u32 {
-        if self.entries.is_empty() {
-            self.entries.push(StackEntry::new(Frames { start: 0, len: 0 }, [0; SPAN_DEPTH]));
+    /// Decodes the frames of `e`, an entry of this table, into `out` as numbers into the
+    /// stripe's distinct addresses; returns how many.
+    fn frame_ids_of(&self, e: &StackEntry, out: &mut [u32; MAX_FRAMES]) -> usize {
+        let at = e.frames.at as usize;
+        let Some(code) = self.codes.get(at / CODE_CHUNK).and_then(|c| c.get(at % CODE_CHUNK..))
+        else {
+            return 0;
+        };
+        let mut bytes = code.iter();
+        let mut n = 0;
+        while n < (e.frames.len as usize).min(MAX_FRAMES) {
+            let mut id = 0u32;
+            let mut shift = 0;
+            for &b in bytes.by_ref() {
+                id |= u32::from(b & 0x7f) << (shift & 31);
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            out[n] = id;
+            n += 1;
         }
-        let hash = key_hash(ips, &spans);
+        n
+    }
+
+    /// Bytes the table's collections take (their capacity).
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
+        self.index.allocation_size()
+            + self.entries.heap_bytes()
+            + self.codes.iter().map(|c| c.capacity()).sum::<usize>()
+            + self.ips.capacity() * std::mem::size_of::<usize>()
+            + self.ip_ids.allocation_size()
+            + self.span_paths.capacity() * std::mem::size_of::<SpanPath>()
+            + self.span_ids.allocation_size()
+            + self.lifetimes.heap_bytes()
+    }
+
+    /// The span path of `e`, an entry of this table.
+    fn spans_of(&self, e: &StackEntry) -> SpanPath {
+        self.span_paths.get(e.spans as usize).copied().unwrap_or_default()
+    }
+
+    /// The lifetimes of `e`'s freed samples.
+    fn lifetimes_of(&self, e: &StackEntry) -> &MillisHistogram {
+        const NONE: MillisHistogram = MillisHistogram::new();
+        match e.lifetimes {
+            0 => &NONE,
+            i => self.lifetimes.get(i as usize).unwrap_or(&NONE),
+        }
+    }
+
+    /// Codes `ips` at the end of the frame codes; None when the codes' 4 GiB are used up.
+    fn code(&mut self, ips: &[usize]) -> Option<Frames> {
+        let full = self.codes.last().is_none_or(|c| c.len() + MAX_CODE > CODE_CHUNK);
+        if full {
+            let chunk = if self.codes.is_empty() {
+                ArenaVec::new_in(Arena)
+            } else {
+                ArenaVec::with_capacity_in(CODE_CHUNK, Arena)
+            };
+            self.codes.push(chunk);
+        }
+        let chunk = self.codes.len() - 1;
+        let at = u32::try_from(chunk * CODE_CHUNK + self.codes[chunk].len()).ok()?;
+        for &ip in ips.iter().take(MAX_FRAMES) {
+            let id = match self.ip_ids.get(&ip) {
+                Some(&id) => id,
+                None => {
+                    let id = self.ips.len() as u32;
+                    self.ips.push(ip);
+                    self.ip_ids.insert(ip, id);
+                    id
+                }
+            };
+            let (mut id, c) = (id, &mut self.codes[chunk]);
+            while id >= 0x80 {
+                c.push((id as u8) | 0x80);
+                id >>= 7;
+            }
+            c.push(id as u8);
+        }
+        Some(Frames { at, len: ips.len().min(MAX_FRAMES) as u8 })
+    }
+
+    /// The number of the span path `spans`.
+    fn span_id(&mut self, spans: SpanPath) -> u32 {
+        if spans == SpanPath::default() {
+            return 0;
+        }
+        if let Some(&i) = self.span_ids.get(&spans) {
+            return i;
+        }
+        if self.span_paths.is_empty() {
+            self.span_paths.push(SpanPath::default());
+        }
+        let i = self.span_paths.len() as u32;
+        self.span_paths.push(spans);
+        self.span_ids.insert(spans, i);
+        i
+    }
+
+    /// The id of the key (`ips`, `spans`); a new key gets an entry when `admit()` says one
+    /// more fits (see [`admit_stack`]), else it is folded into the overflow entry, id 0.
+    fn intern(&mut self, ips: &[usize], spans: SpanPath, admit: impl FnOnce() -> bool) -> u32 {
+        if self.entries.len() == 0 {
+            self.entries.push(StackEntry::new());
+            self.lifetimes.push(MillisHistogram::new());
+        }
+        let (hash, check) = key_hash(ips, &spans);
         let first = self.index.get(&hash).copied().unwrap_or(0);
         let mut id = first;
         while id != 0 {
             let Some(e) = self.entries.get(id as usize) else { break };
-            if self.frames_of(e) == ips && e.spans == spans {
+            if e.check == check {
                 return id;
             }
             id = e.next_same_hash;
         }
-        if STACK_ENTRIES.load(Ordering::Relaxed) >= MAX_STACKS.load(Ordering::Relaxed) {
-            // Counted, then folded into the overflow entry: its stack is lost, its bytes are not.
-            DROPPED_SAMPLES.fetch_add(1, Ordering::Relaxed);
+        if !admit() {
             return 0;
         }
-        STACK_ENTRIES.fetch_add(1, Ordering::Relaxed);
-        let id = self.entries.len() as u32;
-        let mut entry = StackEntry::new(Frames { start: self.frames.len(), len: ips.len() }, spans);
-        self.frames.extend_from_slice(ips);
+        let Some(frames) = self.code(ips) else {
+            DROPPED_SAMPLES.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        };
+        let mut entry = StackEntry::new();
+        entry.frames = frames;
+        entry.spans = self.span_id(spans);
+        entry.check = check;
         entry.next_same_hash = first;
-        self.entries.push(entry);
+        let id = self.entries.push(entry) as u32;
         self.index.insert(hash, id);
         id
     }
 
     /// Records a new sample of weight `w` at `ips` under `spans`; returns the stack id.
-    pub(crate) fn add_sample(&mut self, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
-        let id = self.intern(ips, spans);
+    /// `admit` says whether a new stack fits (see [`StackTable::intern`]).
+    pub(crate) fn add_sample(
+        &mut self,
+        ips: &[usize],
+        spans: SpanPath,
+        w: Weight,
+        admit: impl FnOnce() -> bool,
+    ) -> u32 {
+        let id = self.intern(ips, spans, admit);
         if let Some(e) = self.entries.get_mut(id as usize) {
             e.peak.before_change(e.live);
             let before = e.live;
@@ -215,7 +498,8 @@ impl StackTable {
 
     /// Records the free of a sample after `lifetime_ms`.
     pub(crate) fn free_sample(&mut self, id: u32, w: Weight, lifetime_ms: f64) {
-        if let Some(e) = self.entries.get_mut(id as usize) {
+        let Self { entries, lifetimes, tally, .. } = self;
+        if let Some(e) = entries.get_mut(id as usize) {
             e.peak.before_change(e.live);
             let var = w.variance();
             e.live.count -= w.count;
@@ -225,9 +509,14 @@ impl StackTable {
             e.freed_count += w.count;
             e.freed_bytes += w.bytes;
             e.live_samples = e.live_samples.saturating_sub(1);
-            e.lifetimes.add_weighted(lifetime_ms, w.count);
-            self.tally.change(-w.bytes, 0.0);
-            if self.tally.take_capture() {
+            if e.lifetimes == 0 {
+                e.lifetimes = lifetimes.push(MillisHistogram::new()) as u32;
+            }
+            if let Some(h) = lifetimes.get_mut(e.lifetimes as usize) {
+                h.add_weighted(lifetime_ms, w.count);
+            }
+            tally.change(-w.bytes, 0.0);
+            if tally.take_capture() {
                 e.peak.capture_before(e.live, 0.0);
             }
         }
@@ -339,7 +628,19 @@ pub(crate) static STACKS: [Padded<SpinMutex<StackTable>>; STACK_STRIPES] =
 /// ordinal `ordinal`; returns the stack id.
 pub(crate) fn add_sample(ordinal: u64, ips: &[usize], spans: SpanPath, w: Weight) -> u32 {
     let stripe = (ordinal % STACK_STRIPES as u64) as usize;
-    stack_id(stripe, STACKS[stripe].lock().add_sample(ips, spans, w))
+    stack_id(stripe, STACKS[stripe].lock().add_sample(ips, spans, w, admit_stack))
+}
+
+/// Whether one more stack entry fits under `YING_MAX_STACKS` (all stripes together): counts
+/// it if so; if not, counts the sample as dropped (folded into the overflow entry: its stack
+/// is lost, its bytes are not).
+fn admit_stack() -> bool {
+    if STACK_ENTRIES.load(Ordering::Relaxed) >= MAX_STACKS.load(Ordering::Relaxed) {
+        DROPPED_SAMPLES.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    STACK_ENTRIES.fetch_add(1, Ordering::Relaxed);
+    true
 }
 
 /// The id of entry `index` of stripe `stripe`.
@@ -371,14 +672,49 @@ pub(crate) fn split_sample(id: u32, w: Weight) {
     stripe.lock().split_sample(index, w);
 }
 
-/// Calls `f(stripe, index, entry)` for every entry of the stack table, one stripe at a time
-/// under its lock, without copying anything (reports build their stack table from it). `f`
-/// must not take a profiler lock. Index 0 of a stripe is its overflow entry.
-pub(crate) fn for_each_stack(mut f: impl FnMut(usize, u32, &StackEntry<Frames>, &[usize])) {
+/// The frames of one stack as [`for_each_stack`] gives them: numbers into its stripe's
+/// distinct addresses, innermost first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EntryFrames<'a> {
+    /// The frames' numbers.
+    pub(crate) ids: &'a [u32],
+    /// The stripe's distinct addresses, by number.
+    pub(crate) ips: &'a [usize],
+}
+
+impl EntryFrames<'_> {
+    /// The address of number `id`.
+    pub(crate) fn ip(&self, id: u32) -> usize {
+        self.ips.get(id as usize).copied().unwrap_or(0)
+    }
+}
+
+/// Calls `f(stripe, index, entry, frames, spans)` for every entry of the stack table, one
+/// stripe at a time under its lock, copying nothing but each entry's frame numbers, decoded
+/// into a buffer on the stack (reports build their stack table from it: the numbers let them
+/// name each distinct address of a stripe once). `f` must not take a profiler lock. Index 0
+/// of a stripe is its overflow entry.
+pub(crate) fn for_each_stack(
+    mut f: impl FnMut(usize, u32, &StackEntry, EntryFrames<'_>, &SpanPath),
+) {
+    let mut ids = [0u32; MAX_FRAMES];
     for (stripe, t) in STACKS.iter().enumerate() {
         let t = t.lock();
         for (i, e) in t.entries.iter().enumerate() {
-            f(stripe, i as u32, e, t.frames_of(e));
+            let n = t.frame_ids_of(e, &mut ids);
+            let frames = EntryFrames { ids: &ids[..n], ips: &t.ips };
+            f(stripe, i as u32, e, frames, &t.spans_of(e));
+        }
+    }
+}
+
+/// Calls `f(stripe, index, entry, lifetimes)` for every entry of the stack table, as
+/// [`for_each_stack`] does but without its frames.
+pub(crate) fn for_each_entry(mut f: impl FnMut(usize, u32, &StackEntry, &MillisHistogram)) {
+    for (stripe, t) in STACKS.iter().enumerate() {
+        let t = t.lock();
+        for (i, e) in t.entries.iter().enumerate() {
+            f(stripe, i as u32, e, t.lifetimes_of(e));
         }
     }
 }
@@ -491,10 +827,7 @@ pub(crate) fn clear() {
         g.clear();
     }
     for st in stripes.iter_mut() {
-        st.entries.clear();
-        st.index.clear();
-        st.frames.clear();
-        st.tally = crate::engine::peak::StripeTally::new();
+        **st = StackTable::new();
     }
     crate::engine::peak::clear();
     STACK_ENTRIES.store(0, Ordering::Relaxed);
@@ -529,6 +862,7 @@ pub(crate) fn unlock_all_after_fork() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spans::SPAN_DEPTH;
 
     #[test]
     fn pointers_sharing_a_filter_cell_are_in_different_shards() {
@@ -545,29 +879,113 @@ mod tests {
     #[test]
     fn interned_ids_are_stable_distinct_and_survive_hash_collisions() {
         let mut t = StackTable::new();
-        let a = t.intern(&[1, 2, 3], [0; SPAN_DEPTH]);
-        let b = t.intern(&[1, 2, 3, 4], [0; SPAN_DEPTH]);
+        let a = t.intern(&[1, 2, 3], [0; SPAN_DEPTH], || true);
+        let b = t.intern(&[1, 2, 3, 4], [0; SPAN_DEPTH], || true);
         let mut span = [0; SPAN_DEPTH];
         span[0] = 77;
-        let c = t.intern(&[1, 2, 3], span);
+        let c = t.intern(&[1, 2, 3], span, || true);
         assert!(a != 0 && b != 0 && c != 0, "id 0 is the overflow bucket");
         assert!(a != b && a != c && b != c, "frames and spans both distinguish keys");
-        assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a);
-        assert_eq!(t.intern(&[1, 2, 3, 4], [0; SPAN_DEPTH]), b);
-        assert_eq!(t.intern(&[1, 2, 3], span), c);
+        assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH], || true), a);
+        assert_eq!(t.intern(&[1, 2, 3, 4], [0; SPAN_DEPTH], || true), b);
+        assert_eq!(t.intern(&[1, 2, 3], span, || true), c);
+        assert_eq!(t.intern(&[7], span, || false), 0, "a new stack not admitted: overflow");
+        assert_eq!(t.intern(&[1, 2, 3], span, || false), c, "a known stack needs no room");
 
-        // Force a collision: the key [9, 9] hashes to the slot whose chain starts at `a`.
-        let h = key_hash(&[9, 9], &[0; SPAN_DEPTH]);
+        // Force a collision of the index hash: the key [9, 9] indexed in the slot whose chain
+        // starts at `a`.
+        let (h, _) = key_hash(&[9, 9], &[0; SPAN_DEPTH]);
         t.index.insert(h, a);
-        let d = t.intern(&[9, 9], [0; SPAN_DEPTH]);
+        let d = t.intern(&[9, 9], [0; SPAN_DEPTH], || true);
         assert!(d != a && d != 0, "a colliding key gets its own entry");
-        assert_eq!(t.entries[d as usize].next_same_hash, a, "and is chained in front of it");
-        assert_eq!(t.intern(&[9, 9], [0; SPAN_DEPTH]), d);
+        assert_eq!(t.entries.get(d as usize).unwrap().next_same_hash, a, "chained before it");
+        assert_eq!(t.intern(&[9, 9], [0; SPAN_DEPTH], || true), d);
         // Make the chain d -> a the one for `a`'s own hash too, as a real collision would:
         // finding `a` now means walking past `d`.
-        t.index.insert(key_hash(&[1, 2, 3], &[0; SPAN_DEPTH]), d);
-        assert_eq!(t.intern(&[1, 2, 3], [0; SPAN_DEPTH]), a, "found behind a colliding entry");
-        assert_eq!(t.frames_of(&t.entries[d as usize]), &[9, 9]);
+        t.index.insert(key_hash(&[1, 2, 3], &[0; SPAN_DEPTH]).0, d);
+        assert_eq!(
+            t.intern(&[1, 2, 3], [0; SPAN_DEPTH], || true),
+            a,
+            "found behind a colliding entry"
+        );
+        assert_eq!(frames(&t, d), [9, 9]);
+        assert_eq!(t.spans_of(t.entries.get(c as usize).unwrap()), span);
         assert_eq!(t.entries.len(), 5, "overflow bucket + four distinct keys");
+    }
+
+    fn frames(t: &StackTable, id: u32) -> Vec<usize> {
+        let mut out = [0; MAX_FRAMES];
+        let n = t.frames_of(t.entries.get(id as usize).unwrap(), &mut out);
+        out[..n].to_vec()
+    }
+
+    /// Frames come back as they went in, whatever the number of their address (one, two or
+    /// three bytes of code) and wherever their code falls (across arrays of codes and of
+    /// entries), and no more than `MAX_FRAMES` of them are kept.
+    #[test]
+    fn coded_frames_decode_to_the_stack_for_every_address_number() {
+        let mut t = StackTable::new();
+        let stack = |i: usize| -> Vec<usize> {
+            (0..1 + i % MAX_FRAMES)
+                .map(|k| 0x5555_0000_0000 + ((i * 7 + k * 131) % 40_000) * 16)
+                .collect()
+        };
+        // 40,000 distinct addresses: numbers past 16,383 take three bytes; 20,000 stacks fill
+        // more than two arrays of entries and more than one of codes.
+        let n = 20_000;
+        let ids: Vec<u32> = (0..n).map(|i| t.intern(&stack(i), [0; SPAN_DEPTH], || true)).collect();
+        assert!(t.ips.len() > 16_384, "{} distinct addresses", t.ips.len());
+        assert!(t.codes.len() > 1 && t.entries.chunks.len() > 2);
+        for (i, &id) in ids.iter().enumerate() {
+            assert_eq!(frames(&t, id), stack(i), "stack {i}");
+            assert_eq!(t.intern(&stack(i), [0; SPAN_DEPTH], || true), id, "stack {i} found again");
+        }
+        let deep: Vec<usize> = (1..=MAX_FRAMES + 10).collect();
+        let id = t.intern(&deep, [0; SPAN_DEPTH], || true);
+        assert_eq!(frames(&t, id), deep[..MAX_FRAMES]);
+    }
+
+    /// A stack gets its lifetimes histogram at its first free; the others have none.
+    #[test]
+    fn lifetimes_are_kept_for_stacks_with_a_free() {
+        let mut t = StackTable::new();
+        let w = Weight { count: 1.0, bytes: 64.0 };
+        let a = t.add_sample(&[1], [0; SPAN_DEPTH], w, || true);
+        let b = t.add_sample(&[2], [0; SPAN_DEPTH], w, || true);
+        t.free_sample(b, w, 5.0);
+        t.free_sample(b, w, 5.0);
+        let e = |id: u32| t.entries.get(id as usize).unwrap();
+        assert_eq!(t.lifetimes_of(e(a)).counts(), MillisHistogram::new().counts());
+        assert_eq!(t.lifetimes.len(), 2, "number 0 and b's");
+        assert!((t.lifetimes_of(e(b)).average_millis() - 5.0).abs() < 1e-9);
+    }
+
+    /// What the README and the docs of `StackTable` say a stack costs: at most 300 bytes for
+    /// a stack of 46 frames on average (depths 1 to 91) through 2,000 distinct addresses
+    /// (numbers of two bytes past the first 128), 200,000 stacks of which are in one stripe.
+    #[test]
+    fn a_stack_of_46_frames_takes_at_most_300_bytes() {
+        let mut t = StackTable::new();
+        let n = 200_000usize;
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut ips = Vec::with_capacity(91);
+        for i in 0..n {
+            ips.clear();
+            for _ in 0..1 + i % 91 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ips.push(0x5555_0000_0000 + (x % 2_000) as usize * 16);
+            }
+            t.add_sample(&ips, [0; SPAN_DEPTH], Weight { count: 1.0, bytes: 64.0 }, || true);
+        }
+        let per_stack = t.heap_bytes() as f64 / n as f64;
+        eprintln!("{per_stack:.1} bytes a stack ({} bytes in all)", t.heap_bytes());
+        assert!(per_stack <= 300.0, "{per_stack:.1} bytes a stack of 46 frames");
+    }
+
+    #[test]
+    fn an_entry_is_the_size_the_docs_say() {
+        assert_eq!(std::mem::size_of::<StackEntry>(), 168, "update StackTable's docs");
     }
 }

@@ -168,7 +168,7 @@ fn write_with(
             _ => None,
         };
         stack.clear();
-        for &l in snap.location_ids_of(row) {
+        for l in snap.location_ids_of(row) {
             let id = &mut ids[l as usize];
             if *id == 0 {
                 *id = match location(&snap.locations()[l as usize], modules) {

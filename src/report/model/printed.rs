@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use super::table::{Build, Figures, NO_ROW, StackTable};
-use crate::callstack::{FrameView, ShownFrame};
-use crate::engine::tables::AddrHasher;
+use crate::callstack::{Frame, FrameView, ShownFrame, ShownScratch};
+use crate::engine::tables::Hash128;
 
 /// The stacks of a table grouped into the entries one frame view prints.
 #[derive(Debug)]
@@ -48,34 +48,42 @@ impl Printed {
         // Entries with the same hash, chained through `next` (indexed by entry).
         let mut first: HashMap<u64, u32, Build> = HashMap::default();
         let mut next: Vec<u32> = Vec::new();
+        // The check hash of each entry's lines (indexed by entry): see `LineHashes`.
+        let mut check: Vec<u64> = Vec::new();
+        let known = KnownFrames::of(table);
+        let facts = table.frame_facts();
+        let (mut scratch, mut lines) = (ShownScratch::default(), Vec::new());
         for r in 0..n as u32 {
-            let lines = table.shown(r, view);
+            table.shown_into(r, view, &facts, &mut scratch, &mut lines);
             let spans = table.row(r).spans;
-            let mut h = AddrHasher::default();
+            // Two independent hashes of what the lines print: the first finds the entries
+            // whose lines may be the same, the second, kept for each entry, tells them apart
+            // instead of comparing the lines (which meant making the leading stack's lines
+            // again for each stack). Two stacks printed differently are taken for one only
+            // when both collide: for a million stacks, 10^12 pairs against 2^128 values.
+            let mut h = Hash128::default();
             spans.hash(&mut h);
             for l in &lines {
-                hash_line(l, &mut h);
+                hash_line(l, &mut h, &known);
             }
-            let hash = h.finish();
+            let (hash, line_check) = h.finish128();
             let head = first.get(&hash).copied().unwrap_or(NO_ROW);
             let mut e = head;
-            while e != NO_ROW {
-                let c = lead[e as usize];
-                if table.row(c).spans == spans && same_lines(&table.shown(c, view), &lines) {
-                    break;
-                }
+            while e != NO_ROW && check[e as usize] != line_check {
                 e = next[e as usize];
             }
             if e == NO_ROW {
                 e = lead.len() as u32;
                 lead.push(r);
                 next.push(head);
+                check.push(line_check);
                 first.insert(hash, e);
             }
             entry_of.push(e);
         }
         drop(first);
         drop(next);
+        drop(check);
         if lead.len() == n {
             return Self::identity(n);
         }
@@ -115,35 +123,57 @@ impl Printed {
     }
 }
 
-/// Feeds what line `l` prints (name, short location, `[inlined]`) to `h`.
-fn hash_line(l: &ShownFrame<'_>, h: &mut AddrHasher) {
-    match l {
-        ShownFrame::Frame(f) => {
-            0u8.hash(h);
-            f.function.hash(h);
-            f.file.as_deref().map(crate::callstack::short_path).hash(h);
-            f.line.hash(h);
-            f.inlined.hash(h);
+/// A number for what each frame of a table's locations prints, by the frame's address (a
+/// location's frames are shared by every stack through it): equal numbers, equal lines.
+/// Hashing names and paths for the 40 million frames of 888,000 stacks took seconds.
+struct KnownFrames {
+    line_of: HashMap<*const Frame, u32, Build>,
+}
+
+/// What a frame's line prints: its name, short location and whether it was inlined.
+type LineText<'a> = (&'a str, Option<&'a str>, Option<u32>, bool);
+
+fn line_text(f: &Frame) -> LineText<'_> {
+    (&f.function, f.file.as_deref().map(crate::callstack::short_path), f.line, f.inlined)
+}
+
+impl KnownFrames {
+    fn of(table: &StackTable) -> Self {
+        let mut line_of = HashMap::default();
+        let mut lines: HashMap<LineText<'_>, u32> = HashMap::new();
+        for l in table.locations() {
+            for f in l.frames.iter() {
+                let next = lines.len() as u32;
+                let line = *lines.entry(line_text(f)).or_insert(next);
+                line_of.insert(f as *const Frame, line);
+            }
         }
+        Self { line_of }
+    }
+
+    /// The number of `f`'s line; None for a frame not in the table.
+    fn line(&self, f: &Frame) -> Option<u32> {
+        self.line_of.get(&(f as *const Frame)).copied()
+    }
+}
+
+/// Feeds what line `l` prints (name, short location, `[inlined]`) to `h`.
+fn hash_line(l: &ShownFrame<'_>, h: &mut impl Hasher, known: &KnownFrames) {
+    match l {
+        ShownFrame::Frame(f) => match known.line(f) {
+            Some(line) => {
+                0u8.hash(h);
+                line.hash(h);
+            }
+            None => {
+                2u8.hash(h);
+                line_text(f).hash(h);
+            }
+        },
         ShownFrame::Folded { frames, crates } => {
             1u8.hash(h);
             frames.hash(h);
             crates.hash(h);
         }
     }
-}
-
-/// Whether two stacks' lines print alike.
-fn same_lines(a: &[ShownFrame<'_>], b: &[ShownFrame<'_>]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| match (x, y) {
-            (ShownFrame::Frame(x), ShownFrame::Frame(y)) => {
-                x.function == y.function
-                    && x.file.as_deref().map(crate::callstack::short_path)
-                        == y.file.as_deref().map(crate::callstack::short_path)
-                    && x.line == y.line
-                    && x.inlined == y.inlined
-            }
-            (x, y) => x == y,
-        })
 }

@@ -22,11 +22,13 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
-use crate::callstack::{Frame, FrameView, Measurement, ShownFrame, StackStats, StdCallstack};
+use crate::callstack::{
+    Frame, FrameFacts, FrameView, Measurement, ShownFrame, ShownScratch, StackStats, StdCallstack,
+};
 use crate::engine::histogram::MillisHistogram;
 use crate::engine::peak::Peak;
 use crate::engine::tables::arena::{Arena, ArenaVec};
-use crate::engine::tables::{self, AddrHasher, Frames, StackEntry};
+use crate::engine::tables::{self, AddrHasher, EntryFrames, STACK_STRIPES, StackEntry};
 use crate::spans::{SpanInfo, SpanPath};
 
 /// The other measure: the first tie-breaker of a ranking by `m`.
@@ -183,7 +185,8 @@ pub(crate) struct Row {
     pub(crate) fig: Figures,
     /// The first stack-table entry summed into it (see [`entry_key`]).
     entry: u64,
-    /// The row's location indices are `locs[start..start + len]`, innermost first.
+    /// The row's location indices, innermost first, are coded in `locs[start..start + len]`
+    /// (see [`LocCodes`]).
     start: u32,
     len: u32,
     /// Index of its span path in `span_paths` (0: none).
@@ -196,12 +199,63 @@ impl Row {
     }
 }
 
+/// The location indices of every row, one row after the other, each index in LEB128 (one byte
+/// below 128, two below 16,384): a stack of 46 frames takes 46 to 92 bytes, not 184, which
+/// kept a report of a million stacks under one and a half times the stack table's memory.
+#[derive(Debug)]
+struct LocCodes(ArenaVec<u8>);
+
+impl LocCodes {
+    fn new() -> Self {
+        Self(ArenaVec::new_in(Arena))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn push(&mut self, mut l: u32) {
+        while l >= 0x80 {
+            self.0.push((l as u8) | 0x80);
+            l >>= 7;
+        }
+        self.0.push(l as u8);
+    }
+
+    /// The indices coded in `range`.
+    fn decode(&self, range: std::ops::Range<usize>) -> LocIter<'_> {
+        LocIter(self.0.get(range).unwrap_or(&[]).iter())
+    }
+}
+
+/// The location indices of a row (see [`LocCodes`]).
+#[derive(Debug, Clone)]
+pub(crate) struct LocIter<'a>(std::slice::Iter<'a, u8>);
+
+impl Iterator for LocIter<'_> {
+    type Item = u32;
+
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        let mut l = 0u32;
+        let mut shift = 0;
+        loop {
+            let b = *self.0.next()?;
+            l |= u32::from(b & 0x7f) << (shift & 31);
+            shift += 7;
+            if b & 0x80 == 0 {
+                return Some(l);
+            }
+        }
+    }
+}
+
 /// Every sampled stack at one moment: rows of figures, each stack as indices into one table of
 /// locations (see the module docs).
 #[derive(Debug)]
 pub(crate) struct StackTable {
     rows: ArenaVec<Row>,
-    locs: ArenaVec<u32>,
+    locs: LocCodes,
     locations: Vec<Location>,
     /// Distinct span paths, outermost span first; entry 0 is the empty path.
     span_paths: Vec<Vec<SpanInfo>>,
@@ -256,7 +310,7 @@ type ArenaMap<K, V> = hashbrown::HashMap<K, V, Build, Arena>;
 /// lock) may hold.
 struct Builder {
     rows: ArenaVec<Row>,
-    locs: ArenaVec<u32>,
+    locs: LocCodes,
     /// Distinct addresses; index 0 stands for the overflow pseudo-location.
     ips: ArenaVec<usize>,
     ip_index: ArenaMap<usize, u32>,
@@ -267,6 +321,11 @@ struct Builder {
     extra_entries: ArenaVec<(u32, u64)>,
     span_index: ArenaMap<SpanPath, u32>,
     raw_spans: ArenaVec<SpanPath>,
+    /// The location of each stripe's address numbers (`NO_ROW`: not looked up yet).
+    stripe_locs: [ArenaVec<u32>; STACK_STRIPES],
+    /// The locations of the stack being added, and their code.
+    scratch: ArenaVec<u32>,
+    scratch_code: LocCodes,
     /// The peak epoch whose figures the rows take (0: no peak kept).
     peak_epoch: u32,
 }
@@ -275,7 +334,7 @@ impl Builder {
     fn new() -> Self {
         let mut b = Self {
             rows: ArenaVec::new_in(Arena),
-            locs: ArenaVec::new_in(Arena),
+            locs: LocCodes::new(),
             ips: ArenaVec::new_in(Arena),
             ip_index: ArenaMap::with_hasher_in(Build::default(), Arena),
             by_hash: ArenaMap::with_hasher_in(Build::default(), Arena),
@@ -283,6 +342,9 @@ impl Builder {
             extra_entries: ArenaVec::new_in(Arena),
             span_index: ArenaMap::with_hasher_in(Build::default(), Arena),
             raw_spans: ArenaVec::new_in(Arena),
+            stripe_locs: [const { ArenaVec::new_in(Arena) }; STACK_STRIPES],
+            scratch: ArenaVec::new_in(Arena),
+            scratch_code: LocCodes::new(),
             peak_epoch: 0,
         };
         b.ips.push(0);
@@ -311,33 +373,62 @@ impl Builder {
         i
     }
 
-    /// Whether row `r` is the stack `ips` (the overflow entry's when `overflow`) under `spans`.
-    fn is(&self, r: u32, overflow: bool, ips: &[usize], spans: u32) -> bool {
+    /// Whether row `r` is the stack of locations coded `code` (the overflow entry's when
+    /// `overflow`) under `spans`. Equal codes, equal locations.
+    fn is(&self, r: u32, overflow: bool, code: &[u8], spans: u32) -> bool {
         let row = &self.rows[r as usize];
-        let locs = &self.locs[row.range()];
-        row.spans == spans
-            && if overflow {
-                locs == [0]
-            } else {
-                locs.len() == ips.len()
-                    && locs.iter().zip(ips).all(|(&l, &ip)| l != 0 && self.ips[l as usize] == ip)
-            }
+        let row_code = &self.locs.0[row.range()];
+        row.spans == spans && if overflow { row_code == [0] } else { row_code == code }
     }
 
-    fn add(&mut self, stripe: usize, index: u32, e: &StackEntry<Frames>, ips: &[usize]) {
+    /// The location of number `id` of stripe `stripe` (see [`tables::EntryFrames`]): each
+    /// distinct address of a stripe is looked up once, not once for each stack through it.
+    fn loc_of(&mut self, stripe: usize, frames: EntryFrames<'_>, id: u32) -> u32 {
+        let known = &mut self.stripe_locs[stripe % STACK_STRIPES];
+        if known.len() <= id as usize {
+            known.resize(id as usize + 1, NO_ROW);
+        }
+        if known[id as usize] == NO_ROW {
+            let l = self.ip_id(frames.ip(id));
+            self.stripe_locs[stripe % STACK_STRIPES][id as usize] = l;
+        }
+        self.stripe_locs[stripe % STACK_STRIPES][id as usize]
+    }
+
+    fn add(
+        &mut self,
+        stripe: usize,
+        index: u32,
+        e: &StackEntry,
+        frames: EntryFrames<'_>,
+        spans: &SpanPath,
+    ) {
         if e.samples == 0 {
             return;
         }
         let overflow = index == 0;
-        let spans = self.span_id(&e.spans);
+        let spans = self.span_id(spans);
+        let mut scratch = std::mem::replace(&mut self.scratch, ArenaVec::new_in(Arena));
+        scratch.clear();
+        if !overflow {
+            for &id in frames.ids {
+                let l = self.loc_of(stripe, frames, id);
+                scratch.push(l);
+            }
+        }
+        let mut code = std::mem::replace(&mut self.scratch_code, LocCodes::new());
+        code.0.clear();
+        for &l in scratch.iter() {
+            code.push(l);
+        }
         let mut h = AddrHasher::default();
         overflow.hash(&mut h);
-        ips.hash(&mut h);
+        code.0.hash(&mut h);
         spans.hash(&mut h);
         let hash = h.finish();
         let head = self.by_hash.get(&hash).copied().unwrap_or(NO_ROW);
         let mut r = head;
-        while r != NO_ROW && !self.is(r, overflow, ips, spans) {
+        while r != NO_ROW && !self.is(r, overflow, &code.0, spans) {
             r = self.next_same_hash[r as usize];
         }
         let peak = e.peak.at(self.peak_epoch, e.live);
@@ -368,10 +459,7 @@ impl Builder {
             if overflow {
                 self.locs.push(0);
             } else {
-                for &ip in ips.iter() {
-                    let l = self.ip_id(ip);
-                    self.locs.push(l);
-                }
+                self.locs.0.extend_from_slice(&code.0);
             }
             self.rows.push(Row {
                 fig: Figures {
@@ -400,6 +488,8 @@ impl Builder {
             fig.live_samples += e.live_samples;
             self.extra_entries.push((r, entry_key(stripe, index)));
         }
+        self.scratch = scratch;
+        self.scratch_code = code;
     }
 }
 
@@ -408,8 +498,8 @@ impl Builder {
 /// without symbolizing. The caller holds the re-entrancy guard.
 pub(crate) fn distinct_stacks() -> usize {
     let mut b = Builder::new();
-    tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
-    b.rows.iter().filter(|r| b.locs[r.range()] != [0]).count()
+    tables::for_each_stack(|stripe, index, e, f, spans| b.add(stripe, index, e, f, spans));
+    b.rows.iter().filter(|r| b.locs.0[r.range()] != [0]).count()
 }
 
 /// Takes the stack table of the engine now, with the kept peak its rows' figures at the peak
@@ -437,17 +527,18 @@ pub(crate) fn take_unsymbolized() -> (StackTable, Option<Peak>) {
     // Counted first, so the big arrays are allocated once at their size: grown by doubling,
     // each would take up to twice that, and its old copy while it moves.
     let (mut entries, mut frames) = (0usize, 0usize);
-    tables::for_each_stack(|_, _, e, ips| {
+    tables::for_each_entry(|_, _, e, _| {
         if e.samples > 0 {
             entries += 1;
-            frames += ips.len().max(1);
+            frames += e.depth().max(1);
         }
     });
     b.rows.reserve_exact(entries);
     b.next_same_hash.reserve_exact(entries);
     b.by_hash.reserve(entries);
-    b.locs.reserve_exact(frames);
-    tables::for_each_stack(|stripe, index, e, ips| b.add(stripe, index, e, ips));
+    // A byte a frame while a stripe has fewer than 128 distinct addresses.
+    b.locs.0.reserve(frames);
+    tables::for_each_stack(|stripe, index, e, f, spans| b.add(stripe, index, e, f, spans));
     let Builder { mut rows, locs, ips, raw_spans, extra_entries, .. } = b;
     // A capture while the table was walked: the peak figures of the rows walked before it are
     // those of the peak before (see `peak`); read them again, all of the latest peak.
@@ -464,7 +555,7 @@ pub(crate) fn take_unsymbolized() -> (StackTable, Option<Peak>) {
     let span_paths = raw_spans.iter().map(crate::spans::resolve).collect();
     rows.shrink_to_fit();
     let mut locs = locs;
-    locs.shrink_to_fit();
+    locs.0.shrink_to_fit();
     let peak = Peak::from_read(&peak, rows.iter().map(|r| round(r.fig.est[PEAK_BYTES])).sum());
     let table =
         StackTable { rows, locs, locations, span_paths, extra_entries, stored_histograms: None };
@@ -544,7 +635,7 @@ fn reread_peak(rows: &mut ArenaVec<Row>, extra_entries: &ArenaVec<(u32, u64)>, e
         row.fig.var[PEAK_BYTES] = 0.0;
         row.fig.var[PEAK_COUNT] = 0.0;
     }
-    tables::for_each_stack(|stripe, index, e, _| {
+    tables::for_each_entry(|stripe, index, e, _| {
         if let Some(row) =
             row_of.get(&entry_key(stripe, index)).and_then(|&r| rows.get_mut(r as usize))
         {
@@ -563,7 +654,7 @@ impl StackTable {
     /// the frame they are inlined into.
     pub(crate) fn from_stacks(stacks: &[StackStats]) -> Self {
         let mut rows = ArenaVec::with_capacity_in(stacks.len(), Arena);
-        let mut locs = ArenaVec::new_in(Arena);
+        let mut locs = LocCodes::new();
         let mut locations: Vec<Location> = Vec::new();
         let mut by_ip: HashMap<usize, Vec<u32>, Build> = HashMap::default();
         let mut span_paths: Vec<Vec<SpanInfo>> = vec![Vec::new()];
@@ -653,11 +744,13 @@ impl StackTable {
             span_paths.push(Vec::new());
         }
         let mut out_rows = ArenaVec::with_capacity_in(rows.len(), Arena);
-        let mut locs = ArenaVec::new_in(Arena);
+        let mut locs = LocCodes::new();
         let mut histograms = Vec::with_capacity(rows.len());
         for r in rows {
             let start = locs.len() as u32;
-            locs.extend(r.locs.into_iter().filter(|&l| (l as usize) < locations.len()));
+            for l in r.locs.into_iter().filter(|&l| (l as usize) < locations.len()) {
+                locs.push(l);
+            }
             let spans = if (r.spans as usize) < span_paths.len() { r.spans } else { 0 };
             out_rows.push(Row {
                 fig: r.fig,
@@ -687,7 +780,12 @@ impl StackTable {
     /// Row `r` as [`StackTable::from_raw`] takes it, with its histograms `histograms`.
     pub(crate) fn raw_row(&self, r: u32, histograms: Histograms) -> RawRow {
         let row = &self.rows[r as usize];
-        RawRow { fig: row.fig, locs: self.locs[row.range()].to_vec(), spans: row.spans, histograms }
+        RawRow {
+            fig: row.fig,
+            locs: self.locs.decode(row.range()).collect(),
+            spans: row.spans,
+            histograms,
+        }
     }
 
     /// The distinct span paths (index 0 the empty path), as rows name them.
@@ -743,9 +841,9 @@ impl StackTable {
         let find = |key: u64| {
             want.binary_search_by_key(&key, |&(k, _)| k).ok().map(|i| want[i].1 as usize)
         };
-        tables::for_each_stack(|stripe, index, e, _| {
+        tables::for_each_entry(|stripe, index, _, lifetimes| {
             if let Some(slot) = find(entry_key(stripe, index)) {
-                out[slot].lifetimes.merge(&e.lifetimes);
+                out[slot].lifetimes.merge(lifetimes);
             }
         });
         let now = crate::sys::clock::now_ns();
@@ -764,6 +862,43 @@ impl StackTable {
         crate::callstack::shown_frames(self.frames_of(r), view)
     }
 
+    /// [`StackTable::shown`] into `out`, with the facts of each location's frames from `facts`
+    /// (by location index, one per frame: [`StackTable::frame_facts`]), working in `scratch`.
+    pub(crate) fn shown_into<'a>(
+        &'a self,
+        r: u32,
+        view: FrameView,
+        facts: &'a [Vec<(&'a Frame, FrameFacts<'a>)>],
+        scratch: &mut ShownScratch<'a>,
+        out: &mut Vec<ShownFrame<'a>>,
+    ) {
+        let row = &self.rows[r as usize];
+        scratch.clear();
+        for l in self.locs.decode(row.range()) {
+            for &f in &facts[l as usize] {
+                scratch.push(f);
+            }
+        }
+        crate::callstack::shown_frames_of_scratch(view, scratch, out);
+    }
+
+    /// Every location's frames with their facts, judged once (see
+    /// [`StackTable::shown_into`]); frames of one function name share its number.
+    pub(crate) fn frame_facts(&self) -> Vec<Vec<(&Frame, FrameFacts<'_>)>> {
+        let mut functions: HashMap<&str, u32> = HashMap::new();
+        let mut out = Vec::with_capacity(self.locations.len());
+        for l in &self.locations {
+            let mut frames = Vec::with_capacity(l.frames.len());
+            for f in l.frames.iter() {
+                let next = functions.len() as u32 + 1;
+                let function = *functions.entry(&*f.function).or_insert(next);
+                frames.push((f, FrameFacts { function, ..FrameFacts::of(f) }));
+            }
+            out.push(frames);
+        }
+        out
+    }
+
     /// Number of stacks.
     pub(crate) fn len(&self) -> usize {
         self.rows.len()
@@ -777,7 +912,7 @@ impl StackTable {
     /// The locations of row `r`, innermost first.
     pub(crate) fn locations_of(&self, r: u32) -> impl Iterator<Item = &Location> {
         let row = &self.rows[r as usize];
-        self.locs[row.range()].iter().map(|&l| &self.locations[l as usize])
+        self.locs.decode(row.range()).map(|l| &self.locations[l as usize])
     }
 
     /// The frames of row `r`, innermost first, inlined frames expanded.
@@ -801,8 +936,8 @@ impl StackTable {
     }
 
     /// The location indices of row `r`.
-    pub(crate) fn location_ids_of(&self, r: u32) -> &[u32] {
-        &self.locs[self.rows[r as usize].range()]
+    pub(crate) fn location_ids_of(&self, r: u32) -> LocIter<'_> {
+        self.locs.decode(self.rows[r as usize].range())
     }
 
     /// Rows `a` and `b` compared as a ranking breaks the ties of their figures: by frame
@@ -821,9 +956,9 @@ impl StackTable {
     /// ranking 100,000 stacks that tie on their bytes compares millions of names otherwise.
     fn cmp_function_names(&self, a: u32, b: u32) -> std::cmp::Ordering {
         let (la, lb) = (self.location_ids_of(a), self.location_ids_of(b));
-        let same = la.iter().zip(lb).take_while(|(x, y)| x == y).count();
-        let mut na = self.names(&la[same..]);
-        let mut nb = self.names(&lb[same..]);
+        let same = la.clone().zip(lb.clone()).take_while(|(x, y)| x == y).count();
+        let mut na = self.names(la.skip(same));
+        let mut nb = self.names(lb.skip(same));
         loop {
             match (na.next(), nb.next()) {
                 (None, None) => return std::cmp::Ordering::Equal,
@@ -839,8 +974,11 @@ impl StackTable {
     }
 
     /// The function names of the frames at locations `locs`, in order.
-    fn names<'a>(&'a self, locs: &'a [u32]) -> impl Iterator<Item = &'a Arc<str>> {
-        locs.iter().flat_map(|&l| self.locations[l as usize].frames.iter()).map(|f| &f.function)
+    fn names<'a>(
+        &'a self,
+        locs: impl Iterator<Item = u32> + 'a,
+    ) -> impl Iterator<Item = &'a Arc<str>> {
+        locs.flat_map(|l| self.locations[l as usize].frames.iter()).map(|f| &f.function)
     }
 
     /// Row `r`'s stack with figures `fig` and histograms `h` as a [`StackStats`] (its frames
@@ -862,12 +1000,20 @@ impl StackTable {
 mod tests {
     use super::*;
 
-    fn entry(samples: u64, bytes: f64) -> StackEntry<Frames> {
-        let mut e = StackEntry::new(Frames::default(), SpanPath::default());
+    fn entry(samples: u64, bytes: f64) -> StackEntry {
+        let mut e = StackEntry::new();
         e.samples = samples;
         e.alloc_bytes = bytes;
-        e.lifetimes.add_weighted(5.0, samples as f64);
         e
+    }
+
+    /// Adds the stack `ips` as stripe `stripe` of the engine gives it: as numbers into the
+    /// stripe's distinct addresses, which each stripe numbers in its own order.
+    fn add(b: &mut Builder, stripe: usize, index: u32, e: &StackEntry, ips: &[usize]) {
+        let dict: &[usize] = if stripe == 1 { &[3, 2, 1] } else { &[1, 2, 3] };
+        let ids: Vec<u32> =
+            ips.iter().map(|ip| dict.iter().position(|d| d == ip).unwrap() as u32).collect();
+        b.add(stripe, index, e, EntryFrames { ids: &ids, ips: dict }, &SpanPath::default());
     }
 
     /// A stack sampled on threads of two stripes is one row with the sums of both entries;
@@ -881,14 +1027,16 @@ mod tests {
     #[test]
     fn one_stack_from_two_stripes_is_one_row() {
         let mut b = Builder::new();
-        b.add(0, 0, &entry(1, 10.0), &[]);
-        b.add(0, 1, &entry(2, 100.0), &[1, 2]);
-        b.add(1, 0, &entry(3, 30.0), &[]);
-        b.add(1, 1, &entry(5, 50.0), &[1, 2]);
-        b.add(1, 2, &entry(7, 70.0), &[]);
-        b.add(2, 1, &entry(0, 0.0), &[3]);
+        add(&mut b, 0, 0, &entry(1, 10.0), &[]);
+        add(&mut b, 0, 1, &entry(2, 100.0), &[1, 2]);
+        add(&mut b, 1, 0, &entry(3, 30.0), &[]);
+        add(&mut b, 1, 1, &entry(5, 50.0), &[1, 2]);
+        add(&mut b, 1, 2, &entry(7, 70.0), &[]);
+        add(&mut b, 2, 1, &entry(0, 0.0), &[3]);
         assert_eq!(b.rows.len(), 3, "[1, 2], the overflow entries, the empty stack");
-        let row = |locs: &[u32]| b.rows.iter().find(|r| &b.locs[r.range()] == locs).unwrap();
+        let row = |locs: &[u32]| {
+            b.rows.iter().find(|r| b.locs.decode(r.range()).eq(locs.iter().copied())).unwrap()
+        };
         let (one, two) = (b.ip_index[&1], b.ip_index[&2]);
         let s = row(&[one, two]);
         assert_eq!((s.fig.samples, s.fig.est[ALLOC_BYTES]), (7, 150.0));
