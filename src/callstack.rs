@@ -837,8 +837,11 @@ pub(crate) fn shown_frames_by<'a>(
 /// The arrays [`shown_frames_into`] works in, kept by a caller that shows many stacks.
 #[derive(Debug, Default)]
 pub(crate) struct ShownScratch<'a> {
+    /// The frames shown so far, innermost first, with their facts.
     visible: Vec<(&'a Frame, FrameFacts<'a>)>,
     crates: Vec<Option<&'a str>>,
+    /// Whether the view is expanded (runs of one function kept whole).
+    expand: bool,
 }
 
 /// [`shown_frames_by`] into `out` (cleared first), working in `scratch`.
@@ -848,7 +851,7 @@ pub(crate) fn shown_frames_into<'a>(
     scratch: &mut ShownScratch<'a>,
     out: &mut Vec<ShownFrame<'a>>,
 ) {
-    scratch.clear();
+    scratch.clear(view);
     for f in frames {
         scratch.push(f);
     }
@@ -856,35 +859,41 @@ pub(crate) fn shown_frames_into<'a>(
 }
 
 impl<'a> ShownScratch<'a> {
-    /// Empties it for the next stack.
-    pub(crate) fn clear(&mut self) {
+    /// Empties it for the next stack, shown in `view`.
+    pub(crate) fn clear(&mut self, view: FrameView) {
         self.visible.clear();
+        self.expand = view.expand;
     }
 
-    /// Adds the next frame (outward) of the stack, unless it is hidden.
+    /// Adds the next frame (outward) of the stack, unless it is hidden or, unless the view
+    /// is expanded, of the same function as the frame before it (the innermost frame of a
+    /// function stands for its run, as [`display_frames`] keeps it).
     #[inline]
     pub(crate) fn push(&mut self, f: (&'a Frame, FrameFacts<'a>)) {
-        if !f.1.hidden {
-            self.visible.push(f);
+        if f.1.hidden {
+            return;
         }
+        if let Some(last) = self.visible.last().filter(|_| !self.expand) {
+            let same = match (last.1.function, f.1.function) {
+                (0, _) | (_, 0) => last.0.function == f.0.function,
+                (a, b) => a == b,
+            };
+            if same {
+                return;
+            }
+        }
+        self.visible.push(f);
     }
 }
 
-/// [`shown_frames_into`] of the frames pushed into `scratch`.
+/// [`shown_frames_into`] of the frames pushed into `scratch` (cleared for `view`).
 pub(crate) fn shown_frames_of_scratch<'a>(
     view: FrameView,
     scratch: &mut ShownScratch<'a>,
     out: &mut Vec<ShownFrame<'a>>,
 ) {
     out.clear();
-    let ShownScratch { visible, crates } = scratch;
-    if !view.expand {
-        // `dedup_by` keeps the first of each run: the innermost frame of the function.
-        visible.dedup_by(|outer, inner| match (outer.1.function, inner.1.function) {
-            (0, _) | (_, 0) => outer.0.function == inner.0.function,
-            (a, b) => a == b,
-        });
-    }
+    let ShownScratch { visible, crates, .. } = scratch;
     if view.expand || !view.fold_framework {
         out.extend(visible.iter().map(|v| ShownFrame::Frame(v.0)));
         return;

@@ -348,11 +348,12 @@ settings! {
         "A single allocation request of at least this many bytes (1 or more, KiB/MiB/GiB/TiB \
          suffixes accepted) is refused with a null pointer and its stack printed to stderr, to \
          catch runaway sizes.";
-    max_stacks: usize = 100_000, "YING_MAX_STACKS", |v| to_usize(uint_in(v, 16, 10_000_000)?),
+    max_stacks: usize = 400_000, "YING_MAX_STACKS", |v| to_usize(uint_in(v, 16, 10_000_000)?),
         "Stack entries kept, from 16 to 10000000, before samples at new stacks are folded into \
-         one `[stack table full]` entry, bounding Ying's own memory (each thread counts its \
-         samples in one of 8 stripes, so a stack sampled on several threads can take up to 8 \
-         entries).";
+         one `[stack table full]` entry, bounding Ying's own memory: an entry takes about 170 \
+         bytes and one or two a frame, 240 to 300 bytes for a stack of 46 frames, so the \
+         default holds at most about 120 MB (each thread counts its samples in one of 8 \
+         stripes, so a stack sampled on several threads can take up to 8 entries).";
     http_addr: Option<SocketAddr> = None, "YING_HTTP_ADDR", parse_http_addr,
         "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes over HTTP at \
          this address, e.g. `127.0.0.1:6060` (a bare port or `localhost:PORT` means loopback; \
@@ -905,7 +906,7 @@ mod tests {
         assert_eq!(d.reporting_path, PathBuf::from("ying-profiles"));
         assert_eq!((d.check_interval_secs, d.report_pct_change_trigger), (300, 10));
         assert_eq!(d.max_alloc_bytes, 68_719_476_736);
-        assert_eq!((d.top_k, d.max_stacks), (20, 100_000));
+        assert_eq!((d.top_k, d.max_stacks), (20, 400_000));
         assert_eq!(d.max_report_sets, 50);
         assert_eq!((d.seed, d.only_exe), (None, None));
     }
@@ -1010,10 +1011,10 @@ mod tests {
             ("YING_TOP_K", "0", "must be at least 1", "20"),
             ("YING_TOP_K", "100001", "must be at most 100000", "20"),
             ("YING_TOP_K", "+5", "not a number", "20"),
-            ("YING_MAX_STACKS", "15", "must be at least 16", "100000"),
+            ("YING_MAX_STACKS", "15", "must be at least 16", "400000"),
             ("YING_MAX_REPORT_SETS", "-1", "must not be negative", "50"),
             ("YING_MAX_REPORT_SETS", "1000001", "must be at most 1000000", "50"),
-            ("YING_MAX_STACKS", "10000001", "must be at most 10000000", "100000"),
+            ("YING_MAX_STACKS", "10000001", "must be at most 10000000", "400000"),
             ("YING_MAX_ALLOC_BYTES", "0", "must be at least 1", "64GiB"),
             ("YING_MAX_ALLOC_BYTES", "99999999999TiB", "too large", "64GiB"),
             ("YING_MAX_ALLOC_BYTES", "18446744073709551616", "too large", "64GiB"),
@@ -1326,7 +1327,7 @@ mod tests {
                 "20",
                 "50",
                 "64GiB",
-                "100000",
+                "400000",
                 "unset",
                 "unset",
                 "15",

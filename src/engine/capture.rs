@@ -15,8 +15,7 @@
 use crate::engine::host::Host;
 use crate::engine::thread_state::ThreadState;
 
-/// Deepest stack kept (frames beyond it are cut off).
-pub const MAX_FRAMES: usize = 64;
+pub use crate::engine::tables::MAX_FRAMES;
 
 /// How far down the captured frames the host's entry frame is looked for.
 const ENTRY_SEARCH: usize = 16;

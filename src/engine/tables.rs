@@ -22,7 +22,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::engine::capture::MAX_FRAMES;
 use crate::engine::histogram::MillisHistogram;
 use crate::engine::peak::Retained;
 use crate::engine::sampler::Weight;
@@ -180,6 +179,10 @@ impl<T, const N: usize> Chunked<T, N> {
     }
 }
 
+/// Deepest stack kept (frames beyond it are cut off): the captures' size, and so the most
+/// frames a stack of the table has.
+pub const MAX_FRAMES: usize = 64;
+
 /// Entries per array of a stripe's entries (688 KiB).
 const ENTRY_CHUNK: usize = 4096;
 /// Bytes per array of a stripe's frame codes.
@@ -231,7 +234,7 @@ pub(crate) struct StackTable {
 }
 
 /// Stack entries kept (all stripes together) before new stacks go to the overflow entries.
-pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(100_000);
+pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(400_000);
 /// Stack entries in all stripes (each stripe's overflow entry not counted).
 static STACK_ENTRIES: AtomicU64 = AtomicU64::new(0);
 

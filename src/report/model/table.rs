@@ -1,22 +1,23 @@
 //! The stacks of a report: every sampled stack at one moment as a row of figures, each stack as
-//! 4-byte indices into one table of *locations* (one per distinct address, with its symbolized
-//! frames shared with the symbol cache), so a deep stack costs 4 bytes a frame and no name is
-//! copied.
+//! indices into one table of *locations* (one per distinct address, with its symbolized
+//! frames shared with the symbol cache), coded one or two bytes an index, so a deep stack
+//! costs a byte or two a frame and no name is copied.
 //!
 //! A table is taken from the engine ([`take`]) under the re-entrancy guard (its memory is the
 //! profiler's) by walking the stack table in place, each stripe under its own short lock hold,
 //! copying nothing but figures: the entries of one stack in different stripes are summed into
-//! one row. Or it is made from the [`StackStats`] of a [`crate::Snapshot`]
-//! ([`StackTable::from_stacks`]). The lifetime and age histograms are read later, for the
-//! entries a report lists ([`StackTable::histograms`]).
+//! one row, and each stripe's distinct addresses are looked up once. Or it is made from the
+//! [`StackStats`] of a [`crate::Snapshot`] ([`StackTable::from_stacks`]). The lifetime and age
+//! histograms are read later, for the entries a report lists ([`StackTable::histograms`]).
 //!
 //! # What it costs
 //!
-//! A table of `S` stacks of `F` frames on average takes about `S * (200 + 4 * F)` bytes: a
-//! 192-byte row of figures (its peak figures, the estimates' variances and the resident bytes
-//! included), the frame indices, and while the stripes are merged a hash index of about 20 bytes a stack (the arrays
-//! are counted first and allocated once, at their size). The location table is a few hundred bytes per distinct
-//! address.
+//! A table of `S` stacks of `F` frames on average takes about `S * (200 + F)` bytes while
+//! fewer than 128 distinct addresses are in it, `S * (200 + 2 * F)` below 16,384: a 192-byte
+//! row of figures (its peak figures, the estimates' variances and the resident bytes
+//! included), the coded location indices, and while the stripes are merged a hash index of
+//! about 20 bytes a stack (the rows are counted first and allocated once, at their size). The
+//! location table is a few hundred bytes per distinct address.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -873,7 +874,7 @@ impl StackTable {
         out: &mut Vec<ShownFrame<'a>>,
     ) {
         let row = &self.rows[r as usize];
-        scratch.clear();
+        scratch.clear(view);
         for l in self.locs.decode(row.range()) {
             for &f in &facts[l as usize] {
                 scratch.push(f);
