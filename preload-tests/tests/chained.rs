@@ -166,6 +166,10 @@ fn exact_under(a: &Allocator, program: &ExactProgram) {
     check_folded_bytes(&glibc, program.markers);
     check_entries(&glibc, program.markers);
     let under_glibc = marker_counts(&glibc, program.markers);
+    // The program maps nothing itself: what the allocator maps for its own arenas is not a
+    // program's mapping (under glibc, its heaps are not counted either).
+    let mapped = |c: &Comparison| c.main_report().manifest().mapped.map(|m| (m.bytes, m.regions));
+    let glibc_mapped = mapped(&glibc);
 
     for (measure, vars) in [("retained", EXACT), ("allocated", EXACT_ALLOCATED)] {
         let reports = dir.reports(measure);
@@ -176,6 +180,15 @@ fn exact_under(a: &Allocator, program: &ExactProgram) {
         check_chained_header(&c, &lib);
         check_folded_bytes(&c, program.markers);
         check_entries(&c, program.markers);
+        let chained_mapped = mapped(&c);
+        c.check(
+            chained_mapped == glibc_mapped && glibc_mapped.is_some(),
+            format!(
+                "mapped bytes and regions under {}: {chained_mapped:?}, under glibc: \
+                 {glibc_mapped:?} (the allocator's own mappings counted as the program's?)",
+                a.name
+            ),
+        );
         if measure == "allocated" {
             let counts = marker_counts(&c, program.markers);
             c.check(
