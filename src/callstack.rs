@@ -766,12 +766,11 @@ pub(crate) fn display_frames<'a>(
     frames: impl Iterator<Item = &'a Frame>,
     expand: bool,
 ) -> Vec<&'a Frame> {
-    let mut visible: Vec<&Frame> = frames.filter(|f| !f.is_noise() && !f.is_poll_glue()).collect();
-    if !expand {
-        // `dedup_by` keeps the first of each run: the innermost frame of the function.
-        visible.dedup_by(|outer, inner| outer.function == inner.function);
+    let mut scratch = ShownScratch { expand, ..ShownScratch::default() };
+    for f in frames {
+        scratch.push((f, FrameFacts::of(f)));
     }
-    visible
+    scratch.visible.into_iter().map(|v| v.0).collect()
 }
 
 /// The lines of a stack (innermost first, inlined frames expanded) in `view`.
@@ -789,13 +788,21 @@ pub fn shown_frames<'a>(
     frames: impl Iterator<Item = &'a Frame>,
     view: FrameView,
 ) -> Vec<ShownFrame<'a>> {
-    shown_frames_by(frames.map(|f| (f, FrameFacts::of(f))), view)
+    let mut scratch = ShownScratch::default();
+    scratch.clear(view);
+    for f in frames {
+        scratch.push((f, FrameFacts::of(f)));
+    }
+    let mut out = Vec::new();
+    shown_frames_of_scratch(view, &mut scratch, &mut out);
+    out
 }
 
 /// What the lines of a stack depend on, of one of its frames: what [`shown_frames`] asks of
 /// each frame. A report that shows a million stacks through a few thousand distinct frames
-/// judges each frame once ([`shown_frames_by`]); judging them again for every stack (a
-/// substring search in each source path) was most of the time such a report took.
+/// judges each frame once (`report/model/table.rs`'s `frame_facts`); judging them again for
+/// every stack (a substring search in each source path) was most of the time such a report
+/// took.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FrameFacts<'a> {
     /// Allocator plumbing or `::poll` glue: never shown.
@@ -824,17 +831,9 @@ impl<'a> FrameFacts<'a> {
     }
 }
 
-/// [`shown_frames`] of frames with their facts.
-pub(crate) fn shown_frames_by<'a>(
-    frames: impl Iterator<Item = (&'a Frame, FrameFacts<'a>)>,
-    view: FrameView,
-) -> Vec<ShownFrame<'a>> {
-    let mut out = Vec::new();
-    shown_frames_into(frames, view, &mut ShownScratch::default(), &mut out);
-    out
-}
-
-/// The arrays [`shown_frames_into`] works in, kept by a caller that shows many stacks.
+/// The frames of one stack being shown, gathered one at a time ([`ShownScratch::push`]) and
+/// turned into its lines ([`shown_frames_of_scratch`]); kept by a caller that shows many
+/// stacks, so its arrays are reused.
 #[derive(Debug, Default)]
 pub(crate) struct ShownScratch<'a> {
     /// The frames shown so far, innermost first, with their facts.
@@ -842,20 +841,6 @@ pub(crate) struct ShownScratch<'a> {
     crates: Vec<Option<&'a str>>,
     /// Whether the view is expanded (runs of one function kept whole).
     expand: bool,
-}
-
-/// [`shown_frames_by`] into `out` (cleared first), working in `scratch`.
-pub(crate) fn shown_frames_into<'a>(
-    frames: impl Iterator<Item = (&'a Frame, FrameFacts<'a>)>,
-    view: FrameView,
-    scratch: &mut ShownScratch<'a>,
-    out: &mut Vec<ShownFrame<'a>>,
-) {
-    scratch.clear(view);
-    for f in frames {
-        scratch.push(f);
-    }
-    shown_frames_of_scratch(view, scratch, out);
 }
 
 impl<'a> ShownScratch<'a> {
@@ -867,7 +852,7 @@ impl<'a> ShownScratch<'a> {
 
     /// Adds the next frame (outward) of the stack, unless it is hidden or, unless the view
     /// is expanded, of the same function as the frame before it (the innermost frame of a
-    /// function stands for its run, as [`display_frames`] keeps it).
+    /// function stands for its run).
     #[inline]
     pub(crate) fn push(&mut self, f: (&'a Frame, FrameFacts<'a>)) {
         if f.1.hidden {
@@ -886,7 +871,8 @@ impl<'a> ShownScratch<'a> {
     }
 }
 
-/// [`shown_frames_into`] of the frames pushed into `scratch` (cleared for `view`).
+/// The lines of the frames pushed into `scratch` (cleared for `view`), as [`shown_frames`]
+/// gives them, into `out` (cleared first).
 pub(crate) fn shown_frames_of_scratch<'a>(
     view: FrameView,
     scratch: &mut ShownScratch<'a>,

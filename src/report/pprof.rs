@@ -997,6 +997,32 @@ mod tests {
         varint(buf, 1) as i64
     }
 
+    /// A message is built in place and its body moved up by its length's size: bodies whose
+    /// length takes one, two and three bytes, nested, and packed fields of every varint size,
+    /// decode to what went in.
+    #[test]
+    fn messages_built_in_place_decode_whatever_their_length() {
+        for v in [0, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            let mut w = Writer::default();
+            w.varint(v);
+            assert_eq!(varint_len(v), w.buf.len(), "{v}");
+        }
+        for body in [3usize, 130, 20_000] {
+            let values: Vec<u64> = (0..body as u64).map(|i| i * 977).collect();
+            let mut w = Writer::default();
+            w.message(2, |w| {
+                w.uint(1, 42);
+                w.packed(3, values.iter().copied());
+                w.message(4, |w| w.uint(1, body as u64));
+            });
+            let outer = submessages(&w.buf, 2);
+            assert_eq!(outer.len(), 1, "one message of a {body}-value body");
+            assert_eq!(varint(outer[0], 1), 42);
+            assert_eq!(varints(outer[0], 3), values);
+            assert_eq!(varint(submessages(outer[0], 4)[0], 1), body as u64);
+        }
+    }
+
     #[test]
     fn header_fields() {
         let d = decode(&two_samples().encode());

@@ -48,7 +48,7 @@ impl Printed {
         // Entries with the same hash, chained through `next` (indexed by entry).
         let mut first: HashMap<u64, u32, Build> = HashMap::default();
         let mut next: Vec<u32> = Vec::new();
-        // The check hash of each entry's lines (indexed by entry): see `LineHashes`.
+        // The second hash of each entry's lines (indexed by entry): see below.
         let mut check: Vec<u64> = Vec::new();
         let known = KnownFrames::of(table);
         let facts = table.frame_facts();
