@@ -26,6 +26,7 @@ use crate::engine::histogram::MillisHistogram;
 use crate::engine::peak::Retained;
 use crate::engine::sampler::Weight;
 use crate::spans::SpanPath;
+use crate::sys::leb128;
 use crate::sys::spin::SpinMutex;
 use arena::{Arena, ArenaVec};
 
@@ -141,12 +142,7 @@ impl<T, const N: usize> Chunked<T, N> {
     /// Appends `v`; returns its index.
     fn push(&mut self, v: T) -> usize {
         if self.len % N == 0 && self.len / N == self.chunks.len() {
-            let chunk = if self.chunks.is_empty() {
-                ArenaVec::new_in(Arena)
-            } else {
-                ArenaVec::with_capacity_in(N, Arena)
-            };
-            self.chunks.push(chunk);
+            self.chunks.push(new_chunk(self.chunks.is_empty(), N));
         }
         if let Some(c) = self.chunks.last_mut() {
             c.push(v);
@@ -183,12 +179,18 @@ impl<T, const N: usize> Chunked<T, N> {
 /// frames a stack of the table has.
 pub const MAX_FRAMES: usize = 64;
 
+/// The next array of `n` items of a chunked table (see [`Chunked`]): the first grows as it
+/// fills, the others are allocated at their size.
+fn new_chunk<T>(first: bool, n: usize) -> ArenaVec<T> {
+    if first { ArenaVec::new_in(Arena) } else { ArenaVec::with_capacity_in(n, Arena) }
+}
+
 /// Entries per array of a stripe's entries (688 KiB).
 const ENTRY_CHUNK: usize = 4096;
 /// Bytes per array of a stripe's frame codes.
 const CODE_CHUNK: usize = 1 << 20;
 /// The longest code of one stack: 5 bytes a frame at most.
-const MAX_CODE: usize = MAX_FRAMES * 5;
+const MAX_CODE: usize = MAX_FRAMES * leb128::MAX_BYTES;
 /// Lifetime histograms per array (a histogram is 88 bytes).
 const HISTOGRAM_CHUNK: usize = 1024;
 
@@ -238,37 +240,32 @@ pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(400_000);
 /// Stack entries in all stripes (each stripe's overflow entry not counted).
 static STACK_ENTRIES: AtomicU64 = AtomicU64::new(0);
 
-/// Two independent 64-bit hashes in one pass (see [`StackTable`]): two lanes with different
-/// multipliers and rotations, each finished by the same avalanche. [`Hasher::finish`] is the
-/// first; [`Hash128::finish128`] both.
+/// Two independent 64-bit hashes in one pass (see [`StackTable`]): [`AddrHasher`]'s lane and
+/// a second with another multiplier and rotation, finished by the same avalanche.
+/// [`Hasher::finish`] is the first; [`Hash128::finish128`] both.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Hash128 {
-    a: u64,
+    /// The first lane: [`AddrHasher`].
+    a: AddrHasher,
     b: u64,
 }
 
 impl Default for Hash128 {
     fn default() -> Self {
-        Self { a: 0, b: 0x243f_6a88_85a3_08d3 }
+        Self { a: AddrHasher::default(), b: 0x243f_6a88_85a3_08d3 }
     }
 }
 
 impl Hash128 {
-    fn avalanche(z: u64) -> u64 {
-        let z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        let z = (z ^ (z >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        z ^ (z >> 33)
-    }
-
     /// Both hashes.
     pub(crate) fn finish128(&self) -> (u64, u64) {
-        (Self::avalanche(self.a), Self::avalanche(self.b))
+        (self.a.finish(), AddrHasher(self.b).finish())
     }
 }
 
 impl Hasher for Hash128 {
     fn finish(&self) -> u64 {
-        Self::avalanche(self.a)
+        self.a.finish()
     }
     fn write(&mut self, bytes: &[u8]) {
         for chunk in bytes.chunks(8) {
@@ -279,7 +276,7 @@ impl Hasher for Hash128 {
     }
     #[inline]
     fn write_u64(&mut self, v: u64) {
-        self.a = (self.a.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.a.write_u64(v);
         self.b = (self.b ^ v).wrapping_mul(0xd6e8_feb8_6659_fd93).rotate_left(29);
     }
     fn write_u32(&mut self, v: u32) {
@@ -337,19 +334,9 @@ impl StackTable {
         else {
             return 0;
         };
-        let mut bytes = code.iter();
         let mut n = 0;
-        while n < (e.frames.len as usize).min(MAX_FRAMES) {
-            let mut id = 0u32;
-            let mut shift = 0;
-            for &b in bytes.by_ref() {
-                id |= u32::from(b & 0x7f) << (shift & 31);
-                shift += 7;
-                if b & 0x80 == 0 {
-                    break;
-                }
-            }
-            out[n] = id;
+        for (o, id) in out.iter_mut().zip(leb128::Numbers::new(code)).take(e.frames.len.into()) {
+            *o = id;
             n += 1;
         }
         n
@@ -386,12 +373,7 @@ impl StackTable {
     fn code(&mut self, ips: &[usize]) -> Option<Frames> {
         let full = self.codes.last().is_none_or(|c| c.len() + MAX_CODE > CODE_CHUNK);
         if full {
-            let chunk = if self.codes.is_empty() {
-                ArenaVec::new_in(Arena)
-            } else {
-                ArenaVec::with_capacity_in(CODE_CHUNK, Arena)
-            };
-            self.codes.push(chunk);
+            self.codes.push(new_chunk(self.codes.is_empty(), CODE_CHUNK));
         }
         let chunk = self.codes.len() - 1;
         let at = u32::try_from(chunk * CODE_CHUNK + self.codes[chunk].len()).ok()?;
@@ -405,12 +387,7 @@ impl StackTable {
                     id
                 }
             };
-            let (mut id, c) = (id, &mut self.codes[chunk]);
-            while id >= 0x80 {
-                c.push((id as u8) | 0x80);
-                id >>= 7;
-            }
-            c.push(id as u8);
+            leb128::push(&mut self.codes[chunk], id);
         }
         Some(Frames { at, len: ips.len().min(MAX_FRAMES) as u8 })
     }

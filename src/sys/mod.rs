@@ -1,12 +1,13 @@
 //! Primitives every other folder may use: the few raw system calls the profiler makes outside
-//! the `libc` crate's safe-ish surface (here), the spin lock ([`spin`]) and the clock
-//! ([`clock`]).
+//! the `libc` crate's safe-ish surface (here), the spin lock ([`spin`]), the clock
+//! ([`clock`]) and small numbers in few bytes ([`leb128`]).
 //!
 //! Code here may be called from anywhere, inside `malloc` too, so each function says what it
 //! does: the spin lock and the clock never allocate, lock (beyond the spin lock itself) or block;
 //! [`write_stderr`] is one raw `write`. It imports nothing from the rest of the crate.
 
 pub(crate) mod clock;
+pub(crate) mod leb128;
 pub(crate) mod seccomp;
 pub(crate) mod spin;
 

@@ -31,6 +31,7 @@ use crate::engine::peak::Peak;
 use crate::engine::tables::arena::{Arena, ArenaVec};
 use crate::engine::tables::{self, AddrHasher, EntryFrames, STACK_STRIPES, StackEntry};
 use crate::spans::{SpanInfo, SpanPath};
+use crate::sys::leb128;
 
 /// The other measure: the first tie-breaker of a ranking by `m`.
 pub(crate) fn other(m: Measurement) -> Measurement {
@@ -200,7 +201,7 @@ impl Row {
     }
 }
 
-/// The location indices of every row, one row after the other, each index in LEB128 (one byte
+/// The location indices of every row, one row after the other, each index in LEB128 ([`leb128`]: one byte
 /// below 128, two below 16,384): a stack of 46 frames takes 46 to 92 bytes, not 184, which
 /// kept a report of a million stacks under one and a half times the stack table's memory.
 #[derive(Debug)]
@@ -215,39 +216,13 @@ impl LocCodes {
         self.0.len()
     }
 
-    fn push(&mut self, mut l: u32) {
-        while l >= 0x80 {
-            self.0.push((l as u8) | 0x80);
-            l >>= 7;
-        }
-        self.0.push(l as u8);
+    fn push(&mut self, l: u32) {
+        leb128::push(&mut self.0, l);
     }
 
     /// The indices coded in `range`.
-    fn decode(&self, range: std::ops::Range<usize>) -> LocIter<'_> {
-        LocIter(self.0.get(range).unwrap_or(&[]).iter())
-    }
-}
-
-/// The location indices of a row (see [`LocCodes`]).
-#[derive(Debug, Clone)]
-pub(crate) struct LocIter<'a>(std::slice::Iter<'a, u8>);
-
-impl Iterator for LocIter<'_> {
-    type Item = u32;
-
-    #[inline]
-    fn next(&mut self) -> Option<u32> {
-        let mut l = 0u32;
-        let mut shift = 0;
-        loop {
-            let b = *self.0.next()?;
-            l |= u32::from(b & 0x7f) << (shift & 31);
-            shift += 7;
-            if b & 0x80 == 0 {
-                return Some(l);
-            }
-        }
+    fn decode(&self, range: std::ops::Range<usize>) -> leb128::Numbers<'_> {
+        leb128::Numbers::new(self.0.get(range).unwrap_or(&[]))
     }
 }
 
@@ -937,7 +912,7 @@ impl StackTable {
     }
 
     /// The location indices of row `r`.
-    pub(crate) fn location_ids_of(&self, r: u32) -> LocIter<'_> {
+    pub(crate) fn location_ids_of(&self, r: u32) -> leb128::Numbers<'_> {
         self.locs.decode(self.rows[r as usize].range())
     }
 
