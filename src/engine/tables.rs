@@ -185,14 +185,17 @@ fn new_chunk<T>(first: bool, n: usize) -> ArenaVec<T> {
     if first { ArenaVec::new_in(Arena) } else { ArenaVec::with_capacity_in(n, Arena) }
 }
 
-/// Entries per array of a stripe's entries (688 KiB).
-const ENTRY_CHUNK: usize = 4096;
+/// Entries per array of a stripe's entries (2.6 MiB). Each array past the first is a mapping
+/// of its own (`arena`'s big blocks), and the profiler lists its mappings in 4,096 slots (see
+/// `arena::OWN_SLOTS`): at `YING_MAX_STACKS`' highest, 10 million stacks, this is 611 arrays,
+/// with 1,221 of histograms and about 880 of codes.
+const ENTRY_CHUNK: usize = 16_384;
 /// Bytes per array of a stripe's frame codes.
 const CODE_CHUNK: usize = 1 << 20;
 /// The longest code of one stack: 5 bytes a frame at most.
 const MAX_CODE: usize = MAX_FRAMES * leb128::MAX_BYTES;
 /// Lifetime histograms per array (a histogram is 88 bytes).
-const HISTOGRAM_CHUNK: usize = 1024;
+const HISTOGRAM_CHUNK: usize = 8192;
 
 /// Interned (stack, span path) pairs with their running estimates: one stripe of the table.
 /// Id 0 is the overflow bucket used once `max_stacks` distinct pairs exist.
@@ -910,9 +913,9 @@ mod tests {
                 .map(|k| 0x5555_0000_0000 + ((i * 7 + k * 131) % 40_000) * 16)
                 .collect()
         };
-        // 40,000 distinct addresses: numbers past 16,383 take three bytes; 20,000 stacks fill
-        // more than two arrays of entries and more than one of codes.
-        let n = 20_000;
+        // 40,000 distinct addresses: numbers past 16,383 take three bytes; this many stacks
+        // fill more than two arrays of entries and more than one of codes.
+        let n = 2 * ENTRY_CHUNK + 1_000;
         let ids: Vec<u32> = (0..n).map(|i| t.intern(&stack(i), [0; SPAN_DEPTH], || true)).collect();
         assert!(t.ips.len() > 16_384, "{} distinct addresses", t.ips.len());
         assert!(t.codes.len() > 1 && t.entries.chunks.len() > 2);

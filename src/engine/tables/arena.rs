@@ -43,11 +43,14 @@
 //! and rounding, plus the free space between them that TLSF keeps for reuse, plus the rest of
 //! the pool being carved up (under 256 KiB); plus the big blocks, each under a page over its
 //! size. Nothing is mapped before the first sample, which maps one pool. Big mappings number
-//! one per table array past 64 KiB (8 stack stripes with three arrays each, at most 256
-//! live-table shards), far below the kernel's limit of mappings per process. Measured: 100,000
-//! stacks of 30 frames (46 MB of entries, frames and index) map 61 MB, the slack being the
-//! arrays' doubling (pages past an array's end are mapped, not touched); 100,000 live records
-//! (4.8 MB) map 6.4 MB (the map's buckets at 7/8 load at most).
+//! one per table array past 64 KiB: per stack stripe its index, its distinct addresses and
+//! span paths, and its entries, frame codes and lifetime histograms in arrays of a fixed size
+//! (a few per 10,000 stacks past the first ones: at most about 2,700 at 10 million stacks, see
+//! `tables::ENTRY_CHUNK`); at most 256 live-table shards. That is far below the kernel's limit
+//! of mappings per process, and within the 4,096 slots that list them ([`OWN_SLOTS`]).
+//! Measured: 888,074 stacks of ~46 frames with a million live records map 276 MiB
+//! (BENCHMARKS.md, "A million stacks"); 100,000 live records (4.8 MB) map 6.4 MB (the map's
+//! buckets at 7/8 load at most).
 //!
 //! [`Arena`] is the handle the tables' collections take: `hashbrown`'s map and
 //! `allocator-api2`'s `Vec` are parameterised by it.
@@ -92,8 +95,9 @@ fn counted_unmap(p: usize, len: usize) {
     forget_own_mapping(p);
 }
 
-/// Slots of [`OWN`]: far more than the heap's big blocks (one per table array past
-/// [`BIG`]) and pools (one per 256 KiB of small blocks at least) of any profile measured.
+/// Slots of [`OWN`]: more than the heap's big blocks (one per table array past [`BIG`], see
+/// the module docs' bounds) and pools (one per 256 KiB of small blocks at least) of any profile
+/// measured.
 const OWN_SLOTS: usize = 4096;
 /// Where the profiler's own mappings are (start, length; start 0: a free slot), so that a
 /// report can tell their resident pages from the program's (`report/model/rss.rs`). Atomics
