@@ -21,7 +21,8 @@
 //!    [`hooks::restart_sampling`] once the settings are final.
 //! 3. **Each allocation**: [`hooks::on_alloc`], [`hooks::on_realloc`], [`hooks::on_free`]
 //!    (its slow path [`hooks::free_slow`]), [`hooks::charge_missed`] when its own fast path
-//!    used up the sampling budget; [`mapped::on_mmap`], [`mapped::on_munmap`],
+//!    used up the sampling budget (with the program's [`hooks::CallerFrame`] when the fast path
+//!    knows it, so that a sample's unwind starts there); [`mapped::on_mmap`], [`mapped::on_munmap`],
 //!    [`mapped::on_mremap`]. A fast path written outside Rust reads the thread state and the
 //!    settings at fixed offsets ([`thread_state::BUDGET_OFFSET`] and the others,
 //!    [`hooks::MAX_ALLOC_BYTES_OFFSET`]) and the free filter's layout ([`filter::CELL_BITS`],
@@ -61,6 +62,7 @@ pub mod hooks {
         thread_exit, thread_started,
     };
     pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET};
+    pub use crate::stack::unwind::CallerFrame;
 }
 
 /// Per-thread state, and the offsets of its fields a fast path outside Rust reads.

@@ -185,7 +185,7 @@ static CONSTRUCTOR: extern "C" fn() = {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // SAFETY: a System V function body: it reads its argument from rdi and returns in rax,
-    // clobbers only caller-saved registers (rax, rcx, rdx, rsi, rdi), calls glibc with the stack
+    // clobbers only caller-saved registers (rax, rcx, rdx, rsi, rdi, r8), calls glibc with the stack
     // 16-byte aligned (the push), leaves the stack as it found it on every path, and its tail
     // jumps reach extern "C" functions with the stack as at entry, so they return to our
     // caller. It reads the fast path's limit (an 8-byte atomic static) and the thread's own TLS block at its initial-exec offset, and writes only the
@@ -208,6 +208,8 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         "4:",
         "pop rsi",
         "mov rdi, rax",
+        "mov rcx, rsp",
+        "mov r8, rbp",
         "jmp {missed}",
         fast_below = sym chain::MALLOC_FAST_BELOW,
         slow = sym malloc_slow,
@@ -262,11 +264,24 @@ fn chained_size(n: &'static chain::Next) -> impl Fn(*mut u8) -> usize + Copy {
 }
 
 /// `malloc`'s block `p` used up the budget with `charged` bytes (see `hooks::charge_missed`).
-#[cfg(target_arch = "x86_64")]
 /// (`_request`, the size asked for, is the stack slot `malloc` pops into the second argument
-/// register: the figures count `charged` bytes.)
-extern "C" fn malloc_charge_missed(p: *mut c_void, _request: usize, charged: usize) -> *mut c_void {
-    hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), charged as u64).cast()
+/// register: the figures count `charged` bytes.) `malloc` tail-jumps here with its own entry
+/// stack pointer (`sp`, where the return address into the program lies) and the program's
+/// `rbp` untouched (`bp`): the program's innermost frame, where a sample's unwind starts.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn malloc_charge_missed(
+    p: *mut c_void,
+    _request: usize,
+    charged: usize,
+    sp: usize,
+    bp: usize,
+) -> *mut c_void {
+    // SAFETY: `sp` is the stack pointer `malloc` was entered with, restored before its tail
+    // jump here: it points at the return address its caller's `call` pushed, on this thread's
+    // stack, which is this function's own return address and is mapped while it runs.
+    let return_address = unsafe { (sp as *const usize).read() };
+    let caller = hooks::CallerFrame { return_address, stack_pointer: sp + 8, frame_pointer: bp };
+    hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), charged as u64, Some(caller)).cast()
 }
 
 /// C `malloc` (targets without the %fs-relative fast path).

@@ -11,29 +11,52 @@
 //! skipped first). If no entry frame is seen (an entry point that tail-called into the hooks),
 //! profiler frames stay at the top of the stack; they are `ying_profiler::` functions, which
 //! reports hide (`Frame::is_noise`).
+//!
+//! An entry point that knows the program's frame skips that search: the shim's `malloc` (the
+//! call that takes most samples) hands its return address, stack pointer and `rbp` on
+//! ([`CallerFrame`]), and the caching unwinder starts there, without looking up the three or
+//! four profiler frames above it (about 100 instructions each, callgrind). If that walk fails,
+//! libgcc unwinds from the top as usual.
+
+use std::mem::MaybeUninit;
 
 use crate::engine::host::Host;
 use crate::engine::thread_state::ThreadState;
+use crate::stack::unwind::{self, CallerFrame};
 
 pub use crate::engine::tables::MAX_FRAMES;
 
 /// How far down the captured frames the host's entry frame is looked for.
 const ENTRY_SEARCH: usize = 16;
 
+/// The buffer a capture writes into, left uninitialised: zeroing its 512 bytes was 49
+/// instructions a sample (callgrind), for slots a shallow stack never uses.
+pub(crate) type FrameBuf = [MaybeUninit<usize>; MAX_FRAMES];
+
+/// An empty [`FrameBuf`] (no slot written).
+#[inline(always)]
+pub(crate) fn frame_buf() -> FrameBuf {
+    [MaybeUninit::uninit(); MAX_FRAMES]
+}
+
 /// Keeps the program's frames of an unwind: drops the host's entry frames and everything above.
+/// Invariant: `out[..n]` and `lows[..n]` are written. `lows` comes last (`repr(C)`): next to
+/// the zeroed fields, the optimiser zeroed the uninitialised array with them (a 529-byte
+/// `memset` a sample).
+#[repr(C)]
 struct Collector<'a> {
-    out: &'a mut [usize; MAX_FRAMES],
-    /// Each kept frame's lowest stack address (for [`crate::engine::python::insert`]).
-    lows: [usize; MAX_FRAMES],
+    out: &'a mut FrameBuf,
     n: usize,
     last_entry: Option<usize>,
     past_entry: bool,
     seen: usize,
+    /// Each kept frame's lowest stack address (for [`crate::engine::python::insert`]).
+    lows: FrameBuf,
 }
 
 impl<'a> Collector<'a> {
-    fn new(out: &'a mut [usize; MAX_FRAMES]) -> Self {
-        Self { out, lows: [0; MAX_FRAMES], n: 0, last_entry: None, past_entry: false, seen: 0 }
+    fn new(out: &'a mut FrameBuf) -> Self {
+        Self { out, n: 0, last_entry: None, past_entry: false, seen: 0, lows: frame_buf() }
     }
 
     /// Takes one frame, innermost first; false once no more frames are wanted.
@@ -55,9 +78,9 @@ impl<'a> Collector<'a> {
         }
         match self.out.get_mut(self.n) {
             Some(slot) => {
-                *slot = ip;
+                slot.write(ip);
                 if let Some(low) = self.lows.get_mut(self.n) {
-                    *low = sp;
+                    low.write(sp);
                 }
                 self.n += 1;
                 // Keep unwinding a little past a full buffer only while the entry frame may
@@ -68,9 +91,13 @@ impl<'a> Collector<'a> {
         }
     }
 
-    /// The number of frames kept, with the calling thread's Python frames put in
-    /// (`engine/python/`) when the process runs an interpreter Ying reads.
-    fn finish(mut self) -> usize {
+    /// Moves the program's frames to the front of `out` and puts the calling thread's Python
+    /// frames in (`engine/python/`) when the process runs an interpreter Ying reads; returns
+    /// how many frames there are, all written and at most `MAX_FRAMES`. By reference: a
+    /// collector passed by value was copied whole (its 512-byte `lows`: an 88-instruction
+    /// `memcpy` a sample), its address having gone to the unwinder.
+    #[inline(always)]
+    fn settle(&mut self) -> usize {
         let mut n = self.n;
         let python = crate::engine::python::active();
         if let Some(e) = self.last_entry {
@@ -82,18 +109,47 @@ impl<'a> Collector<'a> {
             n = n.saturating_sub(drop);
         }
         if python {
-            n = crate::engine::python::insert(self.out, &self.lows, n);
+            // The Python merge reads whole arrays: the slots past `n` are given a value first.
+            for i in n..MAX_FRAMES {
+                if let (Some(o), Some(l)) = (self.out.get_mut(i), self.lows.get_mut(i)) {
+                    o.write(0);
+                    l.write(0);
+                }
+            }
+            // SAFETY: every slot of both arrays is written now (`..n` by `push` and the
+            // `copy_within` of written slots, the rest just above), and `MaybeUninit<usize>`
+            // has `usize`'s layout, so both are valid `[usize; MAX_FRAMES]`.
+            let (ips, lows) = unsafe {
+                (
+                    &mut *(self.out as *mut FrameBuf).cast::<[usize; MAX_FRAMES]>(),
+                    &*(&self.lows as *const FrameBuf).cast::<[usize; MAX_FRAMES]>(),
+                )
+            };
+            n = crate::engine::python::insert(ips, lows, n);
         }
-        n
+        n.min(MAX_FRAMES)
     }
+}
+
+/// The first `n` frames of `out`, which [`Collector::settle`] returned.
+#[inline(always)]
+fn written(out: &FrameBuf, n: usize) -> &[usize] {
+    let n = n.min(MAX_FRAMES);
+    // SAFETY: `settle` left `out[..n]` written, and `MaybeUninit<usize>` has `usize`'s layout.
+    unsafe { std::slice::from_raw_parts(out.as_ptr().cast::<usize>(), n) }
 }
 
 /// Captures the calling program's stack into `out` and returns the number of frames: with the
 /// caching unwinder (`unwind`) when it can follow every frame, else with libgcc. Inlined into
 /// its callers: every profiler frame on the stack is one more frame to unwind per sample.
+/// `caller`, when the entry point knew it, is the program's innermost frame: the caching
+/// unwinder starts there instead of walking the profiler's own frames up to it.
 #[inline(always)]
-pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) -> usize {
-    let mut c = Collector::new(out);
+pub(crate) fn capture<'b, H: Host>(
+    ts: &ThreadState,
+    out: &'b mut FrameBuf,
+    caller: Option<CallerFrame>,
+) -> &'b [usize] {
     if ts.stack_top.get() == 0 {
         // Not recorded at thread start: look the bounds up only where that cannot wait on a
         // lock the thread holds (see `Host::LOOKS_UP_STACK_BOUNDS`); an empty range leaves the
@@ -104,15 +160,33 @@ pub(crate) fn capture<H: Host>(ts: &ThreadState, out: &mut [usize; MAX_FRAMES]) 
         ts.stack_top.set(top);
     }
     let stack = ts.stack_lo.get()..ts.stack_top.get();
-    match crate::stack::unwind::trace(stack, |f| c.push::<H>(f.ip, f.sp, || f.function)) {
-        Ok(()) => c.finish(),
-        Err(crate::stack::unwind::Unsupported) => capture_libgcc::<H>(Collector::new(c.out)),
+    let mut c = Collector::new(out);
+    let walked = match caller {
+        Some(caller) => {
+            // The entry frames are already behind the first frame.
+            c.past_entry = true;
+            unwind::trace_from(stack, caller, |f| c.push::<H>(f.ip, f.sp, || f.function))
+        }
+        None => unwind::trace(stack, |f| c.push::<H>(f.ip, f.sp, || f.function)),
+    };
+    match walked {
+        Ok(()) => {
+            let n = c.settle();
+            written(c.out, n)
+        }
+        // libgcc starts from here whatever the caching unwinder started from: the profiler's
+        // frames are dropped by address as usual.
+        Err(unwind::Unsupported) => capture_libgcc::<H>(c.out),
     }
 }
 
-/// The same with libgcc's unwinder.
-#[inline(always)]
-fn capture_libgcc<H: Host>(mut c: Collector<'_>) -> usize {
+/// The same with libgcc's unwinder. Out of line: inlined, its collector and the caching
+/// unwinder's were copied to one place for a shared `finish` (an 88-instruction `memcpy` on
+/// every sample); its own frame is dropped with the profiler's other frames.
+#[cold]
+#[inline(never)]
+fn capture_libgcc<H: Host>(out: &mut FrameBuf) -> &[usize] {
+    let mut c = Collector::new(out);
     let marker = 0u8;
     let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
     // libgcc gives each frame's CFA, the top of its activation: its lowest address is the CFA
@@ -131,5 +205,6 @@ fn capture_libgcc<H: Host>(mut c: Collector<'_>) -> usize {
             c.push::<H>(ip, sp, || frame.symbol_address() as usize)
         });
     }
-    c.finish()
+    let n = c.settle();
+    written(c.out, n)
 }

@@ -36,13 +36,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::engine::capture::{MAX_FRAMES, capture};
+use crate::engine::capture::{capture, frame_buf};
 pub(crate) use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, Settings};
 use crate::engine::sample::{self, Sample, redraw};
 use crate::engine::sampler;
 use crate::engine::tables::{self, Record};
 use crate::engine::thread_state::{STATUS_DEAD, STATUS_LIVE, STATUS_NEW, ThreadState};
 use crate::engine::totals;
+use crate::stack::unwind::CallerFrame;
 
 /// Threads set up so far (gives each a distinct generator stream for a fixed seed).
 static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
@@ -186,7 +187,7 @@ pub(crate) fn alloc_unsampled<H: Host>(
         if !p.is_null() {
             let charged = counted(p) as u64;
             if !H::thread_state().charge(charged) {
-                return Some(sampled_after::<H>(set, p, charged));
+                return Some(sampled_after::<H>(set, p, charged, None));
             }
         }
         return Some(p);
@@ -229,9 +230,14 @@ fn uncharge<H: Host>(size: usize) {
 /// for a front end whose unsampled path is written out in its own code, the shim's.)
 #[cold]
 #[inline(never)]
-pub(crate) fn sampled_after<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
+pub(crate) fn sampled_after<H: Host>(
+    set: &Settings,
+    p: *mut u8,
+    charged: u64,
+    caller: Option<CallerFrame>,
+) -> *mut u8 {
     let ts = H::thread_state();
-    sample::take::<H>(ts, set, charged, |s| {
+    sample::take::<H>(ts, set, charged, caller, |s| {
         let Sample { stack, weight, born_ns } = s;
         tables::insert_live(p as usize, Record { stack, size: charged, weight, born_ns });
     });
@@ -242,10 +248,16 @@ pub(crate) fn sampled_after<H: Host>(set: &Settings, p: *mut u8, charged: u64) -
 /// did not cover them: either the block is a sample, or the budget was zero because the thread
 /// is not sampling (not set up yet, inside profiler code, exiting, without counters of its
 /// own), in which case the charge is taken back and the block counted where it belongs.
-/// Returns `p`.
+/// `caller` is the program's frame that called the fast path, when the fast path passes it on:
+/// a sample's unwind then starts there. Returns `p`.
 #[cold]
 #[inline(never)]
-pub fn charge_missed<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut u8 {
+pub fn charge_missed<H: Host>(
+    set: &Settings,
+    p: *mut u8,
+    charged: u64,
+    caller: Option<CallerFrame>,
+) -> *mut u8 {
     let ts = H::thread_state();
     if ts.guarded() || !ts.sampling() {
         // The budget was zero and wrapped: back to zero (the thread's counters are not read,
@@ -253,7 +265,7 @@ pub fn charge_missed<H: Host>(set: &Settings, p: *mut u8, charged: u64) -> *mut 
         ts.budget.store(ts.budget.load(Ordering::Relaxed).wrapping_add(charged), Ordering::Relaxed);
         return count_new_block::<H>(ts, set, p, charged);
     }
-    sampled_after::<H>(set, p, charged)
+    sampled_after::<H>(set, p, charged, caller)
 }
 
 /// Counts the new block `p` (`charged` counted bytes) wherever the calling
@@ -276,7 +288,7 @@ fn count_new_block<H: Host>(ts: &ThreadState, set: &Settings, p: *mut u8, charge
     if ts.charge(charged) {
         return p;
     }
-    sampled_after::<H>(set, p, charged)
+    sampled_after::<H>(set, p, charged, None)
 }
 
 /// Counts `bytes` allocated outside the budget: on the thread's own counters, or the shared
@@ -430,7 +442,7 @@ pub(crate) fn realloc_unsampled<H: Host>(
             if new_counted >= old_counted {
                 let growth = (new_counted - old_counted) as u64;
                 if !ts.charge(growth) {
-                    return Some(sampled_after::<H>(set, p, new_counted as u64));
+                    return Some(sampled_after::<H>(set, p, new_counted as u64, None));
                 }
             } else {
                 ts.add_freed((old_counted - new_counted) as u64);
@@ -513,7 +525,7 @@ fn realloc_slow<H: Host>(
         // An unsampled block grew: its growth takes its chance like fresh bytes would.
         None => {
             if !ts.charge(growth as u64) {
-                sampled_after::<H>(set, p, new_counted as u64);
+                sampled_after::<H>(set, p, new_counted as u64, None);
             }
         }
     }
@@ -559,9 +571,8 @@ fn refuse_giant<H: Host>(ts: &ThreadState, size: usize, limit: u64) {
     tables::GIANT_REFUSED.fetch_add(1, Ordering::Relaxed);
     let _e = crate::sys::ErrnoGuard::save();
     let _g = ts.enter();
-    let mut ips = [0usize; MAX_FRAMES];
-    let n = capture::<H>(ts, &mut ips);
-    let ips = ips.get(..n).unwrap_or(&[]);
+    let mut buf = frame_buf();
+    let ips = capture::<H>(ts, &mut buf, None);
     let number = crate::engine::giant::record(size as u64, ips);
     crate::engine::giant::print_raw(number, size as u64, limit, ips);
 }

@@ -324,7 +324,7 @@ impl<H: Host> Books for Live<'_, H> {
             return None;
         }
         let mut taken = None;
-        sample::take::<H>(ts, self.set, size, |s| taken = Some(s));
+        sample::take::<H>(ts, self.set, size, None, |s| taken = Some(s));
         taken
     }
 

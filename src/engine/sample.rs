@@ -11,11 +11,12 @@
 //! `capture`, `sampler` and `tables` (which it calls): the sampled path needs no import between
 //! the two callers.
 
-use crate::engine::capture::{MAX_FRAMES, capture};
+use crate::engine::capture::{capture, frame_buf};
 use crate::engine::host::{Host, Settings};
 use crate::engine::sampler::{self, Weight};
 use crate::engine::tables;
 use crate::engine::thread_state::ThreadState;
+use crate::stack::unwind::CallerFrame;
 
 /// One sampled block's figures: the stack they are counted at, its weight (from its counted
 /// size) and its birth time.
@@ -50,7 +51,8 @@ pub(crate) fn redraw(ts: &ThreadState, set: &Settings) {
 /// The calling thread's countdown ran out at a block of `size` counted bytes: draws the next
 /// countdown and, when sampling is on, weighs the block for `size` bytes, captures the calling
 /// stack, adds the sample to the stack table and hands it to `keep` (which records where the
-/// block lives: the live table, a region). The guard is held from the capture to the end of
+/// block lives: the live table, a region). `caller` is the program's innermost frame when the
+/// entry point knew it (see `capture`). The guard is held from the capture to the end of
 /// `keep` (re-entered if the caller holds it already, as `mapped` does across its system call)
 /// and `errno` is restored on return. The caller holds no profiler lock but `mapped`'s own,
 /// which comes before every other. Inlined into both callers: every profiler frame on the stack
@@ -60,6 +62,7 @@ pub(crate) fn take<H: Host>(
     ts: &ThreadState,
     set: &Settings,
     size: u64,
+    caller: Option<CallerFrame>,
     keep: impl FnOnce(Sample),
 ) {
     redraw(ts, set);
@@ -70,11 +73,11 @@ pub(crate) fn take<H: Host>(
     let _g = ts.enter();
     crate::engine::note_sample();
     let weight = sampler::weight(size, set.sample_interval());
-    let mut ips = [0usize; MAX_FRAMES];
-    let n = capture::<H>(ts, &mut ips);
+    let mut buf = frame_buf();
+    let ips = capture::<H>(ts, &mut buf, caller);
     let born_ns = crate::sys::clock::now_ns();
     let spans = crate::spans::current_path();
-    let stack = tables::add_sample(ts.ordinal.get(), ips.get(..n).unwrap_or(&[]), spans, weight);
+    let stack = tables::add_sample(ts.ordinal.get(), ips, spans, weight);
     keep(Sample { stack, weight, born_ns });
 }
 

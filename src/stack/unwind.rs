@@ -54,12 +54,36 @@ pub(crate) struct RawFrame {
 #[derive(Debug)]
 pub(crate) struct Unsupported;
 
+/// The program's innermost frame as an entry point written in assembly sees it on entry: the
+/// return address into its caller, the caller's stack pointer after the call returns (one word
+/// above the return address) and the caller's `rbp`, which the entry point has not touched. An
+/// unwind that starts here skips every profiler frame between the entry point and the capture
+/// (three or four rule lookups per sample: `bench/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallerFrame {
+    /// The return address the entry point was called with.
+    pub return_address: usize,
+    /// The caller's stack pointer once the call returns: the address just above the return
+    /// address.
+    pub stack_pointer: usize,
+    /// The caller's `rbp` at the call.
+    pub frame_pointer: usize,
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub(crate) use imp::{flush, lock_for_fork, object_of, trace, unlock_after_fork, warm};
+pub(crate) use imp::{flush, lock_for_fork, object_of, trace, trace_from, unlock_after_fork, warm};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) fn trace(
     _stack: std::ops::Range<usize>,
+    _f: impl FnMut(RawFrame) -> bool,
+) -> Result<(), Unsupported> {
+    Err(Unsupported)
+}
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) fn trace_from(
+    _stack: std::ops::Range<usize>,
+    _caller: CallerFrame,
     _f: impl FnMut(RawFrame) -> bool,
 ) -> Result<(), Unsupported> {
     Err(Unsupported)
@@ -204,6 +228,7 @@ mod imp {
     /// an entry evicted each other on every sample: a change of code layout elsewhere made
     /// `bench/churn1.c` pay a `.eh_frame` lookup per sample, 13,000 instructions a sample
     /// instead of 2,400 (callgrind).
+    #[inline(always)]
     fn slots(addr: usize) -> [&'static Entry; 2] {
         let i = ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 53) as usize % ENTRIES;
         [&CACHE[i & !1], &CACHE[i | 1]]
@@ -225,6 +250,7 @@ mod imp {
         }
     }
 
+    #[inline(always)]
     fn unpack(rule: u64, function: u64) -> Option<Rule> {
         if rule == 0b11 && function == 0 {
             return Some(Rule::End);
@@ -241,11 +267,13 @@ mod imp {
         })
     }
 
+    #[inline(always)]
     fn cached(addr: usize) -> Option<Rule> {
         let [a, b] = slots(addr);
         cached_in(a, addr).or_else(|| cached_in(b, addr))
     }
 
+    #[inline(always)]
     fn cached_in(e: &Entry, addr: usize) -> Option<Rule> {
         let s1 = e.seq.load(Ordering::Acquire);
         if s1 & 1 != 0 {
@@ -391,10 +419,21 @@ mod imp {
         })
     }
 
+    /// The rule at `addr`: a cache probe, inlined into the walk; the fill is out of line so
+    /// that the probe does not pay for the registers the fill needs (callgrind: 36 of a
+    /// cached frame's 54 instructions were `rule_at`'s entry and exit when it held both).
+    #[inline(always)]
     fn rule_at(addr: usize) -> Result<Rule, Unsupported> {
-        if let Some(r) = cached(addr) {
-            return Ok(r);
+        match cached(addr) {
+            Some(r) => Ok(r),
+            None => fill_rule(addr),
         }
+    }
+
+    /// Computes and caches the rule at `addr`, which the cache did not hold.
+    #[cold]
+    #[inline(never)]
+    fn fill_rule(addr: usize) -> Result<Rule, Unsupported> {
         let mut fill = FILL.lock();
         let ctx = fill.get_or_insert_with(Context::new_in);
         let r = compute(ctx, addr)?;
@@ -428,6 +467,23 @@ mod imp {
             return Err(Unsupported); // Unknown bounds, or not on the thread's own stack.
         }
         walk(stack.end, ip, sp, bp, true, f)
+    }
+
+    /// The walk of [`trace`] from the program's innermost frame as an entry point saw it
+    /// (`caller`), reported first; the frames between that entry point and here are not
+    /// visited. `stack` is the calling thread's stack, which must hold `caller`'s stack
+    /// pointer. Must run as profiler code, as [`trace`].
+    #[inline(never)]
+    pub(crate) fn trace_from(
+        stack: std::ops::Range<usize>,
+        caller: super::CallerFrame,
+        f: impl FnMut(RawFrame) -> bool,
+    ) -> Result<(), Unsupported> {
+        let sp = caller.stack_pointer;
+        if !stack.contains(&sp) || caller.return_address == 0 {
+            return Err(Unsupported);
+        }
+        walk(stack.end, caller.return_address, sp, caller.frame_pointer, false, f)
     }
 
     /// The walk of [`trace`] from a frame whose instruction pointer, stack pointer and `rbp`
