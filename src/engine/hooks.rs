@@ -556,7 +556,7 @@ fn resize_record(ts: &ThreadState, set: &Settings, p: *mut u8, mut rec: Record, 
             return;
         }
     }
-    let w = sampler::weight(new_counted, interval);
+    let w = sampler::weight_at(new_counted, set.ln_unmarked());
     tables::resize_sample(rec.stack, rec.weight, Some(w), freed);
     rec.weight = w;
     rec.size = new_counted;

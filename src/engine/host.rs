@@ -85,6 +85,10 @@ pub struct Settings {
     pub(crate) seeded: AtomicBool,
     /// When false, nothing is sampled (totals are still exact).
     pub(crate) enabled: AtomicBool,
+    /// The bits of `sampler::ln_unmarked(sample_interval)`, kept beside it so that a sample
+    /// does not recompute it; 0 (a value the log never takes) until computed, for intervals
+    /// below 1 KiB given to the `const` constructor.
+    ln_unmarked: AtomicU64,
 }
 
 /// Byte offset of the giant limit in [`Settings`] (an 8-byte atomic), for a front end that
@@ -97,8 +101,14 @@ pub const DEFAULT_MAX_ALLOC_BYTES: u64 = 64 * 1024 * 1024 * 1024;
 impl Settings {
     /// Settings with the given interval and limit, sampling enabled, clock-seeded.
     pub const fn new(sample_interval: u64, max_alloc_bytes: u64) -> Self {
+        let ln = if sample_interval >= 1024 {
+            sampler::ln_unmarked_series(sample_interval).to_bits()
+        } else {
+            0
+        };
         Self {
             sample_interval: AtomicU64::new(if sample_interval == 0 { 1 } else { sample_interval }),
+            ln_unmarked: AtomicU64::new(ln),
             max_alloc_bytes: AtomicU64::new(max_alloc_bytes),
             seed: AtomicU64::new(0),
             seeded: AtomicBool::new(false),
@@ -129,7 +139,17 @@ impl Settings {
     }
     /// Sets the mean sampling interval (threads pick it up at their next sample).
     pub fn set_sample_interval(&self, bytes: u64) {
-        self.sample_interval.store(bytes.max(1), Ordering::Relaxed);
+        let bytes = bytes.max(1);
+        self.sample_interval.store(bytes, Ordering::Relaxed);
+        self.ln_unmarked.store(sampler::ln_unmarked(bytes).to_bits(), Ordering::Relaxed);
+    }
+    /// `ln(1 - 1/interval)` for the current interval (see `sampler`). A thread that reads it
+    /// while another changes the interval may pair the new interval with the old log for one
+    /// sample, as a countdown drawn before the change is spent after it.
+    #[inline]
+    pub(crate) fn ln_unmarked(&self) -> f64 {
+        let bits = self.ln_unmarked.load(Ordering::Relaxed);
+        if bits != 0 { f64::from_bits(bits) } else { sampler::ln_unmarked(self.sample_interval()) }
     }
     /// The giant-allocation limit.
     #[inline]

@@ -43,7 +43,7 @@ pub(crate) fn redraw(ts: &ThreadState, set: &Settings) {
         return;
     }
     let mut rng = ts.rng.get();
-    let cd = sampler::draw_countdown(&mut rng, set.sample_interval());
+    let cd = sampler::draw_countdown_at(&mut rng, set.ln_unmarked());
     ts.rng.set(rng);
     ts.set_budget(cd.min(cap));
 }
@@ -72,7 +72,7 @@ pub(crate) fn take<H: Host>(
     let _e = crate::sys::ErrnoGuard::save();
     let _g = ts.enter();
     crate::engine::note_sample();
-    let weight = sampler::weight(size, set.sample_interval());
+    let weight = sampler::weight_at(size, set.ln_unmarked());
     let mut buf = frame_buf();
     let ips = capture::<H>(ts, &mut buf, caller);
     let born_ns = crate::sys::clock::now_ns();

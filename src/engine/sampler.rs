@@ -106,41 +106,88 @@ fn uniform_open0(state: &mut u64) -> f64 {
     ((next_u64(state) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
 }
 
-/// `ln(1 - 1/interval)`, the log of the probability that a byte is not marked. Both sampled-path
-/// formulas need it; for the usual intervals (at least 1 KiB) a short series is exact to double
-/// precision (the first omitted term is below `q^6/6` against a value near `q`) and saves a libm
-/// call per sample.
-fn ln_unmarked(interval: u64) -> f64 {
-    let q = 1.0 / interval as f64;
+/// `ln(1 - 1/interval)`, the log of the probability that a byte is not marked: every
+/// sampled-path formula is a function of it, so the settings keep it beside the interval
+/// ([`Settings::ln_unmarked`](crate::engine::host::Settings::ln_unmarked)) and a sample does
+/// not recompute it. `-inf` at interval 1 (every byte marked), which the formulas below carry
+/// to a countdown of 1 and a probability of 1.
+pub(crate) fn ln_unmarked(interval: u64) -> f64 {
     if interval >= 1024 {
-        -(q + q * q * (0.5 + q * (1.0 / 3.0 + q * (0.25 + q * 0.2))))
+        ln_unmarked_series(interval)
     } else {
-        (-q).ln_1p()
+        (-1.0 / interval.max(1) as f64).ln_1p()
     }
 }
 
+/// [`ln_unmarked`] for intervals of at least 1 KiB, where a short series is exact to double
+/// precision (the first omitted term is below `q^6/6` against a value near `q`); `const` so
+/// that static settings carry it from the start.
+pub(crate) const fn ln_unmarked_series(interval: u64) -> f64 {
+    let q = 1.0 / interval as f64;
+    -(q + q * q * (0.5 + q * (1.0 / 3.0 + q * (0.25 + q * 0.2))))
+}
+
 /// Bytes up to and including the next marked byte: geometric with mean `interval`, at least 1.
-pub(crate) fn draw_countdown(state: &mut u64, interval: u64) -> u64 {
+/// The tests' form of [`draw_countdown_at`].
+#[cfg(test)]
+fn draw_countdown(state: &mut u64, interval: u64) -> u64 {
     if interval <= 1 {
         return 1;
     }
+    draw_countdown_at(state, ln_unmarked(interval))
+}
+
+/// [`draw_countdown`] from the interval's [`ln_unmarked`] (the sampled path's form).
+#[inline]
+pub(crate) fn draw_countdown_at(state: &mut u64, ln_unmarked: f64) -> u64 {
     let u = uniform_open0(state);
     // Both logs are <= 0, so the quotient is >= 0 and truncation is `floor`.
-    let k = u.ln() / ln_unmarked(interval);
+    let k = u.ln() / ln_unmarked;
     if k >= 9.0e18 { u64::MAX / 2 } else { k as u64 + 1 }
 }
 
 /// Probability that an allocation of `size` bytes is sampled at interval `interval`.
 pub fn sample_probability(size: u64, interval: u64) -> f64 {
+    if interval <= 1 {
+        return if size == 0 { 0.0 } else { 1.0 };
+    }
+    probability_at(size, ln_unmarked(interval))
+}
+
+/// [`sample_probability`] from the interval's [`ln_unmarked`] (the sampled path's form).
+#[inline]
+pub(crate) fn probability_at(size: u64, ln_unmarked: f64) -> f64 {
     if size == 0 {
         return 0.0;
     }
-    if interval <= 1 {
-        return 1.0;
-    }
-    let n = size as f64;
     // 1 - (1-q)^n, computed without cancellation for small q*n.
-    -((n * ln_unmarked(interval)).exp_m1())
+    -exp_m1((size as f64) * ln_unmarked)
+}
+
+/// `e^x - 1` for `x <= 0`. Most sampled blocks are far smaller than the interval, where `x`
+/// is near zero and a Taylor polynomial is exact to double precision: below `2^-5` the first
+/// omitted term, `x^9/9!`, is under `3e-18` of the value (one term fewer would be `7e-16`,
+/// which the test sees). Beyond, the library's.
+#[inline]
+fn exp_m1(x: f64) -> f64 {
+    if x > -1.0 / 32.0 {
+        const C: [f64; 7] = [
+            1.0 / 2.0,
+            1.0 / 6.0,
+            1.0 / 24.0,
+            1.0 / 120.0,
+            1.0 / 720.0,
+            1.0 / 5040.0,
+            1.0 / 40320.0,
+        ];
+        let mut p = C[6];
+        for c in C[..6].iter().rev() {
+            p = p * x + c;
+        }
+        x + x * x * p
+    } else {
+        x.exp_m1()
+    }
 }
 
 /// The weights a sample carries: how many allocations and bytes it stands for.
@@ -155,7 +202,13 @@ pub struct Weight {
 /// Horvitz-Thompson weights for a sampled block of `size` counted bytes (see the module docs:
 /// it is sampled with probability `p(size)` however it came to be that size).
 pub fn weight(size: u64, interval: u64) -> Weight {
-    let p = sample_probability(size, interval);
+    weight_at(size, ln_unmarked(interval))
+}
+
+/// [`weight`] from the interval's [`ln_unmarked`] (the sampled path's form).
+#[inline]
+pub(crate) fn weight_at(size: u64, ln_unmarked: f64) -> Weight {
+    let p = probability_at(size, ln_unmarked);
     if p >= 1.0 || p <= 0.0 {
         return Weight { count: 1.0, bytes: size as f64 };
     }
@@ -210,6 +263,41 @@ mod tests {
             assert!(rel < 1e-14, "interval {r}: {} vs {exact} (rel {rel:e})", ln_unmarked(r));
         }
         assert_eq!(ln_unmarked(2), (-0.5f64).ln_1p());
+    }
+
+    #[test]
+    fn polynomial_exp_m1_matches_libm_near_zero_and_hands_over_beyond() {
+        // Through the polynomial's whole range and past its edge, from tiny blocks at a large
+        // interval to blocks near the interval.
+        let mut x = -1e-300f64;
+        while x > -4.0 {
+            let (ours, libm) = (exp_m1(x), x.exp_m1());
+            let rel = ((ours - libm) / libm).abs();
+            assert!(rel < 4e-16, "x = {x:e}: {ours:e} vs {libm:e} (rel {rel:e})");
+            x *= 1.01;
+        }
+        assert_eq!(exp_m1(0.0), 0.0);
+        assert_eq!(exp_m1(f64::NEG_INFINITY), -1.0);
+    }
+
+    #[test]
+    fn settings_keep_the_log_of_their_interval() {
+        use crate::engine::host::Settings;
+        for r in [1u64, 2, 1000, 1024, 4096, 524_288] {
+            let exact = if r == 1 { f64::NEG_INFINITY } else { (-(1.0 / r as f64)).ln_1p() };
+            let built = Settings::new(r, 1 << 40);
+            let set = Settings::new(1 << 20, 1 << 40);
+            set.set_sample_interval(r);
+            for (how, got) in [("new", built.ln_unmarked()), ("set", set.ln_unmarked())] {
+                let close = got == exact || ((got - exact) / exact).abs() < 1e-14;
+                assert!(close, "interval {r} ({how}): {got:e} vs {exact:e}");
+            }
+        }
+        // Interval 1 carries to the surely-sampled figures through the log alone.
+        let ln1 = Settings::new(1, 1 << 40).ln_unmarked();
+        assert_eq!(draw_countdown_at(&mut 7, ln1), 1);
+        assert_eq!(weight_at(100, ln1), Weight { count: 1.0, bytes: 100.0 });
+        assert_eq!(weight_at(0, ln1), Weight { count: 1.0, bytes: 0.0 });
     }
 
     #[test]

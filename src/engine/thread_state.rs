@@ -105,6 +105,7 @@ impl ThreadState {
 
     /// Enters profiler code: allocations made until the matching [`Guard`] drops are the
     /// profiler's own and are neither sampled nor counted as the program's.
+    #[inline]
     pub(crate) fn enter(&self) -> Guard<'_> {
         let depth = self.guard_depth.get();
         if depth == 0 {
@@ -117,6 +118,7 @@ impl ThreadState {
     }
 
     /// Leaves one level of profiler code; the outermost restores the budget and the filter.
+    #[inline]
     pub(crate) fn leave(&self) {
         let depth = self.guard_depth.get().saturating_sub(1);
         self.guard_depth.set(depth);
@@ -229,6 +231,7 @@ pub(crate) struct Guard<'a> {
 }
 
 impl Drop for Guard<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.ts.leave();
     }
