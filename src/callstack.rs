@@ -816,6 +816,10 @@ pub(crate) struct FrameFacts<'a> {
     /// A number for the frame's function, equal for frames of the same function name when
     /// the facts come from one table (0 when judged alone: compare the names).
     pub(crate) function: u32,
+    /// A number for what the frame's line prints (name, short location, `[inlined]`), equal
+    /// for frames that print the same line when the facts come from one table (0 when judged
+    /// alone).
+    pub(crate) line: u32,
 }
 
 impl<'a> FrameFacts<'a> {
@@ -827,6 +831,7 @@ impl<'a> FrameFacts<'a> {
             python: f.is_python(),
             interpreter: f.is_python_interpreter(),
             function: 0,
+            line: 0,
         }
     }
 }
@@ -844,6 +849,12 @@ pub(crate) struct ShownScratch<'a> {
 }
 
 impl<'a> ShownScratch<'a> {
+    /// The frames kept so far, innermost first, with their facts: every frame
+    /// [`shown_frames_of_scratch`] shows as a line of its own is one of them, in the same order.
+    pub(crate) fn kept(&self) -> &[(&'a Frame, FrameFacts<'a>)] {
+        &self.visible
+    }
+
     /// Empties it for the next stack, shown in `view`.
     pub(crate) fn clear(&mut self, view: FrameView) {
         self.visible.clear();

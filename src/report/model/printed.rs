@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use super::table::{Build, Figures, NO_ROW, StackTable};
-use crate::callstack::{Frame, FrameView, ShownFrame, ShownScratch};
+use crate::callstack::{Frame, FrameFacts, FrameView, ShownFrame, ShownScratch};
 use crate::engine::tables::Hash128;
 
 /// The stacks of a table grouped into the entries one frame view prints.
@@ -50,7 +50,6 @@ impl Printed {
         let mut next: Vec<u32> = Vec::new();
         // The second hash of each entry's lines (indexed by entry): see below.
         let mut check: Vec<u64> = Vec::new();
-        let known = KnownFrames::of(table);
         let facts = table.frame_facts();
         let (mut scratch, mut lines) = (ShownScratch::default(), Vec::new());
         for r in 0..n as u32 {
@@ -63,9 +62,7 @@ impl Printed {
             // when both collide: for a million stacks, 10^12 pairs against 2^128 values.
             let mut h = Hash128::default();
             spans.hash(&mut h);
-            for l in &lines {
-                hash_line(l, &mut h, &known);
-            }
+            hash_lines(&lines, scratch.kept(), &mut h);
             let (hash, line_check) = h.finish128();
             let head = first.get(&hash).copied().unwrap_or(NO_ROW);
             let mut e = head;
@@ -123,57 +120,32 @@ impl Printed {
     }
 }
 
-/// A number for what each frame of a table's locations prints, by the frame's address (a
-/// location's frames are shared by every stack through it): equal numbers, equal lines.
-/// Hashing names and paths for the 40 million frames of 888,000 stacks took seconds.
-struct KnownFrames {
-    line_of: HashMap<*const Frame, u32, Build>,
-}
-
-/// What a frame's line prints: its name, short location and whether it was inlined.
-type LineText<'a> = (&'a str, Option<&'a str>, Option<u32>, bool);
-
-fn line_text(f: &Frame) -> LineText<'_> {
-    (&f.function, f.file.as_deref().map(crate::callstack::short_path), f.line, f.inlined)
-}
-
-impl KnownFrames {
-    fn of(table: &StackTable) -> Self {
-        let mut line_of = HashMap::default();
-        let mut lines: HashMap<LineText<'_>, u32> = HashMap::new();
-        for l in table.locations() {
-            for f in l.frames.iter() {
-                let next = lines.len() as u32;
-                let line = *lines.entry(line_text(f)).or_insert(next);
-                line_of.insert(f as *const Frame, line);
+/// Feeds what `lines` print to `h`: a frame's line by its number from the table's facts
+/// (`kept`: the frames the lines were made from, each line of a frame of its own one of them,
+/// in order), so that equal numbers are equal lines. Hashing names and paths for the 40 million
+/// frames of 888,000 stacks took seconds, and a map from frame to number a second.
+fn hash_lines(lines: &[ShownFrame<'_>], kept: &[(&Frame, FrameFacts<'_>)], h: &mut impl Hasher) {
+    let mut kept = kept.iter();
+    for l in lines {
+        match l {
+            ShownFrame::Frame(f) => {
+                match kept.find(|k| std::ptr::eq(k.0, *f)).map(|k| k.1.line) {
+                    Some(line) if line != 0 => {
+                        0u8.hash(h);
+                        line.hash(h);
+                    }
+                    _ => {
+                        2u8.hash(h);
+                        (&f.function, f.file.as_deref().map(crate::callstack::short_path)).hash(h);
+                        (f.line, f.inlined).hash(h);
+                    }
+                }
             }
-        }
-        Self { line_of }
-    }
-
-    /// The number of `f`'s line; None for a frame not in the table.
-    fn line(&self, f: &Frame) -> Option<u32> {
-        self.line_of.get(&(f as *const Frame)).copied()
-    }
-}
-
-/// Feeds what line `l` prints (name, short location, `[inlined]`) to `h`.
-fn hash_line(l: &ShownFrame<'_>, h: &mut impl Hasher, known: &KnownFrames) {
-    match l {
-        ShownFrame::Frame(f) => match known.line(f) {
-            Some(line) => {
-                0u8.hash(h);
-                line.hash(h);
+            ShownFrame::Folded { frames, crates } => {
+                1u8.hash(h);
+                frames.hash(h);
+                crates.hash(h);
             }
-            None => {
-                2u8.hash(h);
-                line_text(f).hash(h);
-            }
-        },
-        ShownFrame::Folded { frames, crates } => {
-            1u8.hash(h);
-            frames.hash(h);
-            crates.hash(h);
         }
     }
 }

@@ -53,6 +53,35 @@ pub(crate) struct Location {
     pub(crate) frames: Arc<[Frame]>,
 }
 
+/// The facts of every location's frames in one array, judged once per report
+/// ([`StackTable::frame_facts`]): a report of a million stacks looks them up for every frame
+/// of every stack, and one array with offsets is a load where a vector per location was two.
+#[derive(Debug)]
+pub(crate) struct LocationFacts<'a> {
+    frames: Vec<(&'a Frame, FrameFacts<'a>)>,
+    /// Where each location's frames start in `frames`, and one past the last.
+    start: Vec<u32>,
+}
+
+impl<'a> LocationFacts<'a> {
+    /// The frames of location `l`, innermost first, with their facts.
+    #[inline]
+    pub(crate) fn of(&self, l: u32) -> &[(&'a Frame, FrameFacts<'a>)] {
+        let l = l as usize;
+        match (self.start.get(l), self.start.get(l + 1)) {
+            (Some(&a), Some(&b)) => &self.frames[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// What a frame's line prints: its name, short location and whether it was inlined.
+type LineText<'a> = (&'a str, Option<&'a str>, Option<u32>, bool);
+
+fn line_text(f: &Frame) -> LineText<'_> {
+    (&f.function, f.file.as_deref().map(crate::callstack::short_path), f.line, f.inlined)
+}
+
 /// Indices of a row's estimates.
 pub(crate) const ALLOC_BYTES: usize = 0;
 pub(crate) const ALLOC_COUNT: usize = 1;
@@ -839,19 +868,19 @@ impl StackTable {
     }
 
     /// [`StackTable::shown`] into `out`, with the facts of each location's frames from `facts`
-    /// (by location index, one per frame: [`StackTable::frame_facts`]), working in `scratch`.
+    /// ([`StackTable::frame_facts`]), working in `scratch`.
     pub(crate) fn shown_into<'a>(
         &'a self,
         r: u32,
         view: FrameView,
-        facts: &'a [Vec<(&'a Frame, FrameFacts<'a>)>],
+        facts: &LocationFacts<'a>,
         scratch: &mut ShownScratch<'a>,
         out: &mut Vec<ShownFrame<'a>>,
     ) {
         let row = &self.rows[r as usize];
         scratch.clear(view);
         for l in self.locs.decode(row.range()) {
-            for &f in &facts[l as usize] {
+            for &f in facts.of(l) {
                 scratch.push(f);
             }
         }
@@ -859,19 +888,27 @@ impl StackTable {
     }
 
     /// Every location's frames with their facts, judged once (see
-    /// [`StackTable::shown_into`]); frames of one function name share its number.
-    pub(crate) fn frame_facts(&self) -> Vec<Vec<(&Frame, FrameFacts<'_>)>> {
+    /// [`StackTable::shown_into`]); frames of one function name share its number, frames
+    /// that print the same line share theirs.
+    pub(crate) fn frame_facts(&self) -> LocationFacts<'_> {
         let mut functions: HashMap<&str, u32> = HashMap::new();
-        let mut out = Vec::with_capacity(self.locations.len());
+        let mut lines: HashMap<LineText<'_>, u32> = HashMap::new();
+        let frames = self.locations.iter().map(|l| l.frames.len()).sum();
+        let mut out = LocationFacts {
+            frames: Vec::with_capacity(frames),
+            start: Vec::with_capacity(self.locations.len() + 1),
+        };
         for l in &self.locations {
-            let mut frames = Vec::with_capacity(l.frames.len());
+            out.start.push(out.frames.len() as u32);
             for f in l.frames.iter() {
                 let next = functions.len() as u32 + 1;
                 let function = *functions.entry(&*f.function).or_insert(next);
-                frames.push((f, FrameFacts { function, ..FrameFacts::of(f) }));
+                let next = lines.len() as u32 + 1;
+                let line = *lines.entry(line_text(f)).or_insert(next);
+                out.frames.push((f, FrameFacts { function, line, ..FrameFacts::of(f) }));
             }
-            out.push(frames);
         }
+        out.start.push(out.frames.len() as u32);
         out
     }
 
