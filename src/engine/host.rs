@@ -180,3 +180,28 @@ impl Settings {
         self.enabled.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::sampler::{Weight, draw_countdown_at, weight_at};
+
+    #[test]
+    fn settings_keep_the_log_of_their_interval() {
+        for r in [1u64, 2, 1000, 1024, 4096, 524_288] {
+            let exact = if r == 1 { f64::NEG_INFINITY } else { (-(1.0 / r as f64)).ln_1p() };
+            let built = Settings::new(r, 1 << 40);
+            let set = Settings::new(1 << 20, 1 << 40);
+            set.set_sample_interval(r);
+            for (how, got) in [("new", built.ln_unmarked()), ("set", set.ln_unmarked())] {
+                let close = got == exact || ((got - exact) / exact).abs() < 1e-14;
+                assert!(close, "interval {r} ({how}): {got:e} vs {exact:e}");
+            }
+        }
+        // Interval 1 carries to the surely-sampled figures through the log alone.
+        let ln1 = Settings::new(1, 1 << 40).ln_unmarked();
+        assert_eq!(draw_countdown_at(&mut 7, ln1), 1);
+        assert_eq!(weight_at(100, ln1), Weight { count: 1.0, bytes: 100.0 });
+        assert_eq!(weight_at(0, ln1), Weight { count: 1.0, bytes: 0.0 });
+    }
+}
