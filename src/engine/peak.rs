@@ -92,6 +92,14 @@ static ESTIMATE: AtomicI64 = AtomicI64::new(0);
 static THRESHOLD: AtomicU64 = AtomicU64::new(0);
 /// The highest estimate seen (see the module docs).
 static HIGH_WATER: AtomicU64 = AtomicU64::new(0);
+
+/// A byte figure of the tally as `f64`, through the signed conversion: one instruction where
+/// the unsigned one is about eight, in a tally every sample and every sampled free updates.
+/// Figures past `i64::MAX` bytes (8 EiB) read as that.
+#[inline(always)]
+fn bytes_f64(b: u64) -> f64 {
+    b.min(i64::MAX as u64) as i64 as f64
+}
 /// The last kept peak, written by a capture.
 static KEPT: SpinMutex<Option<Kept>> = SpinMutex::new(None);
 /// Captures since start (or reset, or fork).
@@ -189,9 +197,9 @@ impl StripeTally {
         self.unflushed += delta;
         let global = ESTIMATE.load(Ordering::Relaxed);
         let seen = global as f64 + self.unflushed;
-        let threshold = THRESHOLD.load(Ordering::Relaxed) as f64;
-        let quantum =
-            (4.0 * self.min_weight).max(threshold * MARGIN / (1.0 + MARGIN) / (2.0 * STRIPES));
+        let threshold = bytes_f64(THRESHOLD.load(Ordering::Relaxed));
+        const SHARE: f64 = MARGIN / (1.0 + MARGIN) / (2.0 * STRIPES);
+        let quantum = (4.0 * self.min_weight).max(threshold * SHARE);
         if seen > threshold || self.unflushed.abs() >= quantum {
             let push = self.flush();
             let now = global.wrapping_add(push);
@@ -199,7 +207,7 @@ impl StripeTally {
                 self.capture = true;
             }
         }
-        if seen > HIGH_WATER.load(Ordering::Relaxed) as f64 {
+        if seen > bytes_f64(HIGH_WATER.load(Ordering::Relaxed)) {
             HIGH_WATER.fetch_max(seen as u64, Ordering::Relaxed);
         }
     }

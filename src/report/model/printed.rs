@@ -128,19 +128,17 @@ fn hash_lines(lines: &[ShownFrame<'_>], kept: &[(&Frame, FrameFacts<'_>)], h: &m
     let mut kept = kept.iter();
     for l in lines {
         match l {
-            ShownFrame::Frame(f) => {
-                match kept.find(|k| std::ptr::eq(k.0, *f)).map(|k| k.1.line) {
-                    Some(line) if line != 0 => {
-                        0u8.hash(h);
-                        line.hash(h);
-                    }
-                    _ => {
-                        2u8.hash(h);
-                        (&f.function, f.file.as_deref().map(crate::callstack::short_path)).hash(h);
-                        (f.line, f.inlined).hash(h);
-                    }
+            ShownFrame::Frame(f) => match kept.find(|k| std::ptr::eq(k.0, *f)).map(|k| k.1.line) {
+                Some(line) if line != 0 => {
+                    0u8.hash(h);
+                    line.hash(h);
                 }
-            }
+                _ => {
+                    2u8.hash(h);
+                    (&f.function, f.file.as_deref().map(crate::callstack::short_path)).hash(h);
+                    (f.line, f.inlined).hash(h);
+                }
+            },
             ShownFrame::Folded { frames, crates } => {
                 1u8.hash(h);
                 frames.hash(h);
