@@ -352,7 +352,7 @@ impl<H: Host> Books for Live<'_, H> {
     }
 
     fn weight(&self, size: u64) -> Weight {
-        sampler::weight(size, self.set.sample_interval())
+        sampler::weight_at(size, self.set.ln_unmarked())
     }
 
     fn resized(&mut self, stack: u32, old: Weight, new: Option<Weight>, freed: f64) {

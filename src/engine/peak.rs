@@ -92,14 +92,6 @@ static ESTIMATE: AtomicI64 = AtomicI64::new(0);
 static THRESHOLD: AtomicU64 = AtomicU64::new(0);
 /// The highest estimate seen (see the module docs).
 static HIGH_WATER: AtomicU64 = AtomicU64::new(0);
-
-/// A byte figure of the tally as `f64`, through the signed conversion: one instruction where
-/// the unsigned one is about eight, in a tally every sample and every sampled free updates.
-/// Figures past `i64::MAX` bytes (8 EiB) read as that.
-#[inline(always)]
-fn bytes_f64(b: u64) -> f64 {
-    b.min(i64::MAX as u64) as i64 as f64
-}
 /// The last kept peak, written by a capture.
 static KEPT: SpinMutex<Option<Kept>> = SpinMutex::new(None);
 /// Captures since start (or reset, or fork).
@@ -180,6 +172,14 @@ pub(crate) struct StripeTally {
     /// A flush made the global estimate pass the capture threshold: capture once the stripe's
     /// lock is released.
     capture: bool,
+}
+
+/// A byte figure of the tally as `f64`, through the signed conversion: one instruction where
+/// the unsigned one is about eight, in a tally every sample and every sampled free updates.
+/// Figures past `i64::MAX` bytes (8 EiB) read as that.
+#[inline(always)]
+fn bytes_f64(b: u64) -> f64 {
+    b.min(i64::MAX as u64) as i64 as f64
 }
 
 impl StripeTally {

@@ -108,8 +108,8 @@ fn uniform_open0(state: &mut u64) -> f64 {
 
 /// `ln(1 - 1/interval)`, the log of the probability that a byte is not marked: every
 /// sampled-path formula is a function of it, so the settings keep it beside the interval
-/// (`Settings::ln_unmarked`) and a sample does not recompute it. `-inf` at interval 1 (every byte marked), which the formulas below carry
-/// to a countdown of 1 and a probability of 1.
+/// (`Settings::ln_unmarked`) and a sample does not recompute it. `-inf` at interval 1 (every
+/// byte marked), which the formulas below carry to a countdown of 1 and a probability of 1.
 pub(crate) fn ln_unmarked(interval: u64) -> f64 {
     if interval >= 1024 {
         ln_unmarked_series(interval)

@@ -9,9 +9,11 @@
 //! never 0, already spread in their middle bits, and the values are small copies: an open
 //! table with linear probing over an array of addresses, the records beside it in a second
 //! array, takes one multiplication to place a key and a compare a probe: a sample with its
-//! free costs 60 instructions fewer (BENCHMARKS.md, "Instructions per sample"). Its memory is
-//! about the map's: 48 bytes a slot, filled to between three eighths and three quarters (the
-//! map's 49 to between seven sixteenths and seven eighths).
+//! free costs 60 instructions fewer (BENCHMARKS.md, "Instructions per sample"). It takes
+//! somewhat more memory than the map: 48 bytes a slot, filled to between three eighths and
+//! three quarters (the map's 49 to between seven sixteenths and seven eighths; a million live
+//! blocks took 25 MiB more, BENCHMARKS.md "A million stacks"). Filling it further would lengthen
+//! the probes for an empty slot, which every insert makes (about 30 at seven eighths).
 //!
 //! # Design
 //!

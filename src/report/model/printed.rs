@@ -123,7 +123,9 @@ impl Printed {
 /// Feeds what `lines` print to `h`: a frame's line by its number from the table's facts
 /// (`kept`: the frames the lines were made from, each line of a frame of its own one of them,
 /// in order), so that equal numbers are equal lines. Hashing names and paths for the 40 million
-/// frames of 888,000 stacks took seconds, and a map from frame to number a second.
+/// frames of 888,000 stacks took seconds; looking each frame's number up in a map of its own
+/// took 1.2 % of a report's instructions. A frame not among `kept` (none is) would be hashed
+/// by its text.
 fn hash_lines(lines: &[ShownFrame<'_>], kept: &[(&Frame, FrameFacts<'_>)], h: &mut impl Hasher) {
     let mut kept = kept.iter();
     for l in lines {
