@@ -21,7 +21,7 @@
 //!    [`hooks::restart_sampling`] once the settings are final.
 //! 3. **Each allocation**: [`hooks::on_alloc`], [`hooks::on_realloc`], [`hooks::on_free`]
 //!    (its slow path [`hooks::free_slow`]), [`hooks::charge_missed`] when its own fast path
-//!    used up the sampling budget (with the program's [`hooks::CallerFrame`] when the fast path
+//!    used up the sampling budget ([`hooks::growth_missed`] when a reallocation's growth did; with the program's [`hooks::CallerFrame`] when the fast path
 //!    knows it, so that a sample's unwind starts there); [`mapped::on_mmap`], [`mapped::on_munmap`],
 //!    [`mapped::on_mremap`]. A fast path written outside Rust reads the thread state and the
 //!    settings at fixed offsets ([`thread_state::BUDGET_OFFSET`] and the others,
@@ -57,9 +57,9 @@
 /// Allocation hooks, the [`Host`](hooks::Host) a front end implements, and the profiler's guard.
 pub mod hooks {
     pub use crate::engine::hooks::{
-        charge_missed, enter_forever, enter_guard, free_slow, internal_alloc, internal_free,
-        is_guarded, leave_guard, on_alloc, on_free, on_realloc, restart_sampling, run_guarded,
-        thread_exit, thread_started,
+        charge_missed, enter_forever, enter_guard, free_slow, growth_missed, internal_alloc,
+        internal_free, is_guarded, leave_guard, on_alloc, on_free, on_realloc, restart_sampling,
+        run_guarded, thread_exit, thread_started,
     };
     pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET};
     pub use crate::stack::unwind::CallerFrame;

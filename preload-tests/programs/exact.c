@@ -8,7 +8,10 @@
  * `chunks <marker> <allocated> <freed>` lines: a realloc's growth counts as allocated bytes, its
  * shrink as freed bytes. They go to the file named by
  * $CHUNKS_FILE, if set, not to stdout: where an aligned block's chunk ends depends on where the
- * heap starts, which differs from run to run. */
+ * heap starts, which differs from run to run. With $EXACT_SKIP_MARKERS=1 no marker runs: the
+ * program's other allocations alone, the baseline a run's exact totals are compared with. With
+ * $EXACT_REFUSE_FIRST=N it first asks for N bytes, which must fail (a run whose giant limit is
+ * below N: the refusal makes the shim write its exit report though nothing was sampled). */
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <stdio.h>
@@ -210,15 +213,23 @@ __attribute__((noinline)) void marker_realloc_null(void) {
 
 int main(void) {
     read_chunk_header();
-    marker_keep();
-    marker_churn();
-    marker_calloc();
-    marker_posix_memalign();
-    marker_realloc_chain();
-    marker_aligned_alloc();
-    marker_valloc();
-    marker_realloc_zero();
-    marker_realloc_null();
+    const char *refuse = getenv("EXACT_REFUSE_FIRST");
+    if (refuse && *refuse) {
+        void *giant = malloc(strtoul(refuse, NULL, 10));
+        if (giant) return 3;
+    }
+    const char *skip = getenv("EXACT_SKIP_MARKERS");
+    if (!skip || strcmp(skip, "1") != 0) {
+        marker_keep();
+        marker_churn();
+        marker_calloc();
+        marker_posix_memalign();
+        marker_realloc_chain();
+        marker_aligned_alloc();
+        marker_valloc();
+        marker_realloc_zero();
+        marker_realloc_null();
+    }
     printf("kept %d blocks, checksum %lu\n", nkept, checksum);
     const char *path = getenv("CHUNKS_FILE");
     FILE *out = path ? fopen(path, "w") : NULL;

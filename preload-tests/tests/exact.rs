@@ -9,8 +9,8 @@
 //! (`preload_tests::EXACT_PROGRAM`, `check_folded_bytes`, `check_entries`).
 
 use preload_tests::{
-    Comparison, EXACT, EXACT_ALLOCATED, EXACT_PROGRAM, Run, TestDir, check_entries,
-    check_folded_bytes, compare, tagged_line,
+    Comparison, EXACT, EXACT_ALLOCATED, EXACT_PROGRAM, Manifest, Run, TestDir, check_entries,
+    check_folded_bytes, chunk_counts, chunks_file, compare, report_sets, tagged_line,
 };
 
 /// Markers whose allocation call site is tagged `TAG:<marker>` in exact.c.
@@ -111,6 +111,72 @@ fn report_thread_allocations_stay_out_of_the_profile() {
                 "{} bytes retained by a stack that is not the program's: {:?}",
                 s.bytes, s.frames
             ),
+        );
+    }
+}
+
+/// exact.c's exact totals (retained, allocated bytes) under the shim at sampling interval
+/// `interval`, with its markers or without them (`EXACT_SKIP_MARKERS=1`), and, with them, the
+/// chunk bytes (allocated, freed) the program counted across its markers. The program first
+/// asks for a block above the giant limit, refused, so that the shim writes its exit report
+/// even when nothing was sampled.
+fn totals_at(dir: &TestDir, exe: &std::path::Path, interval: &str, markers: bool) -> [u64; 4] {
+    let name = format!("totals-{interval}-{}", if markers { "markers" } else { "baseline" });
+    let reports = dir.reports(&name);
+    let out = EXACT_PROGRAM
+        .run(exe, &reports)
+        .with_preload()
+        .envs(&[
+            ("YING_SAMPLE_INTERVAL_BYTES", interval),
+            ("YING_CHECK_INTERVAL_SECS", "0"),
+            ("YING_SEED", "7"),
+            ("YING_GEN_FLAMEGRAPHS", "false"),
+            ("YING_MAX_ALLOC_BYTES", "1000000"),
+            ("EXACT_REFUSE_FIRST", "2000000"),
+            ("EXACT_SKIP_MARKERS", if markers { "0" } else { "1" }),
+        ])
+        .env("YING_REPORTING_PATH", reports.display().to_string())
+        .run();
+    out.assert_success("exact.c under the shim");
+    let sets = report_sets(&reports);
+    let m: Manifest = sets.last().expect("no report").manifest();
+    let (mut alloc, mut freed) = (0, 0);
+    for marker in EXACT_PROGRAM.markers {
+        let (a, f) = chunk_counts(&chunks_file(&reports), marker.name).expect("no chunks line");
+        alloc += a;
+        freed += f;
+    }
+    [m.totals.retained_bytes, m.totals.allocated_bytes, alloc, freed]
+}
+
+/// The exact totals count every chunk the markers allocate and free, through the unsampled
+/// fast paths as through the sampled ones: at a 1 TiB interval (no sample: every `malloc`,
+/// `calloc`, `realloc` growth and shrink, `memalign` and `aligned_alloc` on its fast path) and
+/// at 64 KiB (some samples, and `realloc` growths that use the budget up), the totals of a run
+/// with the markers exceed the baseline run's by the bytes the program counted, to the byte.
+#[test]
+fn unsampled_fast_paths_count_every_chunk() {
+    let dir = TestDir::new("exact-fast-paths");
+    let exe = EXACT_PROGRAM.compile(&dir);
+    for interval in ["1099511627776", "65536"] {
+        let base = totals_at(&dir, &exe, interval, false);
+        let with = totals_at(&dir, &exe, interval, true);
+        let (alloc, freed) = (with[2], with[3]);
+        assert!(alloc > 1_000_000 && freed > 100_000, "the markers counted {alloc} and {freed}");
+        assert_eq!(
+            with[0] - base[0],
+            alloc - freed,
+            "interval {interval}: the markers added {} retained bytes to the totals, the program \
+             counted {}",
+            with[0] - base[0],
+            alloc - freed
+        );
+        assert_eq!(
+            with[1] - base[1],
+            alloc,
+            "interval {interval}: the markers added {} allocated bytes to the totals, the program \
+             counted {alloc}",
+            with[1] - base[1]
         );
     }
 }

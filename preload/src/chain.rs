@@ -29,9 +29,10 @@
 //! # The fast paths
 //!
 //! glibc keeps `lib.rs`'s hand-written paths at their cost: chained mode reaches its code
-//! through the slow paths those already have. `malloc` compares the request with
-//! [`MALLOC_FAST_BELOW`] (zero until the chain is resolved and in chained mode, so every call
-//! takes the Rust path), and in chained mode every thread's free filter is the all-ones map
+//! through the slow paths those already have. `malloc` and `calloc` compare the request with
+//! [`MALLOC_FAST_BELOW`], `realloc` its new size with [`REALLOC_FAST_BELOW`] (both zero until
+//! the chain is resolved and in chained mode, so every call takes the Rust path), and in
+//! chained mode every thread's free filter is the all-ones map
 //! (`ShimHost::real_filter`), so every `free` takes the slow path, where the filter that says
 //! whether the block may be sampled is read as usual.
 //!
@@ -151,9 +152,21 @@ static mut NEXT: Option<Next> = None;
 /// The object's path (NUL-terminated, cut at 255 bytes), written with `NEXT`.
 static mut PATH: [u8; 256] = [0; 256];
 
-/// `malloc`'s fast path (lib.rs) takes requests below this: glibc's giant limit once the chain
-/// is resolved to glibc, zero before and in chained mode (every call takes the Rust path).
+/// `malloc`'s and `calloc`'s fast paths (lib.rs) take requests below this: glibc's giant limit
+/// once the chain is resolved to glibc, zero before and in chained mode (every call takes the
+/// Rust path).
 pub(crate) static MALLOC_FAST_BELOW: AtomicU64 = AtomicU64::new(0);
+/// `realloc`'s fast path takes new sizes `n` with `n - 1` (wrapping) below this: the giant
+/// limit minus one in glibc mode, so that one compare sends both zero (C `realloc(p, 0)` frees)
+/// and giant sizes to the Rust path; zero before and in chained mode.
+pub(crate) static REALLOC_FAST_BELOW: AtomicU64 = AtomicU64::new(0);
+
+/// The fast paths follow glibc's giant limit (glibc mode only).
+fn open_fast_paths() {
+    let limit = crate::host::SETTINGS.max_alloc_bytes();
+    MALLOC_FAST_BELOW.store(limit, Ordering::Relaxed);
+    REALLOC_FAST_BELOW.store(limit.saturating_sub(1), Ordering::Relaxed);
+}
 
 /// The chained allocator, resolving the chain at the first call; `None` for glibc.
 #[inline(always)]
@@ -208,7 +221,7 @@ fn resolve() -> Option<&'static Next> {
                 CHAINED
             }
             None => {
-                MALLOC_FAST_BELOW.store(crate::host::SETTINGS.max_alloc_bytes(), Ordering::Relaxed);
+                open_fast_paths();
                 GLIBC
             }
         };
@@ -342,11 +355,10 @@ pub(crate) fn reentered() -> bool {
     unsafe { *flag() != 0 }
 }
 
-/// The glibc giant limit changed (configuration read): `malloc`'s fast path follows it in
-/// glibc mode.
+/// The glibc giant limit changed (configuration read): the fast paths follow it in glibc mode.
 pub(crate) fn limit_changed() {
     if next().is_none() {
-        MALLOC_FAST_BELOW.store(crate::host::SETTINGS.max_alloc_bytes(), Ordering::Relaxed);
+        open_fast_paths();
     }
 }
 

@@ -2,6 +2,9 @@
 //!
 //! This file holds every symbol the library exports: the whole glibc allocation family, each a
 //! few lines that call glibc's own allocator (`__libc_*`, no `dlsym`) through the engine's hooks.
+//! On x86-64 the unsampled paths of `malloc`, `calloc`, `realloc`, `memalign`, `aligned_alloc`
+//! and `free` are written out (in assembly, or in Rust that compiles to the same), because every
+//! instruction of them counts (`bench/README.md`, `bench/family.sh`).
 //! Allocations keep glibc's layout (no headers), so a call we do not see costs accounting, never
 //! heap corruption. `pthread_create` is exported too, so that every thread is set up when it
 //! starts (`thread_start`), and the blocking calls tell when the report thread can start
@@ -36,7 +39,7 @@ use host::{add_freed, filter_marked, tls_offset, tls_read};
 #[cfg(target_arch = "x86_64")]
 use ying_profiler::front_end::filter::{CELL_BITS, CELL_SHIFT};
 #[cfg(target_arch = "x86_64")]
-use ying_profiler::front_end::thread_state::{BUDGET_OFFSET, FILTER_OFFSET};
+use ying_profiler::front_end::thread_state::{BUDGET_OFFSET, FILTER_OFFSET, FREED_OFFSET};
 
 #[global_allocator]
 static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
@@ -216,7 +219,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         real = sym __libc_malloc,
         tls = sym host::ying_tls_block,
         budget = const BUDGET_OFFSET,
-        missed = sym malloc_charge_missed,
+        missed = sym alloc_charge_missed,
     )
 }
 
@@ -263,25 +266,60 @@ fn chained_size(n: &'static chain::Next) -> impl Fn(*mut u8) -> usize + Copy {
     move |p| unsafe { chain::counted(n, p.cast()) }
 }
 
-/// `malloc`'s block `p` used up the budget with `charged` bytes (see `hooks::charge_missed`).
-/// (`_request`, the size asked for, is the stack slot `malloc` pops into the second argument
-/// register: the figures count `charged` bytes.) `malloc` tail-jumps here with its own entry
-/// stack pointer (`sp`, where the return address into the program lies) and the program's
-/// `rbp` untouched (`bp`): the program's innermost frame, where a sample's unwind starts.
+/// `malloc`'s or `calloc`'s block `p` used up the budget with `charged` bytes (see
+/// `hooks::charge_missed`). (`_request`, the size asked for, is the stack slot the fast path pops
+/// into the second argument register: the figures count `charged` bytes.) The fast path
+/// tail-jumps here with its own entry stack pointer and the program's `rbp` untouched: see
+/// [`caller_frame`].
 #[cfg(target_arch = "x86_64")]
-extern "C" fn malloc_charge_missed(
+extern "C" fn alloc_charge_missed(
     p: *mut c_void,
     _request: usize,
     charged: usize,
     sp: usize,
     bp: usize,
 ) -> *mut c_void {
-    // SAFETY: `sp` is the stack pointer `malloc` was entered with, restored before its tail
-    // jump here: it points at the return address its caller's `call` pushed, on this thread's
-    // stack, which is this function's own return address and is mapped while it runs.
-    let return_address = unsafe { (sp as *const usize).read() };
-    let caller = hooks::CallerFrame { return_address, stack_pointer: sp + 8, frame_pointer: bp };
+    // SAFETY: `sp` and `bp` are as `caller_frame` requires (the fast paths' contract above).
+    let caller = unsafe { caller_frame(sp, bp) };
     hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), charged as u64, Some(caller)).cast()
+}
+
+/// `realloc`'s fast path resized an unsampled block to `p` (`new_counted` bytes) and its
+/// growth, `growth` bytes, used up the budget (see `hooks::growth_missed`); `sp` and `bp` as for
+/// [`alloc_charge_missed`].
+#[cfg(target_arch = "x86_64")]
+extern "C" fn realloc_growth_missed(
+    p: *mut c_void,
+    new_counted: usize,
+    growth: usize,
+    sp: usize,
+    bp: usize,
+) -> *mut c_void {
+    // SAFETY: `sp` and `bp` are as `caller_frame` requires (`realloc`'s contract above).
+    let caller = unsafe { caller_frame(sp, bp) };
+    hooks::growth_missed::<ShimHost>(
+        &SETTINGS,
+        p.cast(),
+        new_counted as u64,
+        growth as u64,
+        Some(caller),
+    )
+    .cast()
+}
+
+/// The program's innermost frame, where a sample's unwind starts, from a fast path's own entry
+/// stack pointer `sp` (where the return address into the program lies) and the program's `rbp`
+/// (`bp`), which the fast path leaves untouched.
+///
+/// # Safety
+/// `sp` is the stack pointer the fast path was entered with, restored before its tail jump to
+/// the caller of this function: it points at the return address its caller's `call` pushed, on
+/// this thread's stack, which is the caller's own return address and is mapped while it runs.
+#[cfg(target_arch = "x86_64")]
+unsafe fn caller_frame(sp: usize, bp: usize) -> hooks::CallerFrame {
+    // SAFETY: the function's contract.
+    let return_address = unsafe { (sp as *const usize).read() };
+    hooks::CallerFrame { return_address, stack_pointer: sp + 8, frame_pointer: bp }
 }
 
 /// C `malloc` (targets without the %fs-relative fast path).
@@ -294,12 +332,72 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     malloc_any(size)
 }
 
-/// C `calloc`: an overflowing `n * size` gives NULL and `ENOMEM`.
+/// C `calloc`, written out in assembly as `malloc` is, with the same contract: the product
+/// `n * size` is the request, and an overflowing product takes the slow path, which gives NULL
+/// and `ENOMEM`.
 ///
 /// # Safety
 /// As for glibc's `calloc`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: as for `malloc` (the same body after the product, which `mul` leaves in rax,
+    // clobbering only rdx, and which waits on the stack where `malloc`'s request does); the
+    // arguments in rdi and rsi reach glibc's `calloc`, or the slow path, untouched.
+    std::arch::naked_asm!(
+        "mov rax, rdi",
+        "mul rsi",
+        "jo {slow}",
+        "cmp rax, qword ptr [rip + {fast_below}]",
+        "jae {slow}",
+        "push rax",
+        "call qword ptr [rip + {real}@GOTPCREL]",
+        "test rax, rax",
+        "je 3f",
+        "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
+        "mov rdx, qword ptr [rax - 8]",
+        "and rdx, -8",
+        "sub qword ptr fs:[rcx + {budget}], rdx",
+        "jbe 4f",
+        "3:",
+        "pop rcx",
+        "ret",
+        "4:",
+        "pop rsi",
+        "mov rdi, rax",
+        "mov rcx, rsp",
+        "mov r8, rbp",
+        "jmp {missed}",
+        fast_below = sym chain::MALLOC_FAST_BELOW,
+        slow = sym calloc_slow,
+        real = sym __libc_calloc,
+        tls = sym host::ying_tls_block,
+        budget = const BUDGET_OFFSET,
+        missed = sym alloc_charge_missed,
+    )
+}
+
+/// `calloc` of an overflowing product, of a request at or above the giant limit, or of any
+/// request while the allocator under Ying is not glibc's.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn calloc_slow(n: usize, size: usize) -> *mut c_void {
+    calloc_any(n, size)
+}
+
+/// C `calloc` (targets without the %fs-relative fast path).
+///
+/// # Safety
+/// As for glibc's `calloc`.
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    calloc_any(n, size)
+}
+
+/// `calloc` through the hooks, to whichever allocator is under Ying: an overflowing
+/// `n * size` gives NULL and `ENOMEM`.
+fn calloc_any(n: usize, size: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
@@ -386,13 +484,110 @@ pub unsafe extern "C" fn cfree(p: *mut c_void) {
     free_slow(p)
 }
 
-/// C `realloc`: `realloc(NULL, n)` is `malloc(n)`; `realloc(p, 0)` frees `p` and returns NULL
-/// (glibc); on failure the old block stays valid and keeps its record.
+/// C `realloc`, written out in assembly as `malloc` and `free` are. The unsampled path: the
+/// calling thread's filter map says the old block is certainly not sampled (which also means
+/// the thread is set up and outside profiler code, and that the block is not null: null's cell
+/// is always marked), the new size is neither zero nor giant (one compare, see
+/// `chain::REALLOC_FAST_BELOW`), and glibc's `realloc` succeeds. The block's chunk sizes before
+/// and after give its growth, charged to the budget (a growth that uses it up makes the new
+/// block a sample, `realloc_growth_missed`), or its shrink, added to the freed bytes. The old
+/// chunk size waits on the stack in the slot that aligns it for the call. A failure returns
+/// glibc's NULL and `errno`, the old block untouched and uncounted. Everything else takes the
+/// hooks' path (`realloc_slow`).
 ///
 /// # Safety
 /// `p` is null or a live block from this allocator family.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: a System V function body, as `malloc`'s: arguments in rdi and rsi, result in rax,
+    // only caller-saved registers clobbered (rax, rcx, rdx, rsi, rdi, r8), the stack aligned by
+    // the push for the call and left as found on every path, tail jumps with the stack as at
+    // entry. It reads the thread's own TLS block (budget, freed bytes, filter pointer) at its
+    // initial-exec offset, the filter map that pointer names (a byte per cell, within its
+    // 2^CELL_BITS bytes by the mask), the limit (an 8-byte atomic static), and the chunk
+    // headers of the live block `p` (past the filter test, which rejects null) and of glibc's
+    // non-null result; it writes only the thread's budget or freed bytes, which no other
+    // thread writes.
+    std::arch::naked_asm!(
+        "mov rax, qword ptr [rip + {tls}@GOTTPOFF]",
+        "mov rcx, qword ptr fs:[rax + {filter}]",
+        "mov edx, edi",
+        "shr edx, {cell_shift}",
+        "and edx, {cell_mask}",
+        "cmp byte ptr [rcx + rdx], 0",
+        "jne {slow}",
+        "lea rdx, [rsi - 1]",
+        "cmp rdx, qword ptr [rip + {fast_below}]",
+        "jae {slow}",
+        "mov rdx, qword ptr [rdi - 8]",
+        "and rdx, -8",
+        "push rdx",
+        "call qword ptr [rip + {real}@GOTPCREL]",
+        "pop rsi",
+        "test rax, rax",
+        "je 3f",
+        "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
+        "mov rdx, qword ptr [rax - 8]",
+        "and rdx, -8",
+        "sub rdx, rsi",
+        "jb 5f",
+        "sub qword ptr fs:[rcx + {budget}], rdx",
+        "jbe 4f",
+        "3:",
+        "ret",
+        "5:",
+        "neg rdx",
+        "add qword ptr fs:[rcx + {freed}], rdx",
+        "ret",
+        "4:",
+        "add rsi, rdx",
+        "mov rdi, rax",
+        "mov rcx, rsp",
+        "mov r8, rbp",
+        "jmp {missed}",
+        tls = sym host::ying_tls_block,
+        filter = const FILTER_OFFSET,
+        cell_shift = const CELL_SHIFT,
+        cell_mask = const (1u32 << CELL_BITS) - 1,
+        fast_below = sym chain::REALLOC_FAST_BELOW,
+        slow = sym realloc_slow,
+        real = sym __libc_realloc,
+        budget = const BUDGET_OFFSET,
+        freed = const FREED_OFFSET,
+        missed = sym realloc_growth_missed,
+    )
+}
+
+/// Everything but `realloc`'s unsampled path.
+///
+/// # Safety
+/// As for `realloc`.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn realloc_slow(p: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { realloc_any(p, size) }
+}
+
+/// C `realloc` (targets without the %fs-relative fast path).
+///
+/// # Safety
+/// `p` is null or a live block from this allocator family.
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { realloc_any(p, size) }
+}
+
+/// `realloc` through the hooks, to whichever allocator is under Ying: `realloc(NULL, n)` is
+/// `malloc(n)`; `realloc(p, 0)` frees `p` and returns NULL (glibc); on failure the old block
+/// stays valid and keeps its record.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator family.
+unsafe fn realloc_any(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
         // SAFETY: `malloc` has no preconditions.
         return unsafe { malloc(size) };
@@ -467,7 +662,8 @@ pub unsafe extern "C" fn posix_memalign(
     }
     // SAFETY: errno is restored: posix_memalign reports through its return value.
     let saved = unsafe { *libc::__errno_location() };
-    let p = aligned_any(align, size);
+    // SAFETY: `memalign` has no preconditions; `align`, a power of two, takes its fast path.
+    let p = unsafe { memalign(align, size) };
     set_errno(saved);
     if p.is_null() {
         return libc::ENOMEM;
@@ -500,20 +696,95 @@ fn aligned_any(align: usize, size: usize) -> *mut c_void {
     }
 }
 
+/// The body of `memalign` and `aligned_alloc`, written out in assembly as `malloc`'s is: a
+/// power-of-two alignment (or zero, which glibc takes as the smallest) and a request below the
+/// giant limit go to glibc's `memalign` and are charged as `malloc` charges its blocks; any
+/// other alignment or size takes `memalign_slow`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! memalign_fast_path {
+    () => {
+        // SAFETY: as for `malloc` (the same body after the alignment test, which clobbers only
+        // rax; the request waits on the stack where `malloc`'s does); the arguments in rdi and
+        // rsi reach glibc's `memalign`, or the slow path, untouched.
+        std::arch::naked_asm!(
+            "lea rax, [rdi - 1]",
+            "test rax, rdi",
+            "jne {slow}",
+            "cmp rsi, qword ptr [rip + {fast_below}]",
+            "jae {slow}",
+            "push rsi",
+            "call qword ptr [rip + {real}@GOTPCREL]",
+            "test rax, rax",
+            "je 3f",
+            "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
+            "mov rdx, qword ptr [rax - 8]",
+            "and rdx, -8",
+            "sub qword ptr fs:[rcx + {budget}], rdx",
+            "jbe 4f",
+            "3:",
+            "pop rcx",
+            "ret",
+            "4:",
+            "pop rsi",
+            "mov rdi, rax",
+            "mov rcx, rsp",
+            "mov r8, rbp",
+            "jmp {missed}",
+            fast_below = sym chain::MALLOC_FAST_BELOW,
+            slow = sym memalign_slow,
+            real = sym __libc_memalign,
+            tls = sym host::ying_tls_block,
+            budget = const BUDGET_OFFSET,
+            missed = sym alloc_charge_missed,
+        )
+    };
+}
+
 /// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`: any alignment up to
 /// `SIZE_MAX / 2 + 1` is accepted and rounded up to a power of two).
 ///
 /// # Safety
 /// As for glibc's `aligned_alloc`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    memalign_like(align, size)
+    memalign_fast_path!()
 }
 
 /// Obsolete `memalign`.
 ///
 /// # Safety
 /// As for glibc's `memalign`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    memalign_fast_path!()
+}
+
+/// `memalign` or `aligned_alloc` of an alignment that is not a power of two, of a giant
+/// request, or of any request while the allocator under Ying is not glibc's.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn memalign_slow(align: usize, size: usize) -> *mut c_void {
+    memalign_like(align, size)
+}
+
+/// C11 `aligned_alloc` (targets without the %fs-relative fast path).
+///
+/// # Safety
+/// As for glibc's `aligned_alloc`.
+#[cfg(not(target_arch = "x86_64"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    memalign_like(align, size)
+}
+
+/// Obsolete `memalign` (targets without the %fs-relative fast path).
+///
+/// # Safety
+/// As for glibc's `memalign`.
+#[cfg(not(target_arch = "x86_64"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
     memalign_like(align, size)

@@ -268,6 +268,34 @@ pub fn charge_missed<H: Host>(
     sampled_after::<H>(set, p, charged, caller)
 }
 
+/// The shim's `realloc` moved or resized an unsampled block to `p` (`new_counted` counted bytes)
+/// and charged its growth, `growth` bytes, which the budget did not cover: the grown block is a
+/// sample, as in the slow path (an unsampled block's growth takes its chance like fresh bytes).
+/// Or the budget was zero because the thread is not sampling, which the fast path's filter test
+/// already excludes: the charge is then taken back and the growth counted where it belongs.
+/// `caller` is the program's frame, as for [`charge_missed`]. Returns `p`.
+#[cold]
+#[inline(never)]
+pub fn growth_missed<H: Host>(
+    set: &Settings,
+    p: *mut u8,
+    new_counted: u64,
+    growth: u64,
+    caller: Option<CallerFrame>,
+) -> *mut u8 {
+    let ts = H::thread_state();
+    if ts.guarded() || !ts.sampling() {
+        ts.budget.store(ts.budget.load(Ordering::Relaxed).wrapping_add(growth), Ordering::Relaxed);
+        if ts.guarded() {
+            totals::add_internal(growth as usize);
+        } else {
+            count_allocated(ts, growth as usize);
+        }
+        return p;
+    }
+    sampled_after::<H>(set, p, new_counted, caller)
+}
+
 /// Counts the new block `p` (`charged` counted bytes) wherever the calling
 /// thread's state says (the profiler's own memory, the shared counters, or the thread's own
 /// budget, setting the thread up first if need be), and samples it if it uses the budget up.
