@@ -211,7 +211,7 @@ impl Host for ShimHost {
     }
 
     fn is_entry_frame(ip: usize, _function: impl FnOnce() -> usize) -> bool {
-        Self::is_own_code(ip)
+        Self::own_code().contains(&ip)
     }
 
     // Threads are set up when they start (`thread_start`), never at a first allocation.
@@ -221,8 +221,8 @@ impl Host for ShimHost {
     const LOOKS_UP_STACK_BOUNDS: bool = false;
 
     #[inline(always)]
-    fn is_own_code(ip: usize) -> bool {
-        ip >= OWN_START.load(Ordering::Relaxed) && ip < OWN_END.load(Ordering::Relaxed)
+    fn own_code() -> std::ops::Range<usize> {
+        OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed)
     }
 
     #[cfg(target_arch = "x86_64")]

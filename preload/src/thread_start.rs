@@ -20,7 +20,7 @@
 //! The trampoline is C (src/thread_start.c), so `pthread_exit` and cancellation (a forced
 //! unwind through its frame) pass through it whatever Rust's panic strategy, and it tail-calls
 //! the program's start routine. Should a compiler keep its frame anyway, the capture leaves
-//! frames of this library below the program's out (`Host::is_own_code`).
+//! frames of this library below the program's out (`Host::own_code`).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};

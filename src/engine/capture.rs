@@ -49,33 +49,66 @@ struct Collector<'a> {
     n: usize,
     last_entry: Option<usize>,
     past_entry: bool,
+    /// Frames searched for the entry point (see `push`).
     seen: usize,
+    /// The front end's own code, `[own_start, own_start + own_len)`, read once an unwind
+    /// (`Host::own_code`) rather than once a frame.
+    own_start: usize,
+    own_len: usize,
     /// Each kept frame's lowest stack address (for [`crate::engine::python::insert`]).
     lows: FrameBuf,
 }
 
 impl<'a> Collector<'a> {
-    fn new(out: &'a mut FrameBuf) -> Self {
-        Self { out, n: 0, last_entry: None, past_entry: false, seen: 0, lows: frame_buf() }
+    fn new<H: Host>(out: &'a mut FrameBuf) -> Self {
+        let own = H::own_code();
+        Self {
+            out,
+            n: 0,
+            last_entry: None,
+            past_entry: false,
+            seen: 0,
+            own_start: own.start,
+            own_len: own.end.saturating_sub(own.start),
+            lows: frame_buf(),
+        }
     }
 
     /// Takes one frame, innermost first; false once no more frames are wanted.
     #[inline(always)]
     fn push<H: Host>(&mut self, ip: usize, sp: usize, function: impl FnOnce() -> usize) -> bool {
         // Look for the entry point only until the first program frame after it (the check
-        // can cost a function-table search per frame).
-        if self.seen < ENTRY_SEARCH && !self.past_entry {
+        // can cost a function-table search per frame). `seen` counts the frames searched: it
+        // matters only there (an unwind that starts at the program's frame, past the entry,
+        // tests one flag a frame).
+        if !self.past_entry && self.seen < ENTRY_SEARCH {
             if H::is_entry_frame(ip, function) {
                 self.last_entry = Some(self.seen);
             } else if self.last_entry.is_some() {
                 self.past_entry = true;
             }
+            self.seen += 1;
         }
-        self.seen += 1;
-        if self.past_entry && H::is_own_code(ip) {
+        if self.past_entry && ip.wrapping_sub(self.own_start) < self.own_len {
             // Below the program's frames: the front end's thread-start frame. Not the program's.
             return true;
         }
+        self.keep(ip, sp)
+    }
+
+    /// [`Collector::push`] once past the entry frames (an unwind that starts at the program's
+    /// frame): only the test for the front end's own code is left.
+    #[inline(always)]
+    fn push_program(&mut self, ip: usize, sp: usize) -> bool {
+        if ip.wrapping_sub(self.own_start) < self.own_len {
+            return true;
+        }
+        self.keep(ip, sp)
+    }
+
+    /// Keeps a program frame; false once the buffer is full.
+    #[inline(always)]
+    fn keep(&mut self, ip: usize, sp: usize) -> bool {
         match self.out.get_mut(self.n) {
             Some(slot) => {
                 slot.write(ip);
@@ -160,12 +193,12 @@ pub(crate) fn capture<'b, H: Host>(
         ts.stack_top.set(top);
     }
     let stack = ts.stack_lo.get()..ts.stack_top.get();
-    let mut c = Collector::new(out);
+    let mut c = Collector::new::<H>(out);
     let walked = match caller {
         Some(caller) => {
-            // The entry frames are already behind the first frame.
+            // The entry frames are already behind the first frame: no search for them.
             c.past_entry = true;
-            unwind::trace_from(stack, caller, |f| c.push::<H>(f.ip, f.sp, || f.function))
+            unwind::trace_from(stack, caller, |f| c.push_program(f.ip, f.sp))
         }
         None => unwind::trace(stack, |f| c.push::<H>(f.ip, f.sp, || f.function)),
     };
@@ -186,7 +219,7 @@ pub(crate) fn capture<'b, H: Host>(
 #[cold]
 #[inline(never)]
 fn capture_libgcc<H: Host>(out: &mut FrameBuf) -> &[usize] {
-    let mut c = Collector::new(out);
+    let mut c = Collector::new::<H>(out);
     let marker = 0u8;
     let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
     // libgcc gives each frame's CFA, the top of its activation: its lowest address is the CFA

@@ -39,12 +39,12 @@ pub trait Host: 'static {
     /// forever; the shim records the bounds when a thread starts instead. The Rust front end
     /// never sees glibc's internal allocations, so it may ask.
     const LOOKS_UP_STACK_BOUNDS: bool = true;
-    /// Whether `ip` lies in the front end's own code (the shim: anything in `libying.so`, which
-    /// includes the frame that starts every thread it saw created). Such frames below the
-    /// program's are not the program's and are left out of captured stacks.
+    /// The front end's own code (the shim: all of `libying.so`, which includes the frame that
+    /// starts every thread it saw created); empty by default. Such frames below the program's
+    /// are not the program's and are left out of captured stacks.
     #[inline(always)]
-    fn is_own_code(_ip: usize) -> bool {
-        false
+    fn own_code() -> std::ops::Range<usize> {
+        0..0
     }
 
     /// The calling thread's `budget`, read by the unsampled paths. A front end may reach it

@@ -473,7 +473,7 @@ mod imp {
     /// (`caller`), reported first; the frames between that entry point and here are not
     /// visited. `stack` is the calling thread's stack, which must hold `caller`'s stack
     /// pointer. Must run as profiler code, as [`trace`].
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn trace_from(
         stack: std::ops::Range<usize>,
         caller: super::CallerFrame,
