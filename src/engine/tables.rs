@@ -17,6 +17,7 @@
 //! updates the entry its sample was counted in.
 
 pub(crate) mod arena;
+mod index;
 mod live;
 
 use std::hash::{BuildHasherDefault, Hasher};
@@ -223,7 +224,7 @@ const HISTOGRAM_CHUNK: usize = 8192;
 /// takes about 240 to 290 bytes (BENCHMARKS.md, "Stack table").
 #[derive(Debug)]
 pub(crate) struct StackTable {
-    index: ArenaMap<u64, u32>,
+    index: index::StackIndex,
     entries: Chunked<StackEntry, ENTRY_CHUNK>,
     /// Frame codes, arrays of [`CODE_CHUNK`] bytes; a stack's code never spans two.
     codes: ArenaVec<ArenaVec<u8>>,
@@ -314,7 +315,7 @@ fn key_hash(ips: &[usize], spans: &SpanPath) -> (u64, u64) {
 impl StackTable {
     const fn new() -> Self {
         Self {
-            index: ArenaMap::with_hasher_in(BuildHasherDefault::new(), Arena),
+            index: index::StackIndex::new(),
             entries: Chunked::new(),
             codes: ArenaVec::new_in(Arena),
             ips: ArenaVec::new_in(Arena),
@@ -428,7 +429,7 @@ impl StackTable {
             self.lifetimes.push(MillisHistogram::new());
         }
         let (hash, check) = key_hash(ips, &spans);
-        let first = self.index.get(&hash).copied().unwrap_or(0);
+        let first = self.index.get(hash).unwrap_or(0);
         let mut id = first;
         while id != 0 {
             let Some(e) = self.entries.get(id as usize) else { break };
