@@ -34,7 +34,9 @@ impl MillisHistogram {
 
     /// Adds one observation of `millis` standing for `weight` observations.
     pub fn add_weighted(&mut self, millis: f64, weight: f64) {
-        let idx = bucket_of(millis.max(0.0) as u64);
+        // Through `i64`: one instruction where the unsigned conversion is about eight (a
+        // lifetime past 2^63 ms reads as that).
+        let idx = bucket_of(millis.max(0.0) as i64 as u64);
         if let Some(w) = self.weights.get_mut(idx) {
             *w += weight;
         }

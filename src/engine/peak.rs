@@ -71,6 +71,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use crate::engine::sampler::f64_of;
 use crate::sys::spin::SpinMutex;
 
 /// A new peak is kept when the estimate exceeds the last kept one by this fraction (see the
@@ -174,14 +175,6 @@ pub(crate) struct StripeTally {
     capture: bool,
 }
 
-/// A byte figure of the tally as `f64`, through the signed conversion: one instruction where
-/// the unsigned one is about eight, in a tally every sample and every sampled free updates.
-/// Figures past `i64::MAX` bytes (8 EiB) read as that.
-#[inline(always)]
-fn bytes_f64(b: u64) -> f64 {
-    b.min(i64::MAX as u64) as i64 as f64
-}
-
 impl StripeTally {
     pub(crate) const fn new() -> Self {
         Self { unflushed: 0.0, min_weight: f64::INFINITY, capture: false }
@@ -197,7 +190,7 @@ impl StripeTally {
         self.unflushed += delta;
         let global = ESTIMATE.load(Ordering::Relaxed);
         let seen = global as f64 + self.unflushed;
-        let threshold = bytes_f64(THRESHOLD.load(Ordering::Relaxed));
+        let threshold = f64_of(THRESHOLD.load(Ordering::Relaxed));
         const SHARE: f64 = MARGIN / (1.0 + MARGIN) / (2.0 * STRIPES);
         let quantum = (4.0 * self.min_weight).max(threshold * SHARE);
         if seen > threshold || self.unflushed.abs() >= quantum {
@@ -207,7 +200,7 @@ impl StripeTally {
                 self.capture = true;
             }
         }
-        if seen > bytes_f64(HIGH_WATER.load(Ordering::Relaxed)) {
+        if seen > f64_of(HIGH_WATER.load(Ordering::Relaxed)) {
             HIGH_WATER.fetch_max(seen as u64, Ordering::Relaxed);
         }
     }
