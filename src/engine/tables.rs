@@ -19,6 +19,7 @@
 pub(crate) mod arena;
 mod index;
 mod live;
+mod open;
 
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
@@ -357,7 +358,7 @@ impl StackTable {
     /// Bytes the table's collections take (their capacity).
     #[cfg(test)]
     fn heap_bytes(&self) -> usize {
-        self.index.allocation_size()
+        self.index.capacity_and_bytes().1
             + self.entries.heap_bytes()
             + self.codes.iter().map(|c| c.capacity()).sum::<usize>()
             + self.ips.capacity() * std::mem::size_of::<usize>()
@@ -429,7 +430,7 @@ impl StackTable {
             self.lifetimes.push(MillisHistogram::new());
         }
         let (hash, check) = key_hash(ips, &spans);
-        let first = self.index.get(hash).unwrap_or(0);
+        let first = self.index.get(index::key(hash)).unwrap_or(0);
         let mut id = first;
         while id != 0 {
             let Some(e) = self.entries.get(id as usize) else { break };
@@ -451,7 +452,7 @@ impl StackTable {
         entry.check = check;
         entry.next_same_hash = first;
         let id = self.entries.push(entry) as u32;
-        self.index.insert(hash, id);
+        self.index.insert(index::key(hash), id);
         id
     }
 
@@ -892,14 +893,14 @@ mod tests {
         // Force a collision of the index hash: the key [9, 9] indexed in the slot whose chain
         // starts at `a`.
         let (h, _) = key_hash(&[9, 9], &[0; SPAN_DEPTH]);
-        t.index.insert(h, a);
+        t.index.insert(index::key(h), a);
         let d = t.intern(&[9, 9], [0; SPAN_DEPTH], || true);
         assert!(d != a && d != 0, "a colliding key gets its own entry");
         assert_eq!(t.entries.get(d as usize).unwrap().next_same_hash, a, "chained before it");
         assert_eq!(t.intern(&[9, 9], [0; SPAN_DEPTH], || true), d);
         // Make the chain d -> a the one for `a`'s own hash too, as a real collision would:
         // finding `a` now means walking past `d`.
-        t.index.insert(key_hash(&[1, 2, 3], &[0; SPAN_DEPTH]).0, d);
+        t.index.insert(index::key(key_hash(&[1, 2, 3], &[0; SPAN_DEPTH]).0), d);
         assert_eq!(
             t.intern(&[1, 2, 3], [0; SPAN_DEPTH], || true),
             a,
