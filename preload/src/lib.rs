@@ -170,16 +170,73 @@ static CONSTRUCTOR: extern "C" fn() = {
 // library; the dynamic linker resolves the program's calls to them because the library is
 // preloaded, which is the purpose of the library.
 
+/// The body of the hand-written allocating entries (`malloc`, `calloc`, `memalign`,
+/// `aligned_alloc`). `test` tests the arguments, branching to `slow` for whatever the fast path
+/// does not take, and ends by pushing the request, which waits on the stack in the slot that
+/// keeps it aligned for the call. Then glibc's `real` is called with the arguments untouched, and
+/// the block's chunk size is subtracted from the thread's budget, one instruction that counts the
+/// block and decides whether it is sampled (see `ThreadState`). A block that used the budget up
+/// (a sample, or a thread that is not sampling, whose budget is zero) goes on to
+/// `alloc_charge_missed` with the request, the chunk size, the entry stack pointer and the
+/// program's `rbp`. A failed allocation returns glibc's NULL and `errno`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! alloc_fast_path {
+    (test: [$($test:literal),* $(,)?], slow: $slow:path, real: $real:path $(,)?) => {
+        std::arch::naked_asm!(
+            $($test,)*
+            "call qword ptr [rip + {real}@GOTPCREL]",
+            "test rax, rax",
+            "je 3f",
+            "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
+            "mov rdx, qword ptr [rax - 8]",
+            "and rdx, -8",
+            "sub qword ptr fs:[rcx + {budget}], rdx",
+            "jbe 4f",
+            "3:",
+            "pop rcx",
+            "ret",
+            "4:",
+            "pop rsi",
+            "mov rdi, rax",
+            "mov rcx, rsp",
+            "mov r8, rbp",
+            "jmp {missed}",
+            fast_below = sym chain::MALLOC_FAST_BELOW,
+            slow = sym $slow,
+            real = sym $real,
+            tls = sym host::ying_tls_block,
+            budget = const BUDGET_OFFSET,
+            missed = sym alloc_charge_missed,
+        )
+    };
+}
+
+/// `memalign`'s and `aligned_alloc`'s body: a power-of-two alignment (or zero, which glibc
+/// takes as the smallest) and a request below the giant limit go to glibc's `memalign` and are
+/// charged as `malloc` charges its blocks; any other alignment or size takes `memalign_slow`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! memalign_fast_path {
+    () => {
+        alloc_fast_path!(
+            test: [
+                "lea rax, [rdi - 1]",
+                "test rax, rdi",
+                "jne {slow}",
+                "cmp rsi, qword ptr [rip + {fast_below}]",
+                "jae {slow}",
+                "push rsi",
+            ],
+            slow: memalign_slow,
+            real: __libc_memalign,
+        )
+    };
+}
+
 /// C `malloc`, written out in assembly because every instruction of it counts (see
-/// bench/README.md). A request below the giant limit goes to glibc (the limit is read from
-/// `chain::MALLOC_FAST_BELOW`, zero while the allocator under Ying is not known to be glibc's,
-/// which sends every call to `malloc_slow`); the block's chunk size is
-/// then subtracted from the thread's budget, one instruction that counts the block and decides
-/// whether it is sampled (see `ThreadState`). The request waits on the stack, in the slot that
-/// keeps the stack aligned for the call, for the path that needs it after the call: a sample
-/// (or a thread that is not sampling, whose budget is zero). A failed allocation returns glibc's
-/// NULL and `errno`. Giant requests take the hooks' path before any allocation, which refuses
-/// them.
+/// bench/README.md): `alloc_fast_path`'s body after one test. A request below the giant limit
+/// goes to glibc (the limit is read from `chain::MALLOC_FAST_BELOW`, zero while the allocator
+/// under Ying is not known to be glibc's, which sends every call to `malloc_slow`). Giant
+/// requests take the hooks' path before any allocation, which refuses them.
 ///
 /// # Safety
 /// As for glibc's `malloc`.
@@ -191,35 +248,13 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // clobbers only caller-saved registers (rax, rcx, rdx, rsi, rdi, r8), calls glibc with the stack
     // 16-byte aligned (the push), leaves the stack as it found it on every path, and its tail
     // jumps reach extern "C" functions with the stack as at entry, so they return to our
-    // caller. It reads the fast path's limit (an 8-byte atomic static) and the thread's own TLS block at its initial-exec offset, and writes only the
-    // thread's budget, which no other thread writes.
-    std::arch::naked_asm!(
-        "cmp rdi, qword ptr [rip + {fast_below}]",
-        "jae {slow}",
-        "push rdi",
-        "call qword ptr [rip + {real}@GOTPCREL]",
-        "test rax, rax",
-        "je 3f",
-        "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
-        "mov rdx, qword ptr [rax - 8]",
-        "and rdx, -8",
-        "sub qword ptr fs:[rcx + {budget}], rdx",
-        "jbe 4f",
-        "3:",
-        "pop rcx",
-        "ret",
-        "4:",
-        "pop rsi",
-        "mov rdi, rax",
-        "mov rcx, rsp",
-        "mov r8, rbp",
-        "jmp {missed}",
-        fast_below = sym chain::MALLOC_FAST_BELOW,
-        slow = sym malloc_slow,
-        real = sym __libc_malloc,
-        tls = sym host::ying_tls_block,
-        budget = const BUDGET_OFFSET,
-        missed = sym alloc_charge_missed,
+    // caller. It reads the fast path's limit (an 8-byte atomic static), the thread's own TLS
+    // block at its initial-exec offset and the chunk header of glibc's non-null block, and
+    // writes only the thread's budget, which no other thread writes.
+    alloc_fast_path!(
+        test: ["cmp rdi, qword ptr [rip + {fast_below}]", "jae {slow}", "push rdi"],
+        slow: malloc_slow,
+        real: __libc_malloc,
     )
 }
 
@@ -345,36 +380,17 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     // SAFETY: as for `malloc` (the same body after the product, which `mul` leaves in rax,
     // clobbering only rdx, and which waits on the stack where `malloc`'s request does); the
     // arguments in rdi and rsi reach glibc's `calloc`, or the slow path, untouched.
-    std::arch::naked_asm!(
-        "mov rax, rdi",
-        "mul rsi",
-        "jo {slow}",
-        "cmp rax, qword ptr [rip + {fast_below}]",
-        "jae {slow}",
-        "push rax",
-        "call qword ptr [rip + {real}@GOTPCREL]",
-        "test rax, rax",
-        "je 3f",
-        "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
-        "mov rdx, qword ptr [rax - 8]",
-        "and rdx, -8",
-        "sub qword ptr fs:[rcx + {budget}], rdx",
-        "jbe 4f",
-        "3:",
-        "pop rcx",
-        "ret",
-        "4:",
-        "pop rsi",
-        "mov rdi, rax",
-        "mov rcx, rsp",
-        "mov r8, rbp",
-        "jmp {missed}",
-        fast_below = sym chain::MALLOC_FAST_BELOW,
-        slow = sym calloc_slow,
-        real = sym __libc_calloc,
-        tls = sym host::ying_tls_block,
-        budget = const BUDGET_OFFSET,
-        missed = sym alloc_charge_missed,
+    alloc_fast_path!(
+        test: [
+            "mov rax, rdi",
+            "mul rsi",
+            "jo {slow}",
+            "cmp rax, qword ptr [rip + {fast_below}]",
+            "jae {slow}",
+            "push rax",
+        ],
+        slow: calloc_slow,
+        real: __libc_calloc,
     )
 }
 
@@ -696,50 +712,6 @@ fn aligned_any(align: usize, size: usize) -> *mut c_void {
     }
 }
 
-/// The body of `memalign` and `aligned_alloc`, written out in assembly as `malloc`'s is: a
-/// power-of-two alignment (or zero, which glibc takes as the smallest) and a request below the
-/// giant limit go to glibc's `memalign` and are charged as `malloc` charges its blocks; any
-/// other alignment or size takes `memalign_slow`.
-#[cfg(target_arch = "x86_64")]
-macro_rules! memalign_fast_path {
-    () => {
-        // SAFETY: as for `malloc` (the same body after the alignment test, which clobbers only
-        // rax; the request waits on the stack where `malloc`'s does); the arguments in rdi and
-        // rsi reach glibc's `memalign`, or the slow path, untouched.
-        std::arch::naked_asm!(
-            "lea rax, [rdi - 1]",
-            "test rax, rdi",
-            "jne {slow}",
-            "cmp rsi, qword ptr [rip + {fast_below}]",
-            "jae {slow}",
-            "push rsi",
-            "call qword ptr [rip + {real}@GOTPCREL]",
-            "test rax, rax",
-            "je 3f",
-            "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
-            "mov rdx, qword ptr [rax - 8]",
-            "and rdx, -8",
-            "sub qword ptr fs:[rcx + {budget}], rdx",
-            "jbe 4f",
-            "3:",
-            "pop rcx",
-            "ret",
-            "4:",
-            "pop rsi",
-            "mov rdi, rax",
-            "mov rcx, rsp",
-            "mov r8, rbp",
-            "jmp {missed}",
-            fast_below = sym chain::MALLOC_FAST_BELOW,
-            slow = sym memalign_slow,
-            real = sym __libc_memalign,
-            tls = sym host::ying_tls_block,
-            budget = const BUDGET_OFFSET,
-            missed = sym alloc_charge_missed,
-        )
-    };
-}
-
 /// C11 `aligned_alloc` (glibc 2.36 treats it as `memalign`: any alignment up to
 /// `SIZE_MAX / 2 + 1` is accepted and rounded up to a power of two).
 ///
@@ -749,6 +721,7 @@ macro_rules! memalign_fast_path {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: as for `memalign`.
     memalign_fast_path!()
 }
 
@@ -760,6 +733,9 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: as for `malloc` (the same body after the alignment test, which clobbers only rax;
+    // the request waits on the stack where `malloc`'s does); the arguments in rdi and rsi reach
+    // glibc's `memalign`, or the slow path, untouched.
     memalign_fast_path!()
 }
 
