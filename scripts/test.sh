@@ -47,6 +47,7 @@ need_commands "the peak test runs an in-memory table under the shim" sqlite3 sql
 need_commands "tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx" \
     "chromium lynx" chromium lynx
 need_commands "the endpoint tests ask the profiled programs with curl" curl curl
+need_commands "tests/debugger.rs stops gdb inside glibc's allocator under the shim" gdb gdb
 lib=/usr/lib/x86_64-linux-gnu
 need_files "tests/chained.rs chains the shim to jemalloc, tcmalloc and mimalloc" \
     "$lib/libjemalloc.so.2 $lib/libtcmalloc.so.4 $lib/libtcmalloc_minimal.so.4 $lib/libmimalloc.so.2" \

@@ -173,7 +173,10 @@ static CONSTRUCTOR: extern "C" fn() = {
 /// The body of the hand-written allocating entries (`malloc`, `calloc`, `memalign`,
 /// `aligned_alloc`). `test` tests the arguments, branching to `slow` for whatever the fast path
 /// does not take, and ends by pushing the request, which waits on the stack in the slot that
-/// keeps it aligned for the call. Then glibc's `real` is called with the arguments untouched, and
+/// keeps it aligned for the call. Its call frame information says so (the `.cfi` lines): a
+/// debugger or an unwinder stopped inside glibc's allocator (a crash in a corrupted heap, a
+/// profiler's interrupt) walks through these entries to the program's frames, where without it
+/// gdb read the pushed request as a return address. Then glibc's `real` is called with the arguments untouched, and
 /// the block's chunk size is subtracted from the thread's budget, one instruction that counts the
 /// block and decides whether it is sampled (see `ThreadState`). A block that used the budget up
 /// (a sample, or a thread that is not sampling, whose budget is zero) goes on to
@@ -183,7 +186,10 @@ static CONSTRUCTOR: extern "C" fn() = {
 macro_rules! alloc_fast_path {
     (test: [$($test:literal),* $(,)?], slow: $slow:path, real: $real:path $(,)?) => {
         std::arch::naked_asm!(
+            ".cfi_startproc",
             $($test,)*
+            // `test` ended with the push.
+            ".cfi_adjust_cfa_offset 8",
             "call qword ptr [rip + {real}@GOTPCREL]",
             "test rax, rax",
             "je 3f",
@@ -194,13 +200,17 @@ macro_rules! alloc_fast_path {
             "jbe 4f",
             "3:",
             "pop rcx",
+            ".cfi_adjust_cfa_offset -8",
             "ret",
             "4:",
+            ".cfi_adjust_cfa_offset 8",
             "pop rsi",
+            ".cfi_adjust_cfa_offset -8",
             "mov rdi, rax",
             "mov rcx, rsp",
             "mov r8, rbp",
             "jmp {missed}",
+            ".cfi_endproc",
             fast_below = sym chain::MALLOC_FAST_BELOW,
             slow = sym $slow,
             real = sym $real,
@@ -527,6 +537,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     // non-null result; it writes only the thread's budget or freed bytes, which no other
     // thread writes.
     std::arch::naked_asm!(
+        ".cfi_startproc",
         "mov rax, qword ptr [rip + {tls}@GOTTPOFF]",
         "mov rcx, qword ptr fs:[rax + {filter}]",
         "mov edx, edi",
@@ -540,8 +551,10 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         "mov rdx, qword ptr [rdi - 8]",
         "and rdx, -8",
         "push rdx",
+        ".cfi_adjust_cfa_offset 8",
         "call qword ptr [rip + {real}@GOTPCREL]",
         "pop rsi",
+        ".cfi_adjust_cfa_offset -8",
         "test rax, rax",
         "je 3f",
         "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
@@ -563,6 +576,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         "mov rcx, rsp",
         "mov r8, rbp",
         "jmp {missed}",
+        ".cfi_endproc",
         tls = sym host::ying_tls_block,
         filter = const FILTER_OFFSET,
         cell_shift = const CELL_SHIFT,
