@@ -1516,8 +1516,11 @@ pub unsafe extern "C" fn syscall(
     // r8, r9 and the caller's stack slot at rsp+8, moved to the kernel's registers (rax, rdi,
     // rsi, rdx, r10, r8, r9); the `syscall` instruction clobbers rcx and r11, caller-saved.
     // The stack is not touched; both jumps reach extern "C" functions with the stack as at
-    // entry, so they read the same arguments and return to our caller.
+    // entry, so they read the same arguments and return to our caller. The call frame
+    // information (the entry's, all through) lets a debugger or an unwinder walk from a thread
+    // blocked in a system call made through it to the caller.
     std::arch::naked_asm!(
+        ".cfi_startproc",
         "cmp rdi, {seccomp}",
         "je {slow}",
         "mov rax, rdi",
@@ -1534,6 +1537,7 @@ pub unsafe extern "C" fn syscall(
         "2:",
         "mov rdi, rax",
         "jmp {failed}",
+        ".cfi_endproc",
         seccomp = const libc::SYS_seccomp,
         slow = sym syscall_seccomp,
         failed = sym seccomp::syscall_failed,
