@@ -89,9 +89,8 @@ impl<'a> Collector<'a> {
             }
             self.seen += 1;
         }
-        if self.past_entry && ip.wrapping_sub(self.own_start) < self.own_len {
-            // Below the program's frames: the front end's thread-start frame. Not the program's.
-            return true;
+        if self.past_entry {
+            return self.push_program(ip, sp);
         }
         self.keep(ip, sp)
     }
@@ -101,6 +100,7 @@ impl<'a> Collector<'a> {
     #[inline(always)]
     fn push_program(&mut self, ip: usize, sp: usize) -> bool {
         if ip.wrapping_sub(self.own_start) < self.own_len {
+            // Below the program's frames: the front end's thread-start frame. Not the program's.
             return true;
         }
         self.keep(ip, sp)

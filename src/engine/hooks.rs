@@ -272,8 +272,9 @@ pub fn charge_missed<H: Host>(
 /// and charged its growth, `growth` bytes, which the budget did not cover: the grown block is a
 /// sample, as in the slow path (an unsampled block's growth takes its chance like fresh bytes).
 /// Or the budget was zero because the thread is not sampling, which the fast path's filter test
-/// already excludes: the charge is then taken back and the growth counted where it belongs.
-/// `caller` is the program's frame, as for [`charge_missed`]. Returns `p`.
+/// already excludes: the growth is then a block's charge that missed like any other
+/// ([`charge_missed`] takes it back and counts it where it belongs). `caller` is the program's
+/// frame, as for [`charge_missed`]. Returns `p`.
 #[cold]
 #[inline(never)]
 pub fn growth_missed<H: Host>(
@@ -285,13 +286,7 @@ pub fn growth_missed<H: Host>(
 ) -> *mut u8 {
     let ts = H::thread_state();
     if ts.guarded() || !ts.sampling() {
-        ts.budget.store(ts.budget.load(Ordering::Relaxed).wrapping_add(growth), Ordering::Relaxed);
-        if ts.guarded() {
-            totals::add_internal(growth as usize);
-        } else {
-            count_allocated(ts, growth as usize);
-        }
-        return p;
+        return charge_missed::<H>(set, p, growth, caller);
     }
     sampled_after::<H>(set, p, new_counted, caller)
 }

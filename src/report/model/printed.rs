@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-use super::table::{Build, Figures, NO_ROW, StackTable};
+use super::table::{Build, Figures, NO_ROW, StackTable, line_text};
 use crate::callstack::{Frame, FrameFacts, FrameView, ShownFrame, ShownScratch};
 use crate::engine::tables::Hash128;
 
@@ -137,8 +137,7 @@ fn hash_lines(lines: &[ShownFrame<'_>], kept: &[(&Frame, FrameFacts<'_>)], h: &m
                 }
                 _ => {
                     2u8.hash(h);
-                    (&f.function, f.file.as_deref().map(crate::callstack::short_path)).hash(h);
-                    (f.line, f.inlined).hash(h);
+                    line_text(f).hash(h);
                 }
             },
             ShownFrame::Folded { frames, crates } => {

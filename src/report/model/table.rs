@@ -76,9 +76,10 @@ impl<'a> LocationFacts<'a> {
 }
 
 /// What a frame's line prints: its name, short location and whether it was inlined.
-type LineText<'a> = (&'a str, Option<&'a str>, Option<u32>, bool);
+pub(crate) type LineText<'a> = (&'a str, Option<&'a str>, Option<u32>, bool);
 
-fn line_text(f: &Frame) -> LineText<'_> {
+/// The [`LineText`] of `f`.
+pub(crate) fn line_text(f: &Frame) -> LineText<'_> {
     (&f.function, f.file.as_deref().map(crate::callstack::short_path), f.line, f.inlined)
 }
 
