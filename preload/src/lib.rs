@@ -173,15 +173,16 @@ static CONSTRUCTOR: extern "C" fn() = {
 /// The body of the hand-written allocating entries (`malloc`, `calloc`, `memalign`,
 /// `aligned_alloc`). `test` tests the arguments, branching to `slow` for whatever the fast path
 /// does not take, and ends by pushing the request, which waits on the stack in the slot that
-/// keeps it aligned for the call. Its call frame information says so (the `.cfi` lines): a
-/// debugger or an unwinder stopped inside glibc's allocator (a crash in a corrupted heap, a
-/// profiler's interrupt) walks through these entries to the program's frames, where without it
-/// gdb read the pushed request as a return address. Then glibc's `real` is called with the arguments untouched, and
-/// the block's chunk size is subtracted from the thread's budget, one instruction that counts the
-/// block and decides whether it is sampled (see `ThreadState`). A block that used the budget up
+/// keeps it aligned for the call. Then glibc's `real` is called with the arguments untouched,
+/// and the block's chunk size is subtracted from the thread's budget, one instruction that
+/// counts the block and decides whether it is sampled (see `ThreadState`). A block that used the budget up
 /// (a sample, or a thread that is not sampling, whose budget is zero) goes on to
 /// `alloc_charge_missed` with the request, the chunk size, the entry stack pointer and the
-/// program's `rbp`. A failed allocation returns glibc's NULL and `errno`.
+/// program's `rbp`. A failed allocation returns glibc's NULL and `errno`. The call frame
+/// information (the `.cfi` lines) describes the push: a debugger or an unwinder stopped inside
+/// glibc's allocator (a crash in a corrupted heap, a profiler's interrupt) walks through these
+/// entries to the program's frames, where without it gdb read the pushed request as a return
+/// address (`tests/debugger.rs`).
 #[cfg(target_arch = "x86_64")]
 macro_rules! alloc_fast_path {
     (test: [$($test:literal),* $(,)?], slow: $slow:path, real: $real:path $(,)?) => {

@@ -233,8 +233,8 @@ pub fn warn(msg: &str) {
 
 /// Saves `errno` and restores it when dropped: the profiler's own work on slow paths (clock
 /// reads, writes, unwinding) must not change what the program sees. It keeps the slot's address
-/// with the value and is inlined: every sample takes two guards, and the calls and the second
-/// `__errno_location` were about 20 instructions of each (BENCHMARKS.md, "Instructions per
+/// with the value and is inlined: every sample takes two guards, whose calls and second
+/// `__errno_location` cost 21 instructions a sample (BENCHMARKS.md, "Instructions per
 /// sample"). A guard stays on the thread that made it (it is neither `Send` nor `Sync`).
 #[derive(Debug)]
 pub(crate) struct ErrnoGuard {
