@@ -347,7 +347,9 @@ settings! {
         |v| byte_size_in(v, 1, u64::MAX), shown as in_binary_units,
         "A single allocation request of at least this many bytes (1 or more, KiB/MiB/GiB/TiB \
          suffixes accepted) is refused with a null pointer and its stack printed to stderr, to \
-         catch runaway sizes.";
+         catch runaway sizes. A limit near the sampling interval leaves the estimates unbiased \
+         (a thread's countdown longer than the limit is spent in several legs, each a \
+         slow-path call).";
     max_stacks: usize = 400_000, "YING_MAX_STACKS", |v| to_usize(uint_in(v, 16, 10_000_000)?),
         "Stack entries kept, from 16 to 10000000, before samples at new stacks are folded into \
          one `[stack table full]` entry, bounding Ying's own memory: an entry takes about 170 \

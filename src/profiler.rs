@@ -283,7 +283,9 @@ impl<A: GlobalAlloc> YingProfiler<A> {
 
     /// Makes the calling thread's next allocation a sample. For tests.
     pub fn testing_only_guarantee_next_sample(&self) {
-        RustHost::thread_state().set_budget(0);
+        let ts = RustHost::thread_state();
+        ts.beyond.set(0);
+        ts.set_budget(0);
     }
 }
 

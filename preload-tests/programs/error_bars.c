@@ -7,7 +7,10 @@
  *   error_bars realloc  4,000 blocks grown from 64 to 2,048 bytes in 8 steps, and shrunk back
  *                       to 512
  *   error_bars mmap     400 anonymous mappings of 16 KiB
+ *   error_bars calloc   20,000 callocs of 256 bytes
+ *   error_bars memalign 20,000 memaligns of 256 bytes at 64-byte alignment
  */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,9 +19,11 @@
 
 static void *volatile sink;
 
-__attribute__((noinline)) static void small(void) {
+/* 20,000 blocks of 256 bytes from `malloc`, `calloc` or `memalign` (kind 0, 1, 2). */
+__attribute__((noinline)) static void small(int kind) {
     static void *p[20000];
-    for (int i = 0; i < 20000; i++) p[i] = malloc(256);
+    for (int i = 0; i < 20000; i++)
+        p[i] = kind == 1 ? calloc(1, 256) : kind == 2 ? memalign(64, 256) : malloc(256);
     for (int i = 0; i < 20000; i++)
         if (!KEEP(i)) free(p[i]);
     sink = p;
@@ -55,7 +60,9 @@ __attribute__((noinline)) static void maps(void) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
-    if (!strcmp(mode, "small")) small();
+    if (!strcmp(mode, "small")) small(0);
+    else if (!strcmp(mode, "calloc")) small(1);
+    else if (!strcmp(mode, "memalign")) small(2);
     else if (!strcmp(mode, "large")) large();
     else if (!strcmp(mode, "realloc")) grow();
     else if (!strcmp(mode, "mmap")) maps();

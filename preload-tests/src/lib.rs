@@ -67,6 +67,7 @@
 //! | `stress.rs` | the thread, cancellation and fork patterns looped over seeds and intervals |
 //! | `report_files.rs` | file modes, symbolic links on the path, planted names, `chdir`, reopened stderr |
 //! | `dlclose.rs` | a library closed and another loaded at its base: named and unwound as itself |
+//! | `giant_limit_estimates.rs` | estimates unbiased over seeds with the interval at `YING_MAX_ALLOC_BYTES`, each pattern (malloc, calloc, memalign, near-interval blocks, realloc, mmap) |
 //! | `aligned.rs` | the aligned allocation family against glibc for impossible alignments and sizes |
 //! | `report_memory.rs` | the profiler memory a 20,000-stack exit report takes, against the README's formula |
 //! | `mmap.rs` | anonymous mappings per marker in exact mode, `YING_TRACK_MMAP=false`, Python's arenas, threads and forks mapping at once |

@@ -319,8 +319,8 @@ impl<H: Host> Books for Live<'_, H> {
         // The countdown, parked while the guard is held, is charged as `malloc` charges it,
         // and a mapping that uses it up is sampled by the same step as a `malloc`'d block.
         let b = ts.parked_budget.get();
+        ts.parked_budget.set(b.wrapping_sub(charged));
         if b > charged {
-            ts.parked_budget.set(b - charged);
             return None;
         }
         let mut taken = None;

@@ -67,6 +67,9 @@ pub struct ThreadState {
     /// highest (0 until the first sample looks them up; an empty range when unknown).
     pub(crate) stack_lo: Cell<usize>,
     pub(crate) stack_top: Cell<usize>,
+    /// The drawn countdown's bytes past `budget`, when the draw was longer than the giant limit
+    /// that caps the budget (see `sample::redraw`); 0 otherwise.
+    pub(crate) beyond: Cell<u64>,
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadState>() <= 128);
@@ -100,6 +103,7 @@ impl ThreadState {
             ordinal: Cell::new(0),
             stack_lo: Cell::new(0),
             stack_top: Cell::new(0),
+            beyond: Cell::new(0),
         }
     }
 
@@ -143,6 +147,11 @@ impl ThreadState {
     /// stays zero inside profiler code. The thread's allocated bytes do not change.
     pub(crate) fn set_budget(&self, bytes: u64) {
         if self.guarded() { self.parked_budget.set(bytes) } else { self.move_budget(bytes) }
+    }
+
+    /// The budget as the sampled path sees it: the parked one while the guard is held.
+    pub(crate) fn budget_now(&self) -> u64 {
+        if self.guarded() { self.parked_budget.get() } else { self.budget.load(Ordering::Relaxed) }
     }
 
     /// Replaces `budget` and moves `drawn` by the same amount, inside the sequence count.
