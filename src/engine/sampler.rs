@@ -143,7 +143,16 @@ pub(crate) fn draw_countdown_at(state: &mut u64, ln_unmarked: f64) -> u64 {
     // Both logs are <= 0, so the quotient is >= 0 and truncation is `floor`; below 9e18 it
     // fits an `i64`, whose conversion is one instruction (the unsigned one about eight).
     let k = u.ln() / ln_unmarked;
-    if k >= 9.0e18 { u64::MAX / 2 } else { k as i64 as u64 + 1 }
+    if k >= 9.0e18 {
+        return u64::MAX / 2;
+    }
+    // SAFETY: `k` is finite, at least -0.0 and below 9e18, so truncated it fits an `i64`: the
+    // numerator is finite (`u` > 0) and at most 0, the divisor below 0 or -inf (never 0, nor
+    // NaN: `ln_unmarked` of an interval of at least 1), so the quotient is not NaN. The checked
+    // `as` conversion adds a NaN and a bound test the range above already excludes (4
+    // instructions a sample).
+    let whole = unsafe { k.to_int_unchecked::<i64>() };
+    whole as u64 + 1
 }
 
 /// Probability that an allocation of `size` bytes is sampled at interval `interval`.
