@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ying's benchmark suite: overhead of the LD_PRELOAD shim and of the #[global_allocator] front
 # end against glibc, heaptrack and jemalloc, instructions per malloc+free, profiler memory and
-# the cost of one report set. Rewrites BENCHMARKS.md.
+# the cost of one report set. Rewrites its own sections of BENCHMARKS.md and keeps the others
+# (measured by the scripts they name).
 #
 #   scripts/bench.sh           full run: 11 pairs per variant (21 for the rows judged against a budget)
 #   scripts/bench.sh --quick   3 pairs per variant, shorter workloads (validation, a few minutes)
@@ -657,6 +658,10 @@ say "HTML report: tests/html_report.rs ten_thousand (needs chromium)"
 # BENCHMARKS.md
 # ---------------------------------------------------------------------------------------------
 meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
+# The sections other scripts measured (family.sh, chained.sh, stack_table.sh, ...) are carried
+# over from the file this run replaces (bench/keep_sections.py).
+OLD_MD=$BUILD/BENCHMARKS.before.md
+if [ -f BENCHMARKS.md ]; then cp BENCHMARKS.md "$OLD_MD"; else : >"$OLD_MD"; fi
 python3 bench/report.py "$RAW" "$META" BENCHMARKS.md "$SVC_RAW"
 {
     echo
@@ -666,4 +671,5 @@ python3 bench/report.py "$RAW" "$META" BENCHMARKS.md "$SVC_RAW"
     echo
     cat "$BUILD/html_report.md"
 } >>BENCHMARKS.md
-say "wrote BENCHMARKS.md (raw data: $RAW, $META)"
+python3 bench/keep_sections.py "$OLD_MD" BENCHMARKS.md
+say "wrote BENCHMARKS.md (raw data: $RAW, $META; the file it replaced: $OLD_MD)"

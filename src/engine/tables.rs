@@ -222,7 +222,7 @@ const HISTOGRAM_CHUNK: usize = 8192;
 ///   histograms, so what is mapped is what is used.
 ///
 /// An entry takes 168 bytes; with its code and its share of the index, a stack of 46 frames
-/// takes about 240 to 290 bytes (BENCHMARKS.md, "Stack table").
+/// takes about 240 to 290 bytes (BENCHMARKS.md, "A million stacks").
 #[derive(Debug)]
 pub(crate) struct StackTable {
     index: index::StackIndex,
