@@ -692,7 +692,7 @@ def main():
         "only. From the report's header: `profiler memory` (what the profiler held when the "
         "report began: its tables) and `profiler peak` (the high-water mark of the profiler's "
         "own bytes, which the report set reaches before its text is written). The report's own "
-        "memory is their difference; the formula is the README's `S * (110 + 4 * F)` bytes + "
+        "memory is their difference; the formula is the README's `S * (200 + 2 * F)` bytes + "
         "8 MiB for S stacks of F = %d frames on average. Peak RSS (median of %s runs) without "
         "a profiler, under Ying without the exit report, and with it; write time as above."
         % (RMEM_FRAMES, m("stacks_reps", "?"))
@@ -709,7 +709,7 @@ def main():
         before = int(m("rmem%s_before" % n))
         peak = int(m("rmem%s_peak" % n))
         own = peak - before
-        bound = stacks * (110 + 4 * RMEM_FRAMES) + 8 * MIB
+        bound = stacks * (200 + 2 * RMEM_FRAMES) + 8 * MIB
         if n == "100000":
             rmem_ok = (own < 64 * MIB, own / MIB)
         rmem_rows.append(
