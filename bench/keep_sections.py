@@ -11,6 +11,10 @@ everyone else's. NEW is rewritten in place.
 """
 import sys
 
+# Sections bench.sh writes only some of the time (report.py's notes, when the run left any): an
+# old one describes an old run and is never carried over.
+SOMETIMES_GENERATED = ("## Notes",)
+
 
 def split(text):
     """(preamble, [(heading line, section text), ...]) of a Markdown file, split at `## `."""
@@ -29,7 +33,7 @@ def merge(old, new):
     _, old_secs = split(old)
     pre, out = split(new)
     for i, (head, body) in enumerate(old_secs):
-        if any(h == head for h, _ in out):
+        if head in SOMETIMES_GENERATED or any(h == head for h, _ in out):
             continue
         at = 0
         for prev, _ in reversed(old_secs[:i]):
