@@ -90,6 +90,7 @@
 //! | `child` | [`Run`] and [`Outcome`]: one child with a timeout in its own process group; [`compare`]: the plain run against the shim's; [`Run::preload_after`]: another allocator after the shim, alone in the plain run |
 //! | `exact` | [`EXACT_PROGRAM`], [`CXX_PROGRAM`]: the programs that count their own bytes per [`Marker`]; [`check_folded_bytes`], [`check_entries`], [`marker_counts`]: a report against their count |
 //! | `reports` | [`ReportSet`], [`report_sets`], [`parse_report_name`]: the sets a run wrote; [`Folded`] and [`Manifest`]: their contents |
+//! | `seeds` | [`seeded_run`]: one seeded run at an interval; [`mean_and_stderr`]: a figure over the seeds |
 //!
 //! Everything is re-exported here, so tests name it `preload_tests::...` whatever its module.
 //!
@@ -100,10 +101,12 @@ mod child;
 mod exact;
 mod programs;
 mod reports;
+mod seeds;
 mod shim;
 
 pub use child::*;
 pub use exact::*;
 pub use programs::*;
 pub use reports::*;
+pub use seeds::*;
 pub use shim::*;

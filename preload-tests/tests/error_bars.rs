@@ -11,7 +11,7 @@
 //! samples is itself noisy), 3 standard deviations above the bound; a variance half what it
 //! should be covers about 83 % and fails, and one twice too large covers 99.5 % and fails.
 
-use preload_tests::{Manifest, Run, TestDir, report_sets};
+use preload_tests::{Manifest, TestDir, seeded_run};
 
 const SEEDS: u64 = 200;
 
@@ -59,21 +59,7 @@ fn printed_intervals_cover_the_exact_totals_about_95_times_in_100() {
         let mut z_sum = [0.0f64; 2];
         for seed in 0..SEEDS {
             let reports = dir.reports(&format!("{mode}-{seed}"));
-            let out = Run::new(&exe)
-                .args(&[mode])
-                .with_preload()
-                .envs(&[
-                    ("YING_SAMPLE_INTERVAL_BYTES", "65536"),
-                    ("YING_CHECK_INTERVAL_SECS", "0"),
-                    ("YING_GEN_FLAMEGRAPHS", "false"),
-                    ("YING_TOP_K", "1"),
-                ])
-                .env("YING_SEED", (first + seed).to_string())
-                .env("YING_REPORTING_PATH", reports.display().to_string())
-                .run();
-            out.assert_success("error_bars under the shim");
-            let sets = report_sets(&reports);
-            let last = sets.last().expect("no report");
+            let last = seeded_run(&exe, &[mode], 65536, first + seed, &reports, &[]);
             let m: Manifest = last.manifest();
             if seed == 0 {
                 profile_labels_agree_with_the_manifest(&last.path("pb.gz"), &m);

@@ -11,7 +11,7 @@
 //! mean of `sampled / exact`, for retained and allocated bytes, must be 1 within four standard
 //! errors. With the bug, `malloc`'s read about 1.5.
 
-use preload_tests::{Manifest, Run, TestDir, report_sets};
+use preload_tests::{TestDir, mean_and_stderr, seeded_run};
 
 const SEEDS: u64 = 200;
 
@@ -24,31 +24,15 @@ fn estimates_are_unbiased_with_the_interval_at_the_giant_limit() {
         let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for seed in 0..SEEDS {
             let reports = dir.reports(&format!("{mode}-{seed}"));
-            let out = Run::new(&exe)
-                .args(&[mode])
-                .with_preload()
-                .envs(&[
-                    ("YING_SAMPLE_INTERVAL_BYTES", "65536"),
-                    ("YING_MAX_ALLOC_BYTES", "65536"),
-                    ("YING_CHECK_INTERVAL_SECS", "0"),
-                    ("YING_GEN_FLAMEGRAPHS", "false"),
-                    ("YING_TOP_K", "1"),
-                ])
-                .env("YING_SEED", (3000 + seed).to_string())
-                .env("YING_REPORTING_PATH", reports.display().to_string())
-                .run();
-            out.assert_success("error_bars under the shim");
-            let m: Manifest = report_sets(&reports).last().expect("no report").manifest();
+            let limit = [("YING_MAX_ALLOC_BYTES", "65536")];
+            let m = seeded_run(&exe, &[mode], 65536, 3000 + seed, &reports, &limit).manifest();
             assert_eq!(m.stacks.giant_refused, 0, "{mode}: a block was refused as giant");
             let (t, e) = (&m.totals, &m.estimated);
             ratios[0].push(e.retained_bytes as f64 / t.retained_bytes as f64);
             ratios[1].push(e.allocated_bytes as f64 / t.allocated_bytes as f64);
         }
         for (xs, what) in ratios.iter().zip(["retained", "allocated"]) {
-            let n = xs.len() as f64;
-            let mean = xs.iter().sum::<f64>() / n;
-            let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-            let se = (var / n).sqrt();
+            let (mean, se) = mean_and_stderr(xs);
             eprintln!("{mode}: {what} sampled / exact: mean {mean:.4}, standard error {se:.4}");
             if (mean - 1.0).abs() > 4.0 * se + 1e-3 {
                 failures.push(format!("{mode} {what}: mean {mean:.4}, standard error {se:.4}"));

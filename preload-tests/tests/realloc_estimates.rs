@@ -15,7 +15,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use preload_tests::{EXACT, EXACT_ALLOCATED, Manifest, Run, TestDir, compare, report_sets};
+use preload_tests::{
+    EXACT, EXACT_ALLOCATED, Manifest, Run, TestDir, compare, mean_and_stderr, seeded_run,
+};
 
 /// Reads a protobuf varint at `*at`.
 fn varint(buf: &[u8], at: &mut usize) -> u64 {
@@ -139,21 +141,7 @@ fn check_unbiased(dir: &TestDir, exe: &Path, mode: &str, n: &str, seeds: u64) {
     let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for seed in 0..seeds {
         let reports = dir.reports(&format!("{mode}-{seed}"));
-        let out = Run::new(exe)
-            .args(&[mode, n])
-            .with_preload()
-            .envs(&[
-                ("YING_SAMPLE_INTERVAL_BYTES", "65536"),
-                ("YING_CHECK_INTERVAL_SECS", "0"),
-                ("YING_GEN_FLAMEGRAPHS", "false"),
-                ("YING_TOP_K", "1"),
-            ])
-            .env("YING_SEED", (1000 + seed).to_string())
-            .env("YING_REPORTING_PATH", reports.display().to_string())
-            .run();
-        out.assert_success("realloc_patterns under the shim");
-        let sets = report_sets(&reports);
-        let t: Manifest = sets.last().expect("no report").manifest();
+        let t: Manifest = seeded_run(exe, &[mode, n], 65536, 1000 + seed, &reports, &[]).manifest();
         let (t, e) = (&t.totals, &t.estimated);
         for (i, (exact, sampled)) in
             [(t.retained_bytes, e.retained_bytes), (t.allocated_bytes, e.allocated_bytes)]
@@ -164,15 +152,12 @@ fn check_unbiased(dir: &TestDir, exe: &Path, mode: &str, n: &str, seeds: u64) {
         }
     }
     for (i, what) in ["retained", "allocated"].iter().enumerate() {
-        let xs = &ratios[i];
-        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
-        let se = (var / xs.len() as f64).sqrt();
+        let (mean, se) = mean_and_stderr(&ratios[i]);
         eprintln!("{mode}: {what} sampled / exact: mean {mean:.4}, standard error {se:.4}");
         assert!(
             (mean - 1.0).abs() <= 4.0 * se + 1e-3,
             "{mode}: {what} estimates are biased: sampled / exact averages {mean:.4} over {} seeds (standard error {se:.4})",
-            xs.len()
+            ratios[i].len()
         );
     }
 }

@@ -133,14 +133,11 @@ pub(crate) fn retire(s: Sample) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::thread_state::{STATUS_LIVE, ThreadState};
+    use crate::engine::thread_state::ThreadState;
     use std::sync::atomic::Ordering;
 
     fn live() -> ThreadState {
-        let ts = ThreadState::new();
-        ts.status.set(STATUS_LIVE);
-        ts.registered.set(1);
-        ts
+        ThreadState::live_for_tests()
     }
 
     /// Charges blocks of `block` bytes as the hot path does, asking [`ran_out`] whenever the

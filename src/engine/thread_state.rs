@@ -249,16 +249,24 @@ impl Drop for Guard<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn live() -> ThreadState {
+impl ThreadState {
+    /// A block set up and sampling on its own counters, with a budget of 100 bytes (tests).
+    pub(crate) fn live_for_tests() -> ThreadState {
         let ts = ThreadState::new();
         ts.status.set(STATUS_LIVE);
         ts.registered.set(1);
         ts.filter.set(ts.own_filter());
         ts.set_budget(100);
         ts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> ThreadState {
+        ThreadState::live_for_tests()
     }
 
     #[test]
