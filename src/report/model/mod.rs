@@ -22,8 +22,9 @@
 //! amount, about 8 MiB with the symbolization they need: the text report materialises its top
 //! K entries only, the folded stacks and the flamegraph 2,000 entries at most, and the pprof
 //! profile is streamed to its file one sample at a time (see [`crate::report::pprof`]).
-//! Measured: 92,137 stacks of about 46 frames, 27.5 MiB at the peak (BENCHMARKS.md); the
-//! README's *Limits* section gives the formula.
+//! Measured: 92,137 stacks of about 46 frames, 32.8 MiB of its own with the resident bytes
+//! read (BENCHMARKS.md, "Profiler memory of a report"); the README's *Limits* section gives the
+//! formula.
 
 pub(crate) mod facts;
 pub(crate) mod printed;
