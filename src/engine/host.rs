@@ -109,7 +109,10 @@ impl Settings {
         Self {
             sample_interval: AtomicU64::new(if sample_interval == 0 { 1 } else { sample_interval }),
             ln_unmarked: AtomicU64::new(ln),
-            max_alloc_bytes: AtomicU64::new(max_alloc_bytes),
+            // At least 1, as `set_max_alloc_bytes` keeps it: the sampled path caps a thread's
+            // budget at the limit, and a budget of 0 means "not sampling". (A limit of 0, which
+            // would refuse zero-byte requests too, refuses every request but those.)
+            max_alloc_bytes: AtomicU64::new(if max_alloc_bytes == 0 { 1 } else { max_alloc_bytes }),
             seed: AtomicU64::new(0),
             seeded: AtomicBool::new(false),
             enabled: AtomicBool::new(true),
@@ -151,7 +154,7 @@ impl Settings {
         let bits = self.ln_unmarked.load(Ordering::Relaxed);
         if bits != 0 { f64::from_bits(bits) } else { sampler::ln_unmarked(self.sample_interval()) }
     }
-    /// The giant-allocation limit.
+    /// The giant-allocation limit (at least 1).
     #[inline]
     pub fn max_alloc_bytes(&self) -> u64 {
         self.max_alloc_bytes.load(Ordering::Relaxed)

@@ -39,7 +39,7 @@ pub(crate) fn redraw(ts: &ThreadState, set: &Settings) {
         ts.set_budget(0);
         return;
     }
-    let cap = set.max_alloc_bytes().max(1);
+    let cap = set.max_alloc_bytes();
     if !set.enabled() {
         // Come back now and then: sampling may be switched on later (the shim enables it once
         // its configuration has been read).
@@ -82,7 +82,7 @@ fn ran_out(ts: &ThreadState, set: &Settings) -> bool {
     if beyond <= over {
         return true;
     }
-    set_countdown(ts, beyond - over, set.max_alloc_bytes().max(1));
+    set_countdown(ts, beyond - over, set.max_alloc_bytes());
     false
 }
 
