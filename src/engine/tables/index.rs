@@ -42,6 +42,7 @@ pub(crate) type StackIndex = OpenTable<IndexKey, u32>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::sampler::next_u64;
     use std::collections::HashMap;
 
     /// Random keys, some repeated (replacements), against `std`'s map: packed into few home
@@ -53,15 +54,13 @@ mod tests {
             let mut want: HashMap<u64, u32> = HashMap::new();
             let mut s = seed;
             for step in 0..100_000u32 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
+                let r = next_u64(&mut s);
                 // Packed: eight clusters of 500 keys, each cluster's keys alike in their top
                 // bits (one home slot), the last cluster's at the end of the table.
                 let hash = if packed {
-                    ((s % 8) << 61) | ((s >> 3) % 500)
+                    ((r % 8) << 61) | ((r >> 3) % 500)
                 } else {
-                    s.rotate_left(step % 64)
+                    r.rotate_left(step % 64)
                 };
                 if hash == 0 {
                     continue; // shares its key with 1 (the other test)

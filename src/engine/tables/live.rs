@@ -12,8 +12,7 @@
 //! free costs 60 instructions fewer (BENCHMARKS.md, "Instructions per sample"). It takes
 //! somewhat more memory than the map: 48 bytes a slot, filled to between three eighths and
 //! three quarters (the map's 49 to between seven sixteenths and seven eighths; a million live
-//! blocks took 25 MiB more, BENCHMARKS.md "A million stacks"). Filling it further would lengthen
-//! the probes for an empty slot, which every insert makes (about 30 at seven eighths).
+//! blocks took 25 MiB more, BENCHMARKS.md "A million stacks"; why no fuller, see `open`).
 //!
 //! The table is [`super::open`]'s; this module says how an address finds its home slot: the
 //! top bits of the address (without the 16-byte alignment bits) times a constant of the golden
@@ -42,7 +41,7 @@ impl Value for Record {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::sampler::Weight;
+    use crate::engine::sampler::{Weight, next_u64};
     use std::collections::HashMap;
 
     fn rec(n: u64) -> Record {
@@ -63,11 +62,9 @@ mod tests {
             let mut want: HashMap<usize, Record> = HashMap::new();
             let mut s = seed;
             for step in 0..200_000u64 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                let ptr = 0x7f00_0000_0000 + (s as usize % 4096) * spread;
-                if s >> 62 == 0 {
+                let r = next_u64(&mut s);
+                let ptr = 0x7f00_0000_0000 + (r as usize % 4096) * spread;
+                if r >> 62 == 0 {
                     assert_eq!(m.remove(ptr), want.remove(&ptr), "step {step}: remove {ptr:#x}");
                 } else {
                     assert_eq!(
