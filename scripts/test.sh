@@ -52,6 +52,8 @@ lib=/usr/lib/x86_64-linux-gnu
 need_files "tests/chained.rs chains the shim to jemalloc, tcmalloc and mimalloc" \
     "$lib/libjemalloc.so.2 $lib/libtcmalloc.so.4 $lib/libtcmalloc_minimal.so.4 $lib/libmimalloc.so.2" \
     libjemalloc2 libgoogle-perftools4 libtcmalloc-minimal4 libmimalloc2.0
+need_files "tests/other_preloads.rs preloads libfaketime beside the shim" \
+    "$lib/faketime/libfaketime.so.1" libfaketime
 
 if [ ${#missing[@]} -gt 0 ]; then
     stage "installing ${missing[*]}"

@@ -34,6 +34,7 @@ pub struct Run {
     timeout: Duration,
     preload: bool,
     after: Option<PathBuf>,
+    before: Option<PathBuf>,
 }
 
 impl Run {
@@ -47,6 +48,7 @@ impl Run {
             timeout: DEFAULT_TIMEOUT,
             preload: false,
             after: None,
+            before: None,
         }
     }
 
@@ -110,6 +112,14 @@ impl Run {
         self
     }
 
+    /// Preloads `object` before the shim (another library that interposes what the program
+    /// calls, found first): with the shim the run sets `LD_PRELOAD=<object>:<libying.so>`,
+    /// without it `LD_PRELOAD=<object>`, as [`Run::preload_after`] does for the other order.
+    pub fn preload_before(mut self, object: impl Into<PathBuf>) -> Self {
+        self.before = Some(object.into());
+        self
+    }
+
     /// The object preloaded after the shim ([`Run::preload_after`]), if any.
     pub fn preloaded_after(&self) -> Option<&Path> {
         self.after.as_deref()
@@ -118,12 +128,13 @@ impl Run {
     /// The variables this run sets, `LD_PRELOAD` included.
     pub fn vars(&self) -> Vec<(String, String)> {
         let mut v = self.env.clone();
-        let after = self.after.as_ref().map(|p| p.display().to_string());
-        let preload = match (self.preload, after) {
-            (true, None) => Some(preload_lib().display().to_string()),
-            (true, Some(a)) => Some(format!("{}:{a}", preload_lib().display())),
-            (false, a) => a,
-        };
+        let shown = |p: &PathBuf| p.display().to_string();
+        let mut objects: Vec<String> = self.before.iter().map(shown).collect();
+        if self.preload {
+            objects.push(preload_lib().display().to_string());
+        }
+        objects.extend(self.after.iter().map(shown));
+        let preload = (!objects.is_empty()).then(|| objects.join(":"));
         if let Some(p) = preload {
             v.retain(|(k, _)| k != "LD_PRELOAD");
             v.push(("LD_PRELOAD".to_string(), p));
@@ -541,6 +552,10 @@ mod tests {
         let vars = run.without_preload().vars();
         assert_eq!(vars, vec![("LD_PRELOAD".to_string(), "/x/liba.so".to_string())]);
         assert!(Run::new("true").vars().is_empty());
+        let before = Run::new("true").preload_before("/y/libb.so");
+        assert_eq!(before.clone().without_preload().vars()[0].1, "/y/libb.so");
+        let with = before.with_preload().vars();
+        assert_eq!(with[0].1, format!("/y/libb.so:{}", preload_lib().display()));
     }
 
     #[test]

@@ -229,16 +229,6 @@ impl StripeTally {
     }
 }
 
-/// Nanoseconds on `CLOCK_BOOTTIME` (0 if unavailable).
-fn boot_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
-}
-
 /// Keeps a new peak if the global estimate still exceeds the threshold, and returns its epoch.
 /// The state kept is the one just before the change that crossed the threshold
 /// (`exact_excluded` its exact bytes): a moment chosen because a sample was just
@@ -265,7 +255,11 @@ fn keep(kept: &mut Option<Kept>, estimate: i64, exact_excluded: f64) -> u32 {
         let excluded = if exact_excluded.is_finite() { exact_excluded as i64 } else { 0 };
         (t.retained_bytes() as i64).saturating_sub(excluded).max(0) as u64
     });
-    *kept = Some(Kept { exact, boot_ns: boot_ns(), wall: SystemTime::now() });
+    *kept = Some(Kept {
+        exact,
+        boot_ns: crate::sys::clock::boot_ns(),
+        wall: crate::sys::clock::wall(),
+    });
     THRESHOLD.store((estimate as f64 * (1.0 + MARGIN)) as u64, Ordering::Relaxed);
     HIGH_WATER.fetch_max(estimate as u64, Ordering::Relaxed);
     CAPTURES.fetch_add(1, Ordering::Relaxed);
