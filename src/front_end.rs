@@ -58,8 +58,8 @@
 pub mod hooks {
     pub use crate::engine::hooks::{
         charge_missed, enter_forever, enter_guard, free_slow, growth_missed, internal_alloc,
-        internal_free, is_guarded, leave_guard, on_alloc, on_free, on_realloc, restart_sampling,
-        run_guarded, thread_exit, thread_started,
+        internal_free, is_guarded, leave_guard, on_alloc, on_free, on_realloc, restart_after_fork,
+        restart_sampling, run_guarded, thread_exit, thread_started,
     };
     pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET};
     pub use crate::stack::unwind::CallerFrame;

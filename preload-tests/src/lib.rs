@@ -55,6 +55,7 @@
 //! | `resident.rs` | resident bytes per stack: an untouched `calloc` about 0, a filled block its size; `YING_RESIDENT=off` |
 //! | `threads.rs` | 16 threads with cross-thread frees and reallocs |
 //! | `fork.rs` | fork, fork + exec, forks while other threads allocate; CPython 3.12+'s warning at `os.fork` that counts the report thread (ignored: bug) |
+//! | `fork_estimates.rs` | a `fork` child draws its own countdown: 300 children's estimates unbiased and as scattered as independent draws |
 //! | `exit.rs` | `exit()` from a non-main thread while others allocate |
 //! | `cxx.rs` | new/delete, new[]/delete[], aligned new; demangled names |
 //! | `real_programs.rs` | python3 (threads, multiprocessing), perl, gcc, a shell pipeline, `YING_ONLY_EXE` |

@@ -453,6 +453,8 @@ extern "C" fn fork_child() {
     OWN_PID.store(raw_pid(), Ordering::Relaxed);
     FORKED.store(true, Ordering::Relaxed);
     ying_profiler::front_end::fork_child(Some(ts));
+    // The child's samples are its own draws, independent of its parent's and siblings'.
+    hooks::restart_after_fork(ts, &SETTINGS);
     crate::thread_start::count_after_fork_child();
     // The report thread did not survive the fork: the child, which writes its own files (its
     // pid is in every name), starts its own at its first safe point, like a new process (not

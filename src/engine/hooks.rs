@@ -47,6 +47,11 @@ use crate::stack::unwind::CallerFrame;
 
 /// Threads set up so far (gives each a distinct generator stream for a fixed seed).
 static THREAD_ORDINAL: AtomicU64 = AtomicU64::new(0);
+/// `fork`s of this process so far, counted by [`fork_prepare`]: a child's number, for a
+/// generator of its own (see [`restart_after_fork`]).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+/// Mixed into a seed for the streams of `fork` children, apart from the threads' streams.
+const FORK_STREAMS: u64 = 0xF0A3_5C1D_27B4_E869;
 
 fn init_thread<H: Host>(ts: &ThreadState, set: &Settings, register: bool) {
     if ts.status.get() == STATUS_NEW {
@@ -111,6 +116,36 @@ pub fn restart_sampling(ts: &ThreadState, set: &Settings) {
     redraw(ts, set);
 }
 
+/// A `fork` child's surviving thread samples on its own from here on: its generator, a copy of
+/// the parent's, is seeded afresh (from the seed and the fork's number when the run has a seed,
+/// so that a seeded run is repeatable; otherwise from the kernel's entropy and the child's pid)
+/// and its countdown drawn again. Without this every child went on with its parent's countdown
+/// and generator: all children of one parent sampled the same allocations (every one or none),
+/// and their estimates were one draw repeated, not independent ones. Redrawing at a moment the
+/// program's allocations do not choose keeps every estimate unbiased (the countdown is
+/// memoryless).
+pub fn restart_after_fork(ts: &ThreadState, set: &Settings) {
+    if ts.status.get() != STATUS_LIVE {
+        return;
+    }
+    let fork = FORKS.load(Ordering::Relaxed);
+    let seed = if set.seeded.load(Ordering::Relaxed) {
+        set.seed.load(Ordering::Relaxed) ^ FORK_STREAMS
+    } else {
+        let mut entropy = 0u64;
+        // SAFETY: raw system calls: getrandom writes at most 8 bytes into `entropy` and never
+        // waits (GRND_NONBLOCK; a failure leaves 0, and the pid and the clock still differ per
+        // child); getpid has no arguments.
+        let pid = unsafe {
+            libc::syscall(libc::SYS_getrandom, &raw mut entropy, 8usize, libc::GRND_NONBLOCK);
+            libc::syscall(libc::SYS_getpid) as u64
+        };
+        entropy ^ crate::sys::clock::now_ns() ^ pid.rotate_left(32)
+    };
+    ts.rng.set(sampler::seed_for(seed, fork));
+    redraw(ts, set);
+}
+
 /// Called by the front end when a thread ends: its counters join the retired totals and later
 /// calls on this thread (other destructors, libc's own frees) take the slow paths, which count
 /// in the shared counters without sampling.
@@ -140,6 +175,7 @@ pub(crate) fn fork_child(ts: Option<&ThreadState>) {
 /// `fork` prepare: takes every lock of the engine and the unwinder. The front end's handler
 /// takes the symbol cache's first (`front_end::fork_prepare` does both).
 pub(crate) fn fork_prepare() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
     crate::engine::mapped::lock_for_fork();
     crate::engine::python::lock_for_fork();
     tables::lock_all_for_fork();
