@@ -80,6 +80,7 @@
 //! | `descriptors.rs` | no descriptor of Ying's in `/proc/self/fd` between reports, a program at its `RLIMIT_NOFILE` keeps every slot, low descriptors closed under the endpoint, a worker that changed user is told once |
 //! | `lifecycle.rs` | a `main` that ends with `pthread_exit` ends with its last thread, `exit` from three threads at once, from an `atexit` handler and during a dump: one complete set, no temporary file; CPython's `test_3_join_in_forked_from_thread` |
 //! | `chained.rs` | `LD_PRELOAD=libying.so:<allocator>` for jemalloc, tcmalloc, tcmalloc_minimal and mimalloc: exact-mode bytes (the allocator's usable size) and counts per marker of `exact.c` and `cxx.cpp`, counts as under glibc; the header's `allocator:` and `bytes counted:` lines; sqlite3, python3 and 16 threads against the allocator alone |
+//! | `full_disk.rs` | a full filesystem at exit: no half-written set, the live file kept and named |
 //! | `other_preloads.rs` | libfaketime and a preload that allocates in every function it interposes, before and after the shim: no recursion through the clock |
 //! | `seccomp.rs` | filters installed with `prctl` and `syscall(SYS_seccomp)`, with and without `TSYNC`, that kill, trap or fail each call Ying makes: the program lives as in the plain run; harmless filters change nothing; strict mode |
 //!
@@ -92,6 +93,7 @@
 //! | `child` | [`Run`] and [`Outcome`]: one child with a timeout in its own process group; [`compare`]: the plain run against the shim's; [`Run::preload_after`]: another allocator after the shim, alone in the plain run |
 //! | `exact` | [`EXACT_PROGRAM`], [`CXX_PROGRAM`]: the programs that count their own bytes per [`Marker`]; [`check_folded_bytes`], [`check_entries`], [`marker_counts`]: a report against their count |
 //! | `reports` | [`ReportSet`], [`report_sets`], [`parse_report_name`]: the sets a run wrote; [`Folded`] and [`Manifest`]: their contents |
+//! | `fs` | [`Tmpfs`]: a small filesystem mounted for one test (root only), filled to a free space |
 //! | `seeds` | [`seeded_run`]: one seeded run at an interval; [`mean_and_stderr`]: a figure over the seeds |
 //!
 //! Everything is re-exported here, so tests name it `preload_tests::...` whatever its module.
@@ -101,6 +103,7 @@
 
 mod child;
 mod exact;
+mod fs;
 mod programs;
 mod reports;
 mod seeds;
@@ -108,6 +111,7 @@ mod shim;
 
 pub use child::*;
 pub use exact::*;
+pub use fs::*;
 pub use programs::*;
 pub use reports::*;
 pub use seeds::*;

@@ -262,6 +262,13 @@ pub(crate) enum Page {
 /// [`write_set`] with the set's number `seq`. `own`: the report is of this process (its text
 /// shows the profiler's peak memory as of the end of the writing); false for a report of
 /// another process (from its live file, `live`).
+///
+/// A set is complete or absent: the first file that cannot be written (a full disk, an I/O
+/// error) ends the set, the files of it already written are removed, and the error is
+/// returned. The manifest is written last of the set's files, so a reader that finds it finds
+/// every file it lists. The HTML page is not a file of the set (it is the process's, rewritten
+/// by each dump): it is written after the set, and when it cannot be, the set stays and the
+/// page keeps its last version.
 pub(crate) fn write_set_numbered(
     r: &mut Report,
     dir: &files::ReportDir,
@@ -272,47 +279,91 @@ pub(crate) fn write_set_numbered(
     let ctx = r.facts.process.clone();
     let stem = set_stem(r, seq);
     let mut paths = ReportPaths::default();
-    let mut first_err: Option<io::Error> = None;
-    let mut keep = |res: io::Result<PathBuf>, slot: &mut Option<PathBuf>| match res {
-        Ok(p) => *slot = Some(p),
-        Err(e) => {
-            if first_err.is_none() {
-                first_err = Some(e);
+    let (html, set) = match write_set_files(r, dir, &stem, seq, own, page, &mut paths) {
+        Ok(html) => (html, Ok(())),
+        Err(e) => (None, Err(e)),
+    };
+    if let Err(e) = set {
+        for p in [
+            &paths.pprof,
+            &paths.peak_pprof,
+            &paths.folded,
+            &paths.svg,
+            &paths.peak_folded,
+            &paths.peak_svg,
+            &paths.text,
+            &paths.raw,
+            &paths.manifest,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
+                let _ = dir.remove(name);
             }
         }
-    };
+        return Err(e);
+    }
+    if let Some(page) = html {
+        let name = html::file_name(&ctx.exe_name(), ctx.pid);
+        match files::write_atomic(dir, &name, page.as_bytes()) {
+            Ok(p) => paths.html = Some(p),
+            Err(e) => page_not_written(&e),
+        }
+    }
+    Ok(paths)
+}
+
+/// Says once per process that the HTML page could not be written (its set was).
+fn page_not_written(e: &io::Error) {
+    static WARNED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let pid = std::process::id();
+    if WARNED.swap(pid, Ordering::Relaxed) != pid {
+        crate::sys::warn(&format!("HTML page not written: {e}; its report sets are"));
+    }
+}
+
+/// Writes the files of the set `stem` of `r`, each recorded in `paths` once written, and
+/// returns the page to write after them; stops at the first file that cannot be written.
+fn write_set_files(
+    r: &mut Report,
+    dir: &files::ReportDir,
+    stem: &str,
+    seq: u64,
+    own: bool,
+    page: Page,
+    paths: &mut ReportPaths,
+) -> io::Result<Option<String>> {
+    let ctx = r.facts.process.clone();
     let m = r.opts.measurement;
-    let gz = dir
-        .write_atomic_with(&format!("{stem}.pb.gz"), |w| {
+    paths.pprof = Some(
+        dir.write_atomic_with(&format!("{stem}.pb.gz"), |w| {
             let mut gz = pprof::gzip(w);
             heap_profile::write(r, &mut gz)?;
             gz.finish().map(drop)
         })
-        .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")));
-    keep(gz, &mut paths.pprof);
-    keep(peak::write_pprof(r, dir, &stem), &mut paths.peak_pprof);
+        .map_err(|e| io::Error::new(e.kind(), format!("pprof: {e}")))?,
+    );
+    paths.peak_pprof = Some(peak::write_pprof(r, dir, stem)?);
     let fold = folded::render_report(r, m, folded::MAX_FOLDED_STACKS);
-    keep(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes()), &mut paths.folded);
+    paths.folded = Some(files::write_atomic(dir, &format!("{stem}.folded"), fold.as_bytes())?);
     if r.opts.gen_flamegraphs {
-        let svg = flamegraph::svg(r, &fold, Some(&stem));
-        keep(
-            svg.and_then(|b| files::write_atomic(dir, &format!("{stem}.svg"), &b)),
-            &mut paths.svg,
-        );
+        let svg = flamegraph::svg(r, &fold, Some(stem))?;
+        paths.svg = Some(files::write_atomic(dir, &format!("{stem}.svg"), &svg)?);
     }
     drop(fold);
-    let at_peak = peak::write_files(r, dir, &stem);
-    keep(at_peak.folded, &mut paths.peak_folded);
+    let at_peak = peak::write_files(r, dir, stem);
+    paths.peak_folded = Some(at_peak.folded?);
     if let Some(svg) = at_peak.svg {
-        keep(svg, &mut paths.peak_svg);
+        paths.peak_svg = Some(svg?);
     }
     // The dump joins the process's timeline first: its page and its leak test are written
-    // with this set (the page after the manifest, the leak suspects at the end of the text).
+    // with this set (the page after the set, the leak suspects at the end of the text).
     let (html, leak_test) = match page {
         Page::None => (None, None),
         Page::Process => {
             let title = format!("Ying memory report: {} (pid {})", ctx.exe_name(), ctx.pid);
-            match timeline::record_dump(r, seq, &stem, |t| {
+            match timeline::record_dump(r, seq, stem, |t| {
                 let leaks = html::suspects::of_timeline(t);
                 (html::render_with(&[t], &[Some(leaks.clone())], &title), leaks)
             }) {
@@ -322,7 +373,7 @@ pub(crate) fn write_set_numbered(
         }
         Page::Of(mut t, at, title) => {
             t.push_point(at);
-            t.add_dump(r, seq, &stem, at);
+            t.add_dump(r, seq, stem, at);
             let leaks = html::suspects::of_timeline(&t);
             (Some(html::render_with(&[&t], &[Some(leaks.clone())], &title)), Some(leaks))
         }
@@ -336,28 +387,21 @@ pub(crate) fn write_set_numbered(
     if let Some(a) = &leak_test {
         txt.push_str(&leak_section(&ctx.exe_name(), a));
     }
-    keep(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes()), &mut paths.text);
+    paths.text = Some(files::write_atomic(dir, &format!("{stem}.txt"), txt.as_bytes())?);
     drop(txt);
     // With `YING_SYMBOLIZE=offline`, the set's raw profile, for `ying report` to name.
     if own && crate::symbols::symbolize::offline() {
         let mut w = live::write::LiveWriter::default();
         // Numbered as this set, so that `ying report` writes its named files over these.
-        let raw =
-            dir.write_atomic_with(&format!("{stem}.live"), |out| w.encode_report(r, seq, out));
-        keep(raw, &mut paths.raw);
+        paths.raw = Some(
+            dir.write_atomic_with(&format!("{stem}.live"), |out| w.encode_report(r, seq, out))?,
+        );
     }
     // The manifest after every file of the set, which it lists.
-    let json =
-        dir.write_atomic_with(&format!("{stem}.json"), |w| manifest::write(r, &stem, &paths, w));
-    keep(json, &mut paths.manifest);
-    if let Some(page) = html {
-        let name = html::file_name(&ctx.exe_name(), ctx.pid);
-        keep(files::write_atomic(dir, &name, page.as_bytes()), &mut paths.html);
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(paths),
-    }
+    paths.manifest = Some(
+        dir.write_atomic_with(&format!("{stem}.json"), |w| manifest::write(r, stem, paths, w))?,
+    );
+    Ok(html)
 }
 
 /// The text report's LEAK SUSPECTS section, from the leak test `a` on the process's timeline

@@ -332,21 +332,37 @@ impl Lifecycle {
         if self.exit_reported.swap(true, Ordering::SeqCst) {
             return;
         }
+        // Whether the heap at exit is on disk as a complete set (or there was nothing to write).
+        let mut reported = true;
         if let Some((runner, source)) = self.exit_runner() {
             let report = || {
                 if !runner.worth_a_report() {
-                    return;
+                    return true;
                 }
                 match runner.write_now(*source) {
                     Ok(paths) if runner.announce_exit_report => announce(&paths),
                     Ok(_) => {}
-                    Err(e) => runner.warn_not_written("final report", &e),
+                    Err(e) => {
+                        let kept = self.live_runner.get().and_then(|(r, _)| r.live_file_path());
+                        let what = match kept {
+                            Some(p) => format!(
+                                "final report (the heap at exit stays in {} for `ying report`)",
+                                p.display()
+                            ),
+                            None => "final report".to_string(),
+                        };
+                        runner.warn_not_written(&what, &e);
+                        return false;
+                    }
                 }
+                true
             };
-            let _ = guarded(*source, report, |_| ());
+            reported = guarded(*source, report, |ok| *ok).unwrap_or(false);
         }
-        // The exit report replaces the live file: a file left is a process that did not exit.
-        if let Some((runner, source)) = self.live_runner.get() {
+        // The exit report replaces the live file: a file left is a process that did not exit,
+        // or one whose exit report could not be written (the file is then the only copy of its
+        // heap at exit).
+        if reported && let Some((runner, source)) = self.live_runner.get() {
             let _ = guarded(*source, || runner.remove_live_file(), |_| ());
         }
         self.exit_done.store(true, Ordering::SeqCst);

@@ -125,6 +125,17 @@ impl ProfilerRunner {
         }
     }
 
+    /// The path of this process's live file, when it wrote one.
+    pub(super) fn live_file_path(&self) -> Option<std::path::PathBuf> {
+        if WROTE.load(Ordering::Relaxed) != std::process::id() {
+            return None;
+        }
+        match self.live_dir()? {
+            Ok(dir) => Some(dir.path().join(live_name())),
+            Err(_) => None,
+        }
+    }
+
     /// Removes this process's live file (a normal exit, after the exit report), unless it is to
     /// be kept.
     pub(super) fn remove_live_file(&self) {
