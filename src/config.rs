@@ -107,6 +107,74 @@ fn parse_live_file(s: &str) -> Result<LiveFile, String> {
     }
 }
 
+/// The free space a reporting directory's filesystem keeps (`YING_MIN_FREE_SPACE`): Ying writes
+/// a report set or a live-file version only while the space free to unprivileged writers is at
+/// least the largest of `bytes`, `percent` % of the filesystem's size and four times the size of
+/// the last such file or set written; [`DiskFloor::NONE`] asks for nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskFloor {
+    /// Bytes that stay free (0: no floor in bytes).
+    pub bytes: u64,
+    /// Per cent of the filesystem that stays free (0 to 100; 0: none).
+    pub percent: u8,
+}
+
+/// Default of `YING_MIN_FREE_SPACE`: 64 MiB, and 1 % of the filesystem.
+pub const DEFAULT_DISK_FLOOR: DiskFloor = DiskFloor { bytes: 64 << 20, percent: 1 };
+
+impl DiskFloor {
+    /// No floor: write while anything is free (as before `YING_MIN_FREE_SPACE`).
+    pub const NONE: DiskFloor = DiskFloor { bytes: 0, percent: 0 };
+
+    /// The free bytes a filesystem of `total` bytes must keep, with the last file or set
+    /// written `last` bytes long.
+    pub fn need(&self, total: u64, last: u64) -> u64 {
+        if *self == Self::NONE {
+            return 0;
+        }
+        let pct = (total as u128 * self.percent as u128 / 100) as u64;
+        self.bytes.max(pct).max(last.saturating_mul(4))
+    }
+}
+
+impl Shown for DiskFloor {
+    fn shown(&self) -> String {
+        match (self.bytes, self.percent) {
+            (0, 0) => "0".to_string(),
+            (b, 0) => in_binary_units(&b),
+            (0, p) => format!("{p}%"),
+            (b, p) => format!("{},{p}%", in_binary_units(&b)),
+        }
+    }
+}
+
+/// A floor as `YING_MIN_FREE_SPACE` spells it, e.g. `64MiB,1%`.
+pub(crate) fn shown(floor: &DiskFloor) -> String {
+    floor.shown()
+}
+
+/// `YING_MIN_FREE_SPACE`: a byte size, a percentage, or both separated by a comma; `0` is none.
+fn parse_disk_floor(s: &str) -> Result<DiskFloor, String> {
+    let mut floor = DiskFloor::NONE;
+    let (mut bytes_seen, mut pct_seen) = (false, false);
+    for part in s.split(',').map(str::trim) {
+        if let Some(p) = part.strip_suffix('%') {
+            if pct_seen {
+                return Err("two percentages".to_string());
+            }
+            pct_seen = true;
+            floor.percent = uint_in(p.trim(), 0, 100)? as u8;
+        } else {
+            if bytes_seen {
+                return Err("two sizes".to_string());
+            }
+            bytes_seen = true;
+            floor.bytes = byte_size_in(part, 0, u64::MAX)?;
+        }
+    }
+    Ok(floor)
+}
+
 /// The name of signal `n` as messages give it (`SIGKILL`, `SIGRTMIN+3`, `signal 99`): the
 /// same names `YING_DUMP_SIGNAL` takes, for `ying run`'s report of how a program ended.
 pub fn signal_name(n: i32) -> String {
@@ -343,6 +411,13 @@ settings! {
          directory, from 0 to 1000000: after each report the oldest sets beyond this number \
          are removed, every file of a set, and nothing else (other processes' sets and other \
          files stay); 0 keeps every set.";
+    min_free_space: DiskFloor = DEFAULT_DISK_FLOOR, "YING_MIN_FREE_SPACE", parse_disk_floor,
+        "Free space the reporting directory's filesystem keeps, as bytes (KiB/MiB/GiB/TiB \
+         suffixes), a percentage of the filesystem, or both (`64MiB,1%`): a report set or a \
+         live-file version is written only while the space free to unprivileged writers is at \
+         least the larger of them and four times the last one written; below it, one warning, \
+         profiling goes on in memory, and writing resumes when space is back; `0` turns the \
+         floor off.";
     max_alloc_bytes: u64 = DEFAULT_MAX_ALLOC_BYTES, "YING_MAX_ALLOC_BYTES",
         |v| byte_size_in(v, 1, u64::MAX), shown as in_binary_units,
         "A single allocation request of at least this many bytes (1 or more, KiB/MiB/GiB/TiB \
@@ -805,6 +880,23 @@ fn to_usize(n: u64) -> Result<usize, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn disk_floors_parse_as_bytes_percent_or_both() {
+        let f = |s| parse_disk_floor(s);
+        assert_eq!(f("64MiB,1%"), Ok(DEFAULT_DISK_FLOOR));
+        assert_eq!(f(" 5 % , 1GiB "), Ok(DiskFloor { bytes: 1 << 30, percent: 5 }));
+        assert_eq!(f("0"), Ok(DiskFloor::NONE));
+        assert_eq!(f("10%"), Ok(DiskFloor { bytes: 0, percent: 10 }));
+        for bad in ["", "101%", "1%,2%", "1MiB,2MiB", "x", "-1%"] {
+            assert!(f(bad).is_err(), "{bad:?}");
+        }
+        let d = DEFAULT_DISK_FLOOR;
+        assert_eq!(d.need(1 << 40, 0), (1u64 << 40) / 100, "1 % of a TiB");
+        assert_eq!(d.need(1 << 30, 0), 64 << 20, "64 MiB of a GiB");
+        assert_eq!(d.need(1 << 30, 100 << 20), 400 << 20, "four times the last set");
+        assert_eq!(DiskFloor::NONE.need(1 << 30, 100 << 20), 0, "none asks for nothing");
+    }
+
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
     }
@@ -833,6 +925,7 @@ mod tests {
             ("YING_PYTHON_FRAMES", "off"),
             ("YING_TOP_K", "100000"),
             ("YING_MAX_REPORT_SETS", "0"),
+            ("YING_MIN_FREE_SPACE", "1GiB,2%"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
             ("YING_HTTP_ADDR", "6061"),
@@ -868,6 +961,7 @@ mod tests {
             python_frames: false,
             top_k: 100_000,
             max_report_sets: 0,
+            min_free_space: DiskFloor { bytes: 1 << 30, percent: 2 },
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
             http_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6061))),
@@ -1236,6 +1330,7 @@ mod tests {
                 "YING_PYTHON_FRAMES",
                 "YING_TOP_K",
                 "YING_MAX_REPORT_SETS",
+                "YING_MIN_FREE_SPACE",
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
                 "YING_HTTP_ADDR",
@@ -1258,9 +1353,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 33 fields (checked by the
+        // One row per field: a Config literal must name all 34 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 33);
+        assert_eq!(VARIABLES.len(), 34);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1328,6 +1423,7 @@ mod tests {
                 "true",
                 "20",
                 "50",
+                "64MiB,1%",
                 "64GiB",
                 "400000",
                 "unset",

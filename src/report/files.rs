@@ -207,6 +207,19 @@ impl ReportDir {
         Ok(fd)
     }
 
+    /// Bytes free to unprivileged writers in the directory's filesystem, and the filesystem's
+    /// size (`fstatvfs`).
+    pub(crate) fn space(&self) -> io::Result<(u64, u64)> {
+        let fd = self.checked_fd()?;
+        // SAFETY: an all-zero statvfs is a valid value for fstatvfs to fill; `fd` is open.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(with_path(io::Error::last_os_error(), &self.path));
+        }
+        Ok((st.f_bavail.saturating_mul(st.f_frsize), st.f_blocks.saturating_mul(st.f_frsize)))
+    }
+
     /// Sets the modification time of the file `name` (one path component) in this directory
     /// to now, without following a symbolic link (the live file's heartbeat).
     pub(crate) fn touch(&self, name: &str) -> io::Result<()> {

@@ -180,6 +180,25 @@ pub struct ReportPaths {
     pub raw: Option<PathBuf>,
 }
 
+impl ReportPaths {
+    /// The files of the set (the HTML page, the process's own, is not one of them).
+    pub(crate) fn set_files(&self) -> impl Iterator<Item = &PathBuf> {
+        [
+            &self.pprof,
+            &self.peak_pprof,
+            &self.folded,
+            &self.svg,
+            &self.peak_folded,
+            &self.peak_svg,
+            &self.text,
+            &self.raw,
+            &self.manifest,
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// The number this process's next report set will have.
@@ -284,20 +303,7 @@ pub(crate) fn write_set_numbered(
         Err(e) => (None, Err(e)),
     };
     if let Err(e) = set {
-        for p in [
-            &paths.pprof,
-            &paths.peak_pprof,
-            &paths.folded,
-            &paths.svg,
-            &paths.peak_folded,
-            &paths.peak_svg,
-            &paths.text,
-            &paths.raw,
-            &paths.manifest,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for p in paths.set_files() {
             if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
                 let _ = dir.remove(name);
             }

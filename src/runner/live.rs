@@ -6,6 +6,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use super::write::Writing;
 use super::{LiveFile, ProfileSource, ProfilerRunner};
 use crate::report::ReportContext;
 use crate::report::files::ReportDir;
@@ -93,17 +94,20 @@ impl ProfilerRunner {
             let dir = dir?;
             let name = live_name();
             match due {
+                // Below the filesystem's floor (said once an episode), tried again an interval
+                // later; the heartbeat takes no space.
+                Due::Write if self.keeps_floor(dir, Writing::LiveVersion).is_err() => Ok(()),
                 Due::Write => {
                     let (interval, unit) = (source.sample_interval(), source.unit());
                     let opts = self.report_options();
                     let seq = crate::report::next_seq();
                     let written = dir
-                        .write_atomic_with(&name, |w| writer.encode(interval, unit, &opts, seq, w))
-                        .map(drop);
-                    if written.is_ok() {
+                        .write_atomic_with(&name, |w| writer.encode(interval, unit, &opts, seq, w));
+                    if let Ok(path) = &written {
                         WROTE.store(std::process::id(), Ordering::Relaxed);
+                        Writing::LiveVersion.wrote(std::iter::once(path.as_path()));
                     }
-                    written
+                    written.map(drop)
                 }
                 _ => dir.touch(&name),
             }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use crate::callstack::Measurement;
-use crate::config::{Config, DEFAULT_LIVE_INTERVAL_MS, LiveFile};
+use crate::config::{Config, DEFAULT_DISK_FLOOR, DEFAULT_LIVE_INTERVAL_MS, DiskFloor, LiveFile};
 use crate::report::ReportOptions;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::serve::Services;
@@ -41,6 +41,8 @@ pub struct ProfilerRunner {
     pub(super) announce_exit_report: bool,
     pub(super) report_file_mode: u32,
     pub(super) max_report_sets: usize,
+    /// The free space the reporting filesystem keeps (`YING_MIN_FREE_SPACE`).
+    pub(super) min_free_space: DiskFloor,
     pub(super) dir: SharedDir,
     /// The endpoint and pushes (`crate::serve`).
     pub(super) services: Services,
@@ -117,6 +119,7 @@ impl Default for ProfilerRunner {
             announce_exit_report: true,
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
+            min_free_space: DEFAULT_DISK_FLOOR,
             dir: SharedDir::default(),
             services: Services::default(),
             triggers: TriggerSettings::default(),
@@ -211,6 +214,16 @@ impl ProfilerRunnerBuilder {
     /// The runner being built.
     fn runner_mut(&mut self) -> &mut ProfilerRunner {
         self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
+    /// The free space the reporting directory's filesystem keeps (`YING_MIN_FREE_SPACE`;
+    /// default 64 MiB and 1 %): a report set or a live-file version is written only while the
+    /// space free to unprivileged writers is at least the larger of the floor's bytes, its
+    /// percentage of the filesystem and four times the last one written. [`DiskFloor::NONE`]
+    /// turns it off.
+    pub fn min_free_space(&mut self, floor: DiskFloor) -> &mut Self {
+        self.runner_mut().min_free_space = floor;
+        self
     }
 
     /// Where the live file goes ([`LiveFile`], `YING_LIVE_FILE`; see `ying report`): nowhere by
@@ -410,6 +423,7 @@ impl ProfilerRunner {
             announce_exit_report: true,
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
+            min_free_space: cfg.min_free_space,
             dir: SharedDir::default(),
             services: services_from_config(cfg),
             triggers: triggers_from_config(cfg),

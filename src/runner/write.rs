@@ -6,7 +6,7 @@
 use std::alloc::GlobalAlloc;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::lifecycle::{LIFE, Skipped};
@@ -26,6 +26,38 @@ pub(super) fn absolute(p: &Path) -> std::path::PathBuf {
     match std::env::current_dir() {
         Ok(cwd) if p.is_relative() => cwd.join(p),
         _ => p.to_path_buf(),
+    }
+}
+
+/// What the reporting filesystem's floor (`YING_MIN_FREE_SPACE`) is checked for: each kind
+/// remembers the size of the last one written (the floor is at least four times that) and
+/// whether the last check found too little room (so the warning is said once an episode).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Writing {
+    /// A report set.
+    Set = 0,
+    /// A version of the live file.
+    LiveVersion = 1,
+}
+
+/// Bytes of the last report set and the last live-file version written by this process.
+static LAST_BYTES: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+/// Whether the last check of each kind found the filesystem below its floor.
+static BELOW_FLOOR: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+impl Writing {
+    /// What the warning calls it.
+    fn name(self) -> &'static str {
+        match self {
+            Writing::Set => "report set",
+            Writing::LiveVersion => "live file",
+        }
+    }
+
+    /// Records the size of the files just written (a set's, or the live file).
+    pub(super) fn wrote<'a>(self, files: impl Iterator<Item = &'a Path>) {
+        let bytes = files.filter_map(|p| std::fs::symlink_metadata(p).ok()).map(|m| m.len()).sum();
+        LAST_BYTES[self as usize].store(bytes, Ordering::Relaxed);
     }
 }
 
@@ -98,15 +130,61 @@ impl ProfilerRunner {
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
         // Nothing is opened while the program is near its descriptor limit (one warning).
         if !crate::sys::fd_headroom_or_warn("report") {
-            return Err(io::Error::other(Skipped));
+            return Err(Skipped::descriptors());
         }
         // Opening the directory (the first time) allocates: profiler memory, never sampled.
         let dir = guarded_io(source, || self.reporting_dir(), |d| *d)?;
+        // Nothing is written below the filesystem's free-space floor (one warning an episode).
+        if let Err(why) = guarded(source, || self.keeps_floor(dir, Writing::Set), Clone::clone)? {
+            return Err(io::Error::other(Skipped(why)));
+        }
         let written = write_report_from(source, &self.report_options(), dir);
+        if let Ok(paths) = &written {
+            Writing::Set.wrote(paths.set_files().map(|p| p.as_path()));
+        }
         if self.max_report_sets > 0 {
             let _ = guarded(source, || self.remove_old_sets(dir), |_| ());
         }
         written
+    }
+
+    /// Whether `dir`'s filesystem has the free space its floor asks (`YING_MIN_FREE_SPACE`,
+    /// and four times the last `what` written) before `what` is written: `Err` with the reason
+    /// otherwise, said on stderr the first time of an episode below the floor. A filesystem
+    /// whose space cannot be read is taken to have room (a write error then says what is
+    /// wrong).
+    pub(super) fn keeps_floor(&self, dir: &ReportDir, what: Writing) -> Result<(), String> {
+        let floor = self.min_free_space;
+        let below = &BELOW_FLOOR[what as usize];
+        let Ok((free, total)) = dir.space() else { return Ok(()) };
+        let need = floor.need(total, LAST_BYTES[what as usize].load(Ordering::Relaxed));
+        if free >= need {
+            if below.swap(false, Ordering::Relaxed) {
+                crate::sys::warn(&format!(
+                    "{} has {} free again: writing {}s resumes",
+                    dir.path().display(),
+                    crate::report::human_bytes(free),
+                    what.name()
+                ));
+            }
+            return Ok(());
+        }
+        let why = format!(
+            "{} has {} free, below its floor of {} (YING_MIN_FREE_SPACE={}, or four times the \
+             last {} written)",
+            dir.path().display(),
+            crate::report::human_bytes(free),
+            crate::report::human_bytes(need),
+            crate::config::shown(&floor),
+            what.name()
+        );
+        if !below.swap(true, Ordering::Relaxed) {
+            crate::sys::warn(&format!(
+                "{} not written: {why}; profiling goes on in memory until there is room",
+                what.name()
+            ));
+        }
+        Err(why)
     }
 
     /// Prepares, while the process still has the rights it started with, a directory that the
