@@ -72,6 +72,13 @@ pub const DEFAULT_TOP_K: usize = 20;
 /// of a program whose memory changes at every check, and usually days. Older sets are what a
 /// long-running service no longer needs; the newest ones, and the exit report, are kept.
 pub const DEFAULT_MAX_REPORT_SETS: usize = 50;
+/// Default number of report sets of one executable kept across its processes
+/// (`YING_RETAIN_SETS`): two processes' worth of [`DEFAULT_MAX_REPORT_SETS`], so that a
+/// restarted service keeps its last run's sets beside its own, and a short program run from
+/// cron or a build (one set a run) keeps its last hundred runs.
+pub const DEFAULT_RETAIN_SETS: usize = 100;
+/// Default bytes of one executable's sets kept across its processes (`YING_RETAIN_BYTES`).
+pub const DEFAULT_RETAIN_BYTES: u64 = 512 << 20;
 /// Default milliseconds between versions of the live file (`YING_LIVE_INTERVAL_MS`).
 pub const DEFAULT_LIVE_INTERVAL_MS: u64 = 500;
 
@@ -411,6 +418,19 @@ settings! {
          directory, from 0 to 1000000: after each report the oldest sets beyond this number \
          are removed, every file of a set, and nothing else (other processes' sets and other \
          files stay); 0 keeps every set.";
+    retain_sets: usize = DEFAULT_RETAIN_SETS, "YING_RETAIN_SETS",
+        |v| to_usize(uint_in(v, 0, 1_000_000)?),
+        "Report sets of one executable kept in the reporting directory across its processes, \
+         from 0 to 1000000: after each set a process writes, the oldest sets of ended \
+         processes of the same executable beyond this number are removed (with the live files \
+         of dead processes, each counted as a set, and temporary files that dead processes or \
+         crashes left); a running process's own sets are bounded by `YING_MAX_REPORT_SETS`; 0 \
+         keeps every set.";
+    retain_bytes: u64 = DEFAULT_RETAIN_BYTES, "YING_RETAIN_BYTES",
+        |v| byte_size_in(v, 0, u64::MAX), shown as in_binary_units,
+        "Bytes of one executable's report sets and live files kept in the reporting directory \
+         across its processes (KiB/MiB/GiB/TiB suffixes accepted): beyond it, the oldest sets \
+         of ended processes are removed as for `YING_RETAIN_SETS`; 0 keeps every byte.";
     min_free_space: DiskFloor = DEFAULT_DISK_FLOOR, "YING_MIN_FREE_SPACE", parse_disk_floor,
         "Free space the reporting directory's filesystem keeps, as bytes (KiB/MiB/GiB/TiB \
          suffixes), a percentage of the filesystem, or both (`64MiB,1%`): a report set or a \
@@ -925,6 +945,8 @@ mod tests {
             ("YING_PYTHON_FRAMES", "off"),
             ("YING_TOP_K", "100000"),
             ("YING_MAX_REPORT_SETS", "0"),
+            ("YING_RETAIN_SETS", "7"),
+            ("YING_RETAIN_BYTES", "3MiB"),
             ("YING_MIN_FREE_SPACE", "1GiB,2%"),
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
@@ -961,6 +983,8 @@ mod tests {
             python_frames: false,
             top_k: 100_000,
             max_report_sets: 0,
+            retain_sets: 7,
+            retain_bytes: 3 << 20,
             min_free_space: DiskFloor { bytes: 1 << 30, percent: 2 },
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
@@ -1330,6 +1354,8 @@ mod tests {
                 "YING_PYTHON_FRAMES",
                 "YING_TOP_K",
                 "YING_MAX_REPORT_SETS",
+                "YING_RETAIN_SETS",
+                "YING_RETAIN_BYTES",
                 "YING_MIN_FREE_SPACE",
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
@@ -1353,9 +1379,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 34 fields (checked by the
+        // One row per field: a Config literal must name all 36 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 34);
+        assert_eq!(VARIABLES.len(), 36);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1423,6 +1449,8 @@ mod tests {
                 "true",
                 "20",
                 "50",
+                "100",
+                "512MiB",
                 "64MiB,1%",
                 "64GiB",
                 "400000",

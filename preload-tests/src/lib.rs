@@ -81,6 +81,7 @@
 //! | `lifecycle.rs` | a `main` that ends with `pthread_exit` ends with its last thread, `exit` from three threads at once, from an `atexit` handler and during a dump: one complete set, no temporary file; CPython's `test_3_join_in_forked_from_thread` |
 //! | `chained.rs` | `LD_PRELOAD=libying.so:<allocator>` for jemalloc, tcmalloc, tcmalloc_minimal and mimalloc: exact-mode bytes (the allocator's usable size) and counts per marker of `exact.c` and `cxx.cpp`, counts as under glibc; the header's `allocator:` and `bytes counted:` lines; sqlite3, python3 and 16 threads against the allocator alone |
 //! | `full_disk.rs` | a full filesystem at exit: no half-written set, the live file kept and named; a program filling the filesystem its reports share loses no write (the free-space floor); sets written whole above it |
+//! | `retention.rs` | 150 short runs into one directory keep the newest 100 sets (`YING_RETAIN_SETS`), a byte limit holds, killed writers' temporary files removed by the next process and by `ying view` |
 //! | `other_preloads.rs` | libfaketime and a preload that allocates in every function it interposes, before and after the shim: no recursion through the clock |
 //! | `seccomp.rs` | filters installed with `prctl` and `syscall(SYS_seccomp)`, with and without `TSYNC`, that kill, trap or fail each call Ying makes: the program lives as in the plain run; harmless filters change nothing; strict mode |
 //!

@@ -110,3 +110,11 @@ pub const EXACT_ALLOCATED: &[(&str, &str)] = &[
 
 /// Default sampling, no report thread.
 pub const QUIET: &[(&str, &str)] = &[("YING_CHECK_INTERVAL_SECS", "0"), ("YING_SEED", "1")];
+
+/// `target/release/ying` (or beside `YING_TEST_PRELOAD`), built with the shim
+/// (`scripts/run-with-ying.sh` and `scripts/test.sh` build both).
+pub fn ying_bin() -> PathBuf {
+    let bin = preload_lib().with_file_name("ying");
+    assert!(bin.exists(), "{} is missing: cargo build --release -p ying-cli", bin.display());
+    bin
+}

@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use preload_tests::{Run, TestDir, preload_lib, report_sets, workspace_root};
+use preload_tests::{Run, TestDir, preload_lib, report_sets, workspace_root, ying_bin};
 use ying_profiler::report::live::LiveProfile;
 
 /// The block size the tests grow by: below glibc's mmap threshold, so one heap chunk each.
@@ -635,13 +635,6 @@ fn an_unwritable_live_directory_is_one_warning_and_nothing_else() {
     );
     // The profiler ran on: the exit report is there.
     assert!(report_sets(&reports).iter().any(|s| s.manifest().exiting));
-}
-
-/// `target/release/ying`, built beside the shim (`scripts/run-with-ying.sh` builds both).
-fn ying_bin() -> PathBuf {
-    let bin = preload_lib().with_file_name("ying");
-    assert!(bin.exists(), "{} is missing: cargo build --release -p ying-cli", bin.display());
-    bin
 }
 
 #[test]

@@ -368,43 +368,7 @@ impl ReportDir {
     /// The names of the directory's entries (`.` and `..` left out), read through the open
     /// directory `dir`.
     fn names_at(dir: RawFd) -> io::Result<Vec<String>> {
-        // A descriptor of our own for the directory stream, which `closedir` closes.
-        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        // SAFETY: "." is NUL-terminated; `dir` is an open directory.
-        let fd = unsafe { libc::openat(dir, c".".as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is an open directory descriptor that nothing else owns; on success the
-        // stream owns it.
-        let stream = unsafe { libc::fdopendir(fd) };
-        if stream.is_null() {
-            let e = io::Error::last_os_error();
-            // SAFETY: `fd` is ours and still open (fdopendir failed).
-            unsafe { libc::close(fd) };
-            return Err(e);
-        }
-        let mut names = Vec::new();
-        loop {
-            // SAFETY: `stream` is an open directory stream used by this thread only.
-            let entry = unsafe { libc::readdir(stream) };
-            if entry.is_null() {
-                break;
-            }
-            // SAFETY: a non-null entry from readdir holds a NUL-terminated name, valid until the
-            // next readdir on the stream; it is copied before that.
-            let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
-            // Report names are ASCII: other names can never be a report set's.
-            if let Ok(n) = name.to_str()
-                && n != "."
-                && n != ".."
-            {
-                names.push(n.to_string());
-            }
-        }
-        // SAFETY: `stream` is open; this closes it and its descriptor.
-        unsafe { libc::closedir(stream) };
-        Ok(names)
+        Ok(crate::sys::dir::entries_at(dir, c".")?.into_iter().map(|e| e.name).collect())
     }
 
     /// Removes the oldest report sets of the process `exe` (its file name as it appears in
@@ -444,46 +408,230 @@ impl ReportDir {
     }
 }
 
+/// How much of one executable's output a reporting directory keeps across its processes
+/// (`YING_RETAIN_SETS`, `YING_RETAIN_BYTES`; 0 is no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retention {
+    /// Report sets and live files.
+    pub(crate) sets: usize,
+    /// Their bytes.
+    pub(crate) bytes: u64,
+}
+
+/// What one retention pass removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retained {
+    /// Report sets of ended processes.
+    pub(crate) sets: usize,
+    /// Live files of dead processes.
+    pub(crate) live_files: usize,
+    /// Temporary files left by dead processes or crashes.
+    pub(crate) temporary: usize,
+}
+
+/// A temporary file older than this is taken for a leftover whatever its name says: no write
+/// of Ying's lasts that long, and a file being written has its modification time moved by
+/// every write.
+const TEMP_MAX_AGE_SECS: i64 = 3600;
+/// A temporary file of a process that does not exist (here: it may be another pid namespace's,
+/// writing now) is a leftover once this old.
+const TEMP_DEAD_AGE_SECS: i64 = 60;
+
+/// One thing retention keeps or removes: a report set (every file of it) or a live file, of
+/// one process.
+#[derive(Debug)]
+struct Output {
+    pid: u32,
+    /// The newest modification time of its files, seconds.
+    mtime: i64,
+    bytes: u64,
+    names: Vec<String>,
+    live: bool,
+}
+
+/// Modification time (seconds) and size of `name` in `dir`, not following a link.
+fn stat_at(dir: RawFd, name: &str) -> Option<(i64, u64)> {
+    let c = cstr(name.as_bytes()).ok()?;
+    // SAFETY: an all-zero `stat` is a valid value for fstatat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `dir` is an open directory, `c` NUL-terminated, `st` writable.
+    (unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0)
+        .then_some((st.st_mtime, st.st_size as u64))
+}
+
+/// The process a temporary file's name says wrote it: `.<file>.<16 hex digits>.tmp`, where
+/// `<file>` is a set's file, a live file or a page (`ying.<exe>.<pid>...`).
+fn temp_pid(name: &str) -> Option<u32> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (file, random) = inner.rsplit_once('.')?;
+    if random.len() != 16 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    if let Some((set, _)) = super::SetName::parse_file(file) {
+        return Some(set.pid);
+    }
+    // `ying.<exe>.<pid>.live` or `ying.<exe>.<pid>.html`.
+    let stem = file.strip_suffix(".live").or_else(|| file.strip_suffix(".html"))?;
+    stem.strip_prefix("ying.")?.rsplit_once('.')?.1.parse().ok()
+}
+
+/// Whether a process with this pid exists (in this pid namespace).
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Seconds since the epoch, now.
+fn now_secs() -> i64 {
+    crate::sys::clock::wall()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 impl ReportDir {
-    /// Removes the live files (`report::live`) of ended processes that ran `exe`, beyond the
-    /// newest `keep` by modification time (their last sign of life), and returns how many were
-    /// removed: a program that keeps dying in the same directory keeps as many heaps at death
-    /// as it keeps report sets. A file is taken for an ended process's when no process has its
-    /// pid; a pid in use (perhaps reused) keeps its file.
-    pub(crate) fn remove_dead_live_files(&self, exe: &str, keep: usize) -> io::Result<usize> {
+    /// Removes the temporary file `name` of `dir` (this directory, open) when it is a
+    /// leftover: older than an hour, or older than a minute and written by a process that does
+    /// not exist (`alive` tells). Returns whether it was removed.
+    fn remove_if_leftover(
+        &self,
+        dir: RawFd,
+        name: &str,
+        now: i64,
+        alive: &mut impl FnMut(u32) -> bool,
+    ) -> bool {
+        let Some((mtime, _)) = stat_at(dir, name) else { return false };
+        let age = now - mtime;
+        let leftover = age > TEMP_MAX_AGE_SECS
+            || (age > TEMP_DEAD_AGE_SECS && temp_pid(name).is_some_and(|p| !alive(p)));
+        leftover && self.remove(name).is_ok()
+    }
+
+    /// Removes the temporary files that dead processes or crashes left in this directory (see
+    /// [`ReportDir::retain`]) and returns how many (`ying view`, which writes in the directory
+    /// too, tidies it this way).
+    pub fn remove_leftovers(&self) -> io::Result<usize> {
         let dir = self.checked_fd()?;
         let dir = dir.as_raw_fd();
-        let prefix = format!("ying.{exe}.");
-        let mut dead: Vec<(i64, String)> = Vec::new();
-        for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
-            let Some(pid) = name
-                .strip_prefix(&prefix)
-                .and_then(|r| r.strip_suffix(".live"))
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if Path::new(&format!("/proc/{pid}")).exists() {
-                continue;
-            }
-            let c = cstr(name.as_bytes())?;
-            // SAFETY: an all-zero `stat` is a valid value for fstatat to fill.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: `dir` is an open directory, `c` NUL-terminated, `st` writable.
-            if unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0 {
-                dead.push((st.st_mtime, name));
-            }
-        }
-        dead.sort_unstable_by(|a, b| b.cmp(a));
+        let now = now_secs();
         let mut removed = 0;
-        for (_, name) in dead.into_iter().skip(keep) {
-            let c = cstr(name.as_bytes())?;
-            // SAFETY: `c` is NUL-terminated; `dir` is an open directory.
-            if unsafe { libc::unlinkat(dir, c.as_ptr(), 0) } == 0 {
+        for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
+            if name.ends_with(".tmp") && self.remove_if_leftover(dir, &name, now, &mut pid_alive) {
                 removed += 1;
             }
         }
         Ok(removed)
+    }
+
+    /// Keeps the output of executable `exe` in this directory within `keep` across its
+    /// processes: while its report sets and live files together number more than `keep.sets`
+    /// or weigh more than `keep.bytes`, the oldest one of an ended process (by its newest
+    /// file's modification time) is removed, every file of a set; the page of a process with
+    /// nothing left goes too. A process that exists (this one, `me`, among them) keeps all of
+    /// its output: its own sets are bounded by its `YING_MAX_REPORT_SETS`. Temporary files
+    /// that a dead process or a crash left (of any executable) are removed: those of a
+    /// process that does not exist once a minute old, any once an hour old.
+    ///
+    /// A pid is looked up in this process's pid namespace: another namespace's process
+    /// writing in the same directory counts as ended (its oldest sets may be removed, never
+    /// its temporary files while it writes them).
+    pub(crate) fn retain(&self, exe: &str, me: u32, keep: Retention) -> io::Result<Retained> {
+        let dir = self.checked_fd()?;
+        let dir = dir.as_raw_fd();
+        let names = Self::names_at(dir).map_err(|e| with_path(e, &self.path))?;
+        let now = now_secs();
+        let mut alive: std::collections::HashMap<u32, bool> = Default::default();
+        let mut alive_at =
+            |pid: u32| *alive.entry(pid).or_insert_with(|| pid == me || pid_alive(pid));
+        let mut done = Retained::default();
+        let mut sets: std::collections::BTreeMap<(u32, u64), Output> = Default::default();
+        let mut outputs = Vec::new();
+        let mut pages = Vec::new();
+        let live_prefix = format!("ying.{exe}.");
+        for name in names {
+            if name.ends_with(".tmp") {
+                if self.remove_if_leftover(dir, &name, now, &mut alive_at) {
+                    done.temporary += 1;
+                }
+                continue;
+            }
+            if let Some((set, ext)) = super::SetName::parse_file(&name) {
+                if set.exe != exe || !SET_EXTENSIONS.contains(&ext) {
+                    continue;
+                }
+                let Some((mtime, bytes)) = stat_at(dir, &name) else { continue };
+                let o = sets.entry((set.pid, set.seq)).or_insert_with(|| Output {
+                    pid: set.pid,
+                    mtime,
+                    bytes: 0,
+                    names: Vec::new(),
+                    live: false,
+                });
+                o.mtime = o.mtime.max(mtime);
+                o.bytes += bytes;
+                o.names.push(name);
+                continue;
+            }
+            let Some(rest) = name.strip_prefix(&live_prefix) else { continue };
+            let (pid, live) = match (rest.strip_suffix(".live"), rest.strip_suffix(".html")) {
+                (Some(p), _) => (p, true),
+                (_, Some(p)) => (p, false),
+                _ => continue,
+            };
+            let Ok(pid) = pid.parse::<u32>() else { continue };
+            if !live {
+                let Some((_, bytes)) = stat_at(dir, &name) else { continue };
+                pages.push((pid, name, bytes));
+                continue;
+            }
+            let Some((mtime, bytes)) = stat_at(dir, &name) else { continue };
+            outputs.push(Output { pid, mtime, bytes, names: vec![name], live: true });
+        }
+        outputs.extend(sets.into_values());
+        // Oldest first; a set and its process's live file of the same second: the set first.
+        outputs.sort_by_key(|o| (o.mtime, o.live));
+        // A page counts with its process's output and goes with the last of it.
+        let mut count = outputs.len();
+        let mut bytes = outputs.iter().map(|o| o.bytes).sum::<u64>()
+            + pages.iter().map(|(_, _, b)| b).sum::<u64>();
+        let over = |count: usize, bytes: u64| {
+            (keep.sets > 0 && count > keep.sets) || (keep.bytes > 0 && bytes > keep.bytes)
+        };
+        let mut kept_by: std::collections::HashMap<u32, usize> = Default::default();
+        for o in &outputs {
+            *kept_by.entry(o.pid).or_default() += 1;
+        }
+        for o in &outputs {
+            if !over(count, bytes) {
+                break;
+            }
+            if alive_at(o.pid) {
+                continue;
+            }
+            for name in &o.names {
+                let _ = self.remove(name);
+            }
+            count -= 1;
+            bytes = bytes.saturating_sub(o.bytes);
+            if o.live {
+                done.live_files += 1;
+            } else {
+                done.sets += 1;
+            }
+            let n = kept_by.entry(o.pid).or_default();
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                if let Some((_, name, b)) = pages.iter().find(|(pid, _, _)| *pid == o.pid) {
+                    let _ = self.remove(name);
+                    bytes = bytes.saturating_sub(*b);
+                }
+            }
+        }
+        // The page of an ended process with no set or live file left (before this pass too).
+        for (pid, name, _) in &pages {
+            if !kept_by.contains_key(pid) && !alive_at(*pid) {
+                let _ = self.remove(name);
+            }
+        }
+        Ok(done)
     }
 }
 
@@ -630,45 +778,111 @@ mod tests {
         }
     }
 
-    /// Live files of ended processes of one executable are kept up to the set count, newest
-    /// first; a running process's file, another executable's and other files stay.
+    /// Retention across processes: the oldest output of ended processes goes first (sets and
+    /// live files counted alike), running processes keep everything, other executables and
+    /// files are untouched; leftover temporary files go by their writer and their age.
     #[test]
-    fn keeps_the_newest_live_files_of_ended_processes() {
-        let dir = std::env::temp_dir().join(format!("ying-live-prune-{}", std::process::id()));
+    fn retention_removes_the_oldest_output_of_ended_processes() {
+        let dir = std::env::temp_dir().join(format!("ying-retain-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
         let me = std::process::id();
-        // Pids no process has (above any pid_max in use here).
-        let dead: Vec<u32> = (0..5)
-            .map(|i| 4_194_000 + i)
+        // Pids no process has (above any pid_max in use here), and pid 1, which runs.
+        let dead: Vec<u32> = (0..4)
+            .map(|i| 4_194_100 + i)
             .filter(|p| !Path::new(&format!("/proc/{p}")).exists())
             .collect();
-        assert_eq!(dead.len(), 5);
-        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(1000);
-        for (i, pid) in dead.iter().enumerate() {
-            let p = d.write_atomic(&format!("ying.app.{pid}.live"), b"x").unwrap();
-            let f = File::options().write(true).open(&p).unwrap();
-            f.set_modified(t0 + std::time::Duration::from_secs(10 * i as u64)).unwrap();
+        assert_eq!(dead.len(), 4);
+        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(5000);
+        let at = |secs: u64| t0 + std::time::Duration::from_secs(secs);
+        let put = |name: &str, when: std::time::SystemTime| {
+            let p = d.write_atomic(name, b"0123456789").unwrap();
+            File::options().write(true).open(&p).unwrap().set_modified(when).unwrap();
+        };
+        let ts = "20261207T101500Z";
+        let set = |pid: u32, seq: u64, when| {
+            for ext in ["txt", "pb.gz", "json"] {
+                put(&format!("ying.app.{pid}.{seq}.{ts}.{ext}"), when);
+            }
+        };
+        // Oldest first: dead[0]'s two sets, dead[1]'s live file, pid 1's set (running),
+        // dead[2]'s set, this process's set, dead[3]'s set.
+        set(dead[0], 0, at(10));
+        set(dead[0], 1, at(20));
+        put(&format!("ying.app.{}.html", dead[0]), at(20));
+        put(&format!("ying.app.{}.live", dead[1]), at(30));
+        set(1, 0, at(40));
+        set(dead[2], 0, at(50));
+        set(me, 0, at(60));
+        set(dead[3], 0, at(70));
+        // Another executable's, and not a set's.
+        set(dead[0], 5, at(1)); // renamed below to another executable
+        for ext in ["txt", "pb.gz", "json"] {
+            std::fs::rename(
+                dir.join(format!("ying.app.{}.5.{ts}.{ext}", dead[0])),
+                dir.join(format!("ying.other.{}.5.{ts}.{ext}", dead[0])),
+            )
+            .unwrap();
         }
-        let keep_all = [
-            format!("ying.app.{me}.live"),
-            format!("ying.other.{}.live", dead[0]),
-            "notes.txt".into(),
-        ];
-        for n in &keep_all {
-            d.write_atomic(n, b"x").unwrap();
-        }
-        assert_eq!(d.remove_dead_live_files("app", 2).unwrap(), 3);
+        put("notes.txt", at(0));
+        // Temporary files: a dead writer's old and young, a running writer's old and young.
+        let tmp = |file: &str, secs_ago: u64| {
+            let name = format!(".{file}.0123456789abcdef.tmp");
+            put(&name, std::time::SystemTime::now() - std::time::Duration::from_secs(secs_ago));
+            name
+        };
+        let dead_old = tmp(&format!("ying.app.{}.2.{ts}.txt", dead[0]), 120);
+        let dead_young = tmp(&format!("ying.zz.{}.live", dead[1]), 5);
+        let alive_old = tmp(&format!("ying.app.{me}.html"), 7200);
+        let alive_young = tmp(&format!("ying.app.{me}.3.{ts}.svg"), 120);
+
+        // 7 outputs of `app`, keep 3: dead[0]'s two sets, dead[1]'s live file and dead[2]'s set
+        // go (pid 1's, running, stays although older than dead[2]'s).
+        let done = d.retain("app", me, Retention { sets: 3, bytes: 0 }).unwrap();
+        assert_eq!(done, Retained { sets: 3, live_files: 1, temporary: 2 });
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        let mut expect: Vec<String> = keep_all.to_vec();
-        expect.extend([format!("ying.app.{}.live", dead[3]), format!("ying.app.{}.live", dead[4])]);
+        let mut expect: Vec<String> = vec!["notes.txt".into(), dead_young, alive_young];
+        for (pid, seq, exe) in
+            [(1, 0, "app"), (me, 0, "app"), (dead[3], 0, "app"), (dead[0], 5, "other")]
+        {
+            for ext in ["txt", "pb.gz", "json"] {
+                expect.push(format!("ying.{exe}.{pid}.{seq}.{ts}.{ext}"));
+            }
+        }
         expect.sort();
-        assert_eq!(left, expect);
+        assert_eq!(
+            left, expect,
+            "dead[0]'s page went with its sets, {dead_old} and {alive_old} by age"
+        );
+        // By bytes: each set is 30 bytes; 60 bytes keep two, and only dead[3]'s may go.
+        let done = d.retain("app", me, Retention { sets: 0, bytes: 60 }).unwrap();
+        assert_eq!(done.sets, 1);
+        assert!(!dir.join(format!("ying.app.{}.0.{ts}.txt", dead[3])).exists());
+        assert!(dir.join(format!("ying.app.1.0.{ts}.txt")).exists());
+        // No limits: nothing more goes.
+        assert_eq!(
+            d.retain("app", me, Retention { sets: 0, bytes: 0 }).unwrap(),
+            Retained::default()
+        );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn temporary_names_tell_their_writer() {
+        let ts = "20261207T101500Z";
+        assert_eq!(
+            temp_pid(&format!(".ying.a.b.42.3.{ts}.peak.svg.0123456789abcdef.tmp")),
+            Some(42)
+        );
+        assert_eq!(temp_pid(".ying.python3.11.7.live.0123456789abcdef.tmp"), Some(7));
+        assert_eq!(temp_pid(".ying.app.9.html.0123456789abcdef.tmp"), Some(9));
+        assert_eq!(temp_pid(".ying.app.9.html.0123.tmp"), None);
+        assert_eq!(temp_pid("ying.app.9.html"), None);
+        assert_eq!(temp_pid(".notes.txt.0123456789abcdef.tmp"), None);
     }
 
     #[test]

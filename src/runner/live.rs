@@ -118,17 +118,6 @@ impl ProfilerRunner {
         }
     }
 
-    /// Removes the live files of ended processes of the same executable beyond
-    /// `max_report_sets` (after each report set, with the old sets).
-    pub(super) fn remove_dead_live_files(&self, exe_name: &str) {
-        if self.max_report_sets == 0 {
-            return;
-        }
-        if let Some(Ok(dir)) = self.live_dir() {
-            let _ = dir.remove_dead_live_files(exe_name, self.max_report_sets);
-        }
-    }
-
     /// The path of this process's live file, when it wrote one.
     pub(super) fn live_file_path(&self) -> Option<std::path::PathBuf> {
         if WROTE.load(Ordering::Relaxed) != std::process::id() {

@@ -12,9 +12,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use crate::callstack::Measurement;
-use crate::config::{Config, DEFAULT_DISK_FLOOR, DEFAULT_LIVE_INTERVAL_MS, DiskFloor, LiveFile};
+use crate::config::{
+    Config, DEFAULT_DISK_FLOOR, DEFAULT_LIVE_INTERVAL_MS, DEFAULT_RETAIN_BYTES,
+    DEFAULT_RETAIN_SETS, DiskFloor, LiveFile,
+};
 use crate::report::ReportOptions;
-use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
+use crate::report::files::{DEFAULT_FILE_MODE, ReportDir, Retention};
 use crate::serve::Services;
 use crate::triggers::TriggerSettings;
 
@@ -41,6 +44,9 @@ pub struct ProfilerRunner {
     pub(super) announce_exit_report: bool,
     pub(super) report_file_mode: u32,
     pub(super) max_report_sets: usize,
+    /// How much of the executable's output the reporting directory keeps across its
+    /// processes (`YING_RETAIN_SETS`, `YING_RETAIN_BYTES`).
+    pub(super) retention: Retention,
     /// The free space the reporting filesystem keeps (`YING_MIN_FREE_SPACE`).
     pub(super) min_free_space: DiskFloor,
     pub(super) dir: SharedDir,
@@ -119,6 +125,7 @@ impl Default for ProfilerRunner {
             announce_exit_report: true,
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
+            retention: Retention { sets: DEFAULT_RETAIN_SETS, bytes: DEFAULT_RETAIN_BYTES },
             min_free_space: DEFAULT_DISK_FLOOR,
             dir: SharedDir::default(),
             services: Services::default(),
@@ -214,6 +221,21 @@ impl ProfilerRunnerBuilder {
     /// The runner being built.
     fn runner_mut(&mut self) -> &mut ProfilerRunner {
         self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
+    /// Report sets (and live files) of one executable the reporting directory keeps across
+    /// its processes (`YING_RETAIN_SETS`, default 100; 0 keeps all): after each set, the oldest
+    /// of ended processes beyond this number are removed.
+    pub fn retain_sets(&mut self, sets: usize) -> &mut Self {
+        self.runner_mut().retention.sets = sets;
+        self
+    }
+
+    /// Bytes of one executable's sets and live files the reporting directory keeps across its
+    /// processes (`YING_RETAIN_BYTES`, default 512 MiB; 0 keeps all).
+    pub fn retain_bytes(&mut self, bytes: u64) -> &mut Self {
+        self.runner_mut().retention.bytes = bytes;
+        self
     }
 
     /// The free space the reporting directory's filesystem keeps (`YING_MIN_FREE_SPACE`;
@@ -423,6 +445,7 @@ impl ProfilerRunner {
             announce_exit_report: true,
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
+            retention: Retention { sets: cfg.retain_sets, bytes: cfg.retain_bytes },
             min_free_space: cfg.min_free_space,
             dir: SharedDir::default(),
             services: services_from_config(cfg),

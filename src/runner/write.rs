@@ -142,9 +142,7 @@ impl ProfilerRunner {
         if let Ok(paths) = &written {
             Writing::Set.wrote(paths.set_files().map(|p| p.as_path()));
         }
-        if self.max_report_sets > 0 {
-            let _ = guarded(source, || self.remove_old_sets(dir), |_| ());
-        }
+        let _ = guarded(source, || self.remove_old_sets(dir), |_| ());
         written
     }
 
@@ -281,17 +279,29 @@ impl ProfilerRunner {
         crate::sys::warn(&format!("{what} not written: {e}"));
     }
 
-    /// Removes this process's report sets in `dir` beyond the newest `max_report_sets`; warns
-    /// once per process when that fails.
+    /// Removes this process's report sets in `dir` beyond the newest `max_report_sets`, then
+    /// keeps the executable's output across its processes within the retention
+    /// (`YING_RETAIN_SETS`, `YING_RETAIN_BYTES`) in the reporting directory and the live
+    /// file's; warns once per process when that fails.
     fn remove_old_sets(&self, dir: &ReportDir) {
         static WARNED: AtomicBool = AtomicBool::new(false);
         let ctx = ReportContext::current();
-        if let Err(e) = dir.remove_old_sets(&ctx.exe_name(), ctx.pid, self.max_report_sets)
+        let exe = ctx.exe_name();
+        let mut result = Ok(());
+        if self.max_report_sets > 0 {
+            result = dir.remove_old_sets(&exe, ctx.pid, self.max_report_sets).map(drop);
+        }
+        result = result.and(dir.retain(&exe, ctx.pid, self.retention).map(drop));
+        if let Some(Ok(live)) = self.live_dir()
+            && live.path() != dir.path()
+        {
+            result = result.and(live.retain(&exe, ctx.pid, self.retention).map(drop));
+        }
+        if let Err(e) = result
             && !WARNED.swap(true, Ordering::Relaxed)
         {
             crate::sys::warn(&format!("old report sets not removed: {e}"));
         }
-        self.remove_dead_live_files(&ctx.exe_name());
     }
 
     /// Writes a report set on the calling thread in its turn (waiting at most until `deadline`

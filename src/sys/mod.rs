@@ -7,6 +7,7 @@
 //! [`write_stderr`] is one raw `write`. It imports nothing from the rest of the crate.
 
 pub(crate) mod clock;
+pub(crate) mod dir;
 pub(crate) mod leb128;
 pub(crate) mod seccomp;
 pub(crate) mod spin;
@@ -365,16 +366,15 @@ pub(crate) fn forget_profiler_threads() {
 /// and reads files: for report threads.
 pub(crate) fn only_profiler_threads_left() -> bool {
     let me = gettid();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    let Ok(tasks) = dir::entries(std::path::Path::new("/proc/self/task")) else { return false };
     for task in tasks {
-        let Ok(task) = task else { return false };
-        let Some(tid) = task.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Ok(tid) = task.name.parse::<u32>() else {
             continue;
         };
         if tid == me || PROFILER_TIDS.iter().any(|s| s.load(Ordering::SeqCst) == tid) {
             continue;
         }
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
             continue; // Gone since the listing.
         };
         // `pid (comm) state ...`: the command may hold parentheses, the state follows the last.

@@ -249,6 +249,16 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
         Ok(std::fs::read_dir(d)?.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
     };
     let top = names(dir)?;
+    // Temporary files that dead processes or crashes left go first (one line when there were).
+    if let Ok(d) = crate::report::files::ReportDir::open(dir, crate::config::DEFAULT_FILE_MODE)
+        && let Ok(n @ 1..) = d.remove_leftovers()
+    {
+        crate::sys::warn(&format!(
+            "removed {n} temporary file{} that ended processes left in {}",
+            if n == 1 { "" } else { "s" },
+            dir.display()
+        ));
+    }
     let mut sets: Vec<SetName> = top.iter().filter_map(|n| parse_set(n)).collect();
     for sub in top.iter().filter(|n| crate::report::set_name::uid_of_dir(n).is_some()) {
         for n in names(&dir.join(sub)).unwrap_or_default() {
