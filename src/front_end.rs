@@ -57,9 +57,9 @@
 /// Allocation hooks, the [`Host`](hooks::Host) a front end implements, and the profiler's guard.
 pub mod hooks {
     pub use crate::engine::hooks::{
-        charge_missed, enter_forever, enter_guard, free_slow, growth_missed, internal_alloc,
-        internal_free, is_guarded, leave_guard, on_alloc, on_free, on_realloc, restart_after_fork,
-        restart_sampling, run_guarded, thread_exit, thread_started,
+        alloc_failed, charge_missed, enter_forever, enter_guard, free_slow, growth_missed,
+        internal_alloc, internal_free, is_guarded, leave_guard, on_alloc, on_free, on_realloc,
+        restart_after_fork, restart_sampling, run_guarded, thread_exit, thread_started,
     };
     pub use crate::engine::host::{DEFAULT_MAX_ALLOC_BYTES, Host, MAX_ALLOC_BYTES_OFFSET};
     pub use crate::stack::unwind::CallerFrame;
@@ -107,6 +107,13 @@ pub mod seccomp {
     };
 }
 
+pub use crate::engine::tables::arena::Profiler as ProfilerHeap;
+
+/// The profiler's own memory comes from [`ProfilerHeap`] (the shim's allocator): report work
+/// allocates from memory reserved before it starts (`source::budget`).
+pub fn use_profiler_heap() {
+    crate::source::budget::use_own_heap()
+}
 pub use crate::report::files::ReportDir;
 pub use crate::runner::lifecycle::{
     before_exit, exiting, program_threads_ended, stop_profiler_threads,

@@ -86,6 +86,9 @@ fn build<T>(
     let (interval, unit) = (source.sample_interval(), source.unit());
     in_report_turn(DEFAULT_DUMP_TIMEOUT, || {
         let built = || {
+            // The profile's memory, reserved first (refused near a memory limit).
+            let _memory =
+                crate::source::budget::grant(crate::source::budget::Work::Profile, false)?;
             let mut r = match opts {
                 Some(o) => Report::take(interval, unit, Occasion::default(), o),
                 None => Report::take_rows(interval, unit),

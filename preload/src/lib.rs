@@ -14,13 +14,13 @@
 //! `setuid` and its relatives so that a worker dropping privileges keeps a directory it may
 //! write in (`start::change_user`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
-//! `start` (configuration, fork, reports) and `libc_alloc` (the library's own allocator).
+//! `start` (configuration, fork, reports) and `heap` (the library's own allocator).
 //! `prctl` and `syscall` are exported to see a seccomp filter being installed (`seccomp`).
 
 mod chain;
 mod cxx;
+mod heap;
 mod host;
-mod libc_alloc;
 mod maps;
 mod safe_points;
 mod seccomp;
@@ -42,7 +42,7 @@ use ying_profiler::front_end::filter::{CELL_BITS, CELL_SHIFT};
 use ying_profiler::front_end::thread_state::{BUDGET_OFFSET, FILTER_OFFSET, FREED_OFFSET};
 
 #[global_allocator]
-static INTERNAL: libc_alloc::LibcAlloc = libc_alloc::LibcAlloc;
+static INTERNAL: heap::OwnHeap = heap::OwnHeap;
 
 unsafe extern "C" {
     fn __libc_malloc(size: usize) -> *mut c_void;
@@ -193,13 +193,12 @@ macro_rules! alloc_fast_path {
             ".cfi_adjust_cfa_offset 8",
             "call qword ptr [rip + {real}@GOTPCREL]",
             "test rax, rax",
-            "je 3f",
+            "je 5f",
             "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
             "mov rdx, qword ptr [rax - 8]",
             "and rdx, -8",
             "sub qword ptr fs:[rcx + {budget}], rdx",
             "jbe 4f",
-            "3:",
             "pop rcx",
             ".cfi_adjust_cfa_offset -8",
             "ret",
@@ -211,7 +210,13 @@ macro_rules! alloc_fast_path {
             "mov rcx, rsp",
             "mov r8, rbp",
             "jmp {missed}",
+            "5:",
+            ".cfi_adjust_cfa_offset 8",
+            "pop rcx",
+            ".cfi_adjust_cfa_offset -8",
+            "jmp {failed}",
             ".cfi_endproc",
+            failed = sym null_after_failure,
             fast_below = sym chain::MALLOC_FAST_BELOW,
             slow = sym $slow,
             real = sym $real,
@@ -328,6 +333,16 @@ extern "C" fn alloc_charge_missed(
     // SAFETY: `sp` and `bp` are as `caller_frame` requires (the fast paths' contract above).
     let caller = unsafe { caller_frame(sp, bp) };
     hooks::charge_missed::<ShimHost>(&SETTINGS, p.cast(), charged as u64, Some(caller)).cast()
+}
+
+/// glibc failed an allocation of the fast paths (a memory limit, strict overcommit): counted,
+/// so that reports keep off the program's last memory (`hooks::alloc_failed`), and NULL
+/// returned with glibc's `errno` untouched. The fast paths tail-jump here with the stack as at
+/// their entry.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn null_after_failure() -> *mut c_void {
+    hooks::alloc_failed();
+    std::ptr::null_mut()
 }
 
 /// `realloc`'s fast path resized an unsampled block to `p` (`new_counted` bytes) and its
@@ -557,7 +572,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         "pop rsi",
         ".cfi_adjust_cfa_offset -8",
         "test rax, rax",
-        "je 3f",
+        "je {failed}",
         "mov rcx, qword ptr [rip + {tls}@GOTTPOFF]",
         "mov rdx, qword ptr [rax - 8]",
         "and rdx, -8",
@@ -565,7 +580,6 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         "jb 5f",
         "sub qword ptr fs:[rcx + {budget}], rdx",
         "jbe 4f",
-        "3:",
         "ret",
         "5:",
         "neg rdx",
@@ -588,6 +602,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         budget = const BUDGET_OFFSET,
         freed = const FREED_OFFSET,
         missed = sym realloc_growth_missed,
+        failed = sym null_after_failure,
     )
 }
 

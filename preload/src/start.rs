@@ -75,6 +75,9 @@ pub(crate) fn real_exit() -> ExitFn {
 
 /// The constructor body.
 pub(crate) fn init() {
+    // The library's Rust allocations are the profiler heap's (`heap.rs`): report work reserves
+    // its memory there before it starts.
+    ying_profiler::front_end::use_profiler_heap();
     // Which allocator is under Ying, before any thread is set up (a thread's free filter
     // depends on it), if no allocation call of the process has asked yet.
     let _ = crate::chain::next();

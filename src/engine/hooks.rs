@@ -116,6 +116,22 @@ pub fn restart_sampling(ts: &ThreadState, set: &Settings) {
     redraw(ts, set);
 }
 
+/// Allocations of the program's that failed (a null from the allocator: a memory limit, strict
+/// overcommit), counted by the front ends on their failure paths only.
+static ALLOC_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an allocation of the program's that failed. Changes nothing else (`errno` included).
+#[cold]
+pub fn alloc_failed() {
+    ALLOC_FAILURES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Allocations of the program's that failed since the start: report work keeps off the last
+/// memory of a program whose allocations fail (see `source::budget`).
+pub(crate) fn alloc_failures() -> u64 {
+    ALLOC_FAILURES.load(Ordering::Relaxed)
+}
+
 /// A `fork` child's surviving thread samples on its own from here on: its generator, a copy of
 /// the parent's, is seeded afresh (from the seed and the fork's number when the run has a seed,
 /// so that a seeded run is repeatable; otherwise from the kernel's entropy and the child's pid)
@@ -252,10 +268,11 @@ pub(crate) fn alloc_unsampled_sized<H: Host>(
     None
 }
 
-/// Takes back the charge of a failed allocation.
+/// Takes back the charge of a failed allocation (and counts the failure).
 #[cold]
 #[inline(never)]
 fn uncharge<H: Host>(size: usize) {
+    alloc_failed();
     let b = &H::thread_state().budget;
     b.store(b.load(Ordering::Relaxed).wrapping_add(size as u64), Ordering::Relaxed);
 }
@@ -383,6 +400,9 @@ fn alloc_slow<H: Host>(
     }
     let p = real();
     if p.is_null() {
+        if size != 0 {
+            alloc_failed();
+        }
         return p;
     }
     count_new_block::<H>(ts, set, p, counted(p) as u64)
@@ -499,7 +519,9 @@ pub(crate) fn realloc_unsampled<H: Host>(
         && !H::may_be_sampled(H::filter(), old as usize)
     {
         let p = real();
-        if !p.is_null() {
+        if p.is_null() {
+            alloc_failed();
+        } else {
             let new_counted = counted(p);
             let ts = H::thread_state();
             if new_counted >= old_counted {
@@ -534,6 +556,8 @@ fn realloc_slow<H: Host>(
             totals::add_internal(counted(p));
         } else if new_size == 0 {
             totals::sub_internal(old_counted);
+        } else {
+            alloc_failed();
         }
         return p;
     }
@@ -554,6 +578,9 @@ fn realloc_slow<H: Host>(
     };
     let p = real();
     if p.is_null() {
+        if new_size != 0 {
+            alloc_failed();
+        }
         let _g = ts.enter();
         match rec {
             // C realloc(p, 0) freed the block.

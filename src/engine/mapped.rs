@@ -123,9 +123,25 @@ impl Regions {
     }
 
     /// Inserts `r`, which overlaps no region of the table.
-    fn insert(&mut self, r: Region) {
+    fn insert(&mut self, r: Region, books: &mut impl Books) {
         let i = self.first_ending_after(r.start);
-        self.list.insert(i, r);
+        self.insert_at(i, r, books);
+    }
+
+    /// Inserts `r` at index `i`. When the table cannot grow (a memory limit), the region is
+    /// no longer counted instead: its bytes are taken as unmapped and its sample as freed
+    /// (exact totals then miss it, and the sample is counted as lost), never an abort.
+    fn insert_at(&mut self, i: usize, r: Region, books: &mut impl Books) {
+        if self.list.try_reserve(1).is_ok() {
+            self.list.insert(i, r);
+            return;
+        }
+        crate::engine::tables::LOST_FOR_MEMORY.fetch_add(1, Ordering::Relaxed);
+        books.unmapped(r.len());
+        self.bytes -= r.len();
+        if let Some(s) = r.sample {
+            books.freed(s);
+        }
     }
 
     /// A new counted mapping `start..start + len` (whatever was counted there is replaced).
@@ -133,7 +149,7 @@ impl Regions {
         self.unmap(start, start + len as usize, books);
         let sample = books.mapped(len, len);
         self.bytes += len;
-        self.insert(Region { start, end: start + len as usize, sample });
+        self.insert(Region { start, end: start + len as usize, sample }, books);
     }
 
     /// `lo..hi` was unmapped (or replaced by a mapping that is not counted).
@@ -164,7 +180,7 @@ impl Regions {
         }
         self.list.drain(i..j);
         for r in kept.into_iter().flatten().rev() {
-            self.list.insert(i, r);
+            self.insert_at(i, r, books);
         }
     }
 
@@ -205,7 +221,7 @@ impl Regions {
         let [ls, mut moved, rs] = carve(&r, &pieces, books);
         for (piece, sample) in [(left, ls), (right, rs)] {
             if let Some((start, end)) = piece {
-                self.insert(Region { start, end, sample });
+                self.insert(Region { start, end, sample }, books);
             }
         }
         if new_len < old_len {
@@ -232,7 +248,7 @@ impl Regions {
         }
         // Whatever was counted at the destination was replaced (`MREMAP_FIXED`).
         self.unmap(new, new + new_len as usize, books);
-        self.insert(Region { start: new, end: new + new_len as usize, sample: moved });
+        self.insert(Region { start: new, end: new + new_len as usize, sample: moved }, books);
     }
 }
 

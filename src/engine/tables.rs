@@ -142,6 +142,22 @@ impl<T, const N: usize> Chunked<T, N> {
         Self { chunks: ArenaVec::new_in(Arena), len: 0 }
     }
 
+    /// Makes room for one more item: the next push allocates nothing. False, nothing
+    /// changed that a push would see, when the memory could not be had.
+    fn try_room(&mut self) -> bool {
+        if self.len % N == 0 && self.len / N == self.chunks.len() {
+            // A new array: the first grows as it fills, the others are made at their size.
+            let mut c = ArenaVec::new_in(Arena);
+            let want = if self.chunks.is_empty() { 1 } else { N };
+            if self.chunks.try_reserve(1).is_err() || c.try_reserve_exact(want).is_err() {
+                return false;
+            }
+            self.chunks.push(c);
+            return true;
+        }
+        self.chunks.last_mut().is_some_and(|c| c.len() < c.capacity() || c.try_reserve(1).is_ok())
+    }
+
     /// Appends `v`; returns its index.
     fn push(&mut self, v: T) -> usize {
         if self.len % N == 0 && self.len / N == self.chunks.len() {
@@ -245,6 +261,11 @@ pub(crate) struct StackTable {
 pub(crate) static MAX_STACKS: AtomicU64 = AtomicU64::new(400_000);
 /// Stack entries in all stripes (each stripe's overflow entry not counted).
 static STACK_ENTRIES: AtomicU64 = AtomicU64::new(0);
+
+/// Stack entries in all stripes now (a report's memory grows with them).
+pub(crate) fn stack_entries() -> u64 {
+    STACK_ENTRIES.load(Ordering::Relaxed)
+}
 
 /// Two independent 64-bit hashes in one pass (see [`StackTable`]): [`AddrHasher`]'s lane and
 /// a second with another multiplier and rotation, finished by the same avalanche.
@@ -382,7 +403,8 @@ impl StackTable {
         }
     }
 
-    /// Codes `ips` at the end of the frame codes; None when the codes' 4 GiB are used up.
+    /// Codes `ips` at the end of the frame codes (room made first, see
+    /// [`StackTable::room_for_new_stack`]); None when the codes' 4 GiB are used up.
     fn code(&mut self, ips: &[usize]) -> Option<Frames> {
         let full = self.codes.last().is_none_or(|c| c.len() + MAX_CODE > CODE_CHUNK);
         if full {
@@ -422,10 +444,46 @@ impl StackTable {
         i
     }
 
+    /// Makes room for one more stack of `frames` frames: its entry, index slot, codes, new
+    /// distinct addresses and span path; after it, [`StackTable::intern`] of a new key allocates
+    /// nothing. False when the memory could not be had (a memory limit): the sample then goes
+    /// to the overflow entry.
+    fn room_for_new_stack(&mut self, frames: usize) -> bool {
+        let frames = frames.min(MAX_FRAMES);
+        let codes = match self.codes.last_mut() {
+            Some(c) if c.len() + MAX_CODE <= CODE_CHUNK => {
+                c.len() + MAX_CODE <= c.capacity() || c.try_reserve(MAX_CODE).is_ok()
+            }
+            // A new array of codes: the first grows as it fills (see `code`).
+            last => {
+                let first = last.is_none();
+                let mut c = ArenaVec::new_in(Arena);
+                let want = if first { MAX_CODE } else { CODE_CHUNK };
+                let ok = self.codes.try_reserve(1).is_ok() && c.try_reserve(want).is_ok();
+                if ok {
+                    self.codes.push(c);
+                }
+                ok
+            }
+        };
+        codes
+            && self.ips.try_reserve(frames).is_ok()
+            && self.ip_ids.try_reserve(frames).is_ok()
+            && self.span_paths.try_reserve(2).is_ok()
+            && self.span_ids.try_reserve(1).is_ok()
+            && self.entries.try_room()
+            && self.index.try_room(1)
+    }
+
     /// The id of the key (`ips`, `spans`); a new key gets an entry when `admit()` says one
-    /// more fits (see [`admit_stack`]), else it is folded into the overflow entry, id 0.
+    /// more fits (see [`admit_stack`]) and the table can get the memory for it, else it is
+    /// folded into the overflow entry, id 0 (none at all when even that could not be made).
     fn intern(&mut self, ips: &[usize], spans: SpanPath, admit: impl FnOnce() -> bool) -> u32 {
         if self.entries.len() == 0 {
+            if !(self.entries.try_room() && self.lifetimes.try_room()) {
+                LOST_FOR_MEMORY.fetch_add(1, Ordering::Relaxed);
+                return 0;
+            }
             self.entries.push(StackEntry::new());
             self.lifetimes.push(MillisHistogram::new());
         }
@@ -438,6 +496,10 @@ impl StackTable {
                 return id;
             }
             id = e.next_same_hash;
+        }
+        if !self.room_for_new_stack(ips.len()) {
+            LOST_FOR_MEMORY.fetch_add(1, Ordering::Relaxed);
+            return 0;
         }
         if !admit() {
             return 0;
@@ -502,7 +564,9 @@ impl StackTable {
             e.freed_count += w.count;
             e.freed_bytes += w.bytes;
             e.live_samples = e.live_samples.saturating_sub(1);
-            if e.lifetimes == 0 {
+            // The stack's first free gets it a histogram, when the memory is there (at a
+            // memory limit its lifetimes go unrecorded).
+            if e.lifetimes == 0 && lifetimes.try_room() {
                 e.lifetimes = lifetimes.push(MillisHistogram::new()) as u32;
             }
             if let Some(h) = lifetimes.get_mut(e.lifetimes as usize) {
@@ -759,6 +823,9 @@ static LIVE: [Padded<LiveShard>; SHARDS] =
 pub(crate) static ADDRESS_CONFLICTS: AtomicU64 = AtomicU64::new(0);
 /// Samples whose stack could not be kept (table full: attributed to the overflow entry).
 pub(crate) static DROPPED_SAMPLES: AtomicU64 = AtomicU64::new(0);
+/// Samples the tables could not get the memory for (a memory limit): a new stack's went to
+/// the overflow entry, a block whose record could not be kept was taken as freed at once.
+pub(crate) static LOST_FOR_MEMORY: AtomicU64 = AtomicU64::new(0);
 /// Giant allocations refused.
 pub(crate) static GIANT_REFUSED: AtomicU64 = AtomicU64::new(0);
 
@@ -780,12 +847,19 @@ pub(crate) fn flush_tallies_after_fork() {
     }
 }
 
-/// Inserts a live record for `ptr`.
+/// Inserts a live record for `ptr`. When the live table cannot grow (a memory limit), the
+/// block is taken as freed at once: its stack keeps it as allocated, not as retained, and the
+/// sample is counted as lost.
 pub(crate) fn insert_live(ptr: usize, rec: Record) {
     let old = {
         let mut live = shard(ptr).lock();
+        let Ok(old) = live.try_insert(ptr, rec) else {
+            drop(live);
+            LOST_FOR_MEMORY.fetch_add(1, Ordering::Relaxed);
+            free_sample(rec.stack, rec.weight, 0.0);
+            return;
+        };
         crate::engine::filter::insert(ptr);
-        let old = live.insert(ptr, rec);
         if old.is_some() {
             crate::engine::filter::remove(ptr);
         }

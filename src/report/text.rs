@@ -252,6 +252,13 @@ pub(crate) fn render_report(r: &Report) -> String {
         f.address_conflicts,
         f.giant_refused
     );
+    if f.lost_for_memory > 0 {
+        let _ = writeln!(
+            o,
+            "memory limit:       {} samples lost: the profiler's tables could not grow at a memory limit (a new stack's went to the overflow entry, a block's was taken as freed)",
+            f.lost_for_memory
+        );
+    }
     let ranked = r.ranked(m);
     let top = &ranked[..ranked.len().min(r.opts.top_k)];
     let _ = writeln!(

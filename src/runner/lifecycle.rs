@@ -19,7 +19,6 @@
 //! except the list of running report threads, which the exit path only tries.
 
 use std::fmt;
-use std::io;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -513,35 +512,6 @@ pub(super) fn register_exit_handler() {
         }
         LIFE.exit_handler_registered.store(true, Ordering::SeqCst);
     });
-}
-
-/// The error of a report skipped for a reason already said on stderr (once per process or per
-/// episode): fewer than [`crate::sys::FD_HEADROOM`] descriptors free, the reporting filesystem
-/// below its free-space floor, a memory limit too near.
-#[derive(Debug)]
-pub(super) struct Skipped(pub(super) String);
-
-impl fmt::Display for Skipped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "skipped: {}", self.0)
-    }
-}
-
-impl std::error::Error for Skipped {}
-
-impl Skipped {
-    /// The report skipped for lack of descriptors.
-    pub(super) fn descriptors() -> io::Error {
-        io::Error::other(Skipped(format!(
-            "fewer than {} descriptors free under RLIMIT_NOFILE",
-            crate::sys::FD_HEADROOM
-        )))
-    }
-
-    /// Whether `e` is a skipped report.
-    pub(super) fn is(e: &io::Error) -> bool {
-        e.get_ref().is_some_and(|r| r.is::<Skipped>())
-    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use super::{LiveFile, ProfileSource, ProfilerRunner};
 use crate::report::ReportContext;
 use crate::report::files::ReportDir;
 use crate::report::live::write::{Due, LiveWriter};
+use crate::source::budget::{self, Work};
 
 impl ProfilerRunner {
     /// The live file's directory (opened and identified now the first time: the runner's
@@ -98,6 +99,10 @@ impl ProfilerRunner {
                 // later; the heartbeat takes no space.
                 Due::Write if self.keeps_floor(dir, Writing::LiveVersion).is_err() => Ok(()),
                 Due::Write => {
+                    // Its memory reserved first; near a memory limit (said once) not written.
+                    let Ok(_memory) = budget::grant(Work::LiveVersion, false) else {
+                        return Ok(());
+                    };
                     let (interval, unit) = (source.sample_interval(), source.unit());
                     let opts = self.report_options();
                     let seq = crate::report::next_seq();

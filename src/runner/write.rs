@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::lifecycle::{LIFE, Skipped};
+use super::lifecycle::LIFE;
 use super::{ProfileSource, ProfilerRunner};
 use crate::YingProfiler;
 use crate::callstack::Measurement;
@@ -18,8 +18,9 @@ use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::report::foreign_malloc;
 use crate::report::model::{Occasion, Report};
 use crate::report::{self, ReportContext, ReportOptions, ReportPaths};
+use crate::source::budget::{self, Work};
 use crate::source::turn::{Turn, trim_after_dump};
-use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, guarded, guarded_io};
+use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, Skipped, guarded, guarded_io};
 
 /// `p` made absolute: a relative path is joined to the working directory of this moment.
 pub(super) fn absolute(p: &Path) -> std::path::PathBuf {
@@ -77,6 +78,8 @@ fn write_report_from(
         ended: None,
     };
     let write = || {
+        // The report's memory, reserved before it is taken (skipped near a memory limit).
+        let _memory = budget::grant(Work::Set, occasion.exiting)?;
         let mut r = Report::take(interval, unit, occasion, opts);
         report::write_set(&mut r, dir, true)
     };
@@ -130,13 +133,16 @@ impl ProfilerRunner {
     pub fn write_now(&self, source: &dyn ProfileSource) -> io::Result<ReportPaths> {
         // Nothing is opened while the program is near its descriptor limit (one warning).
         if !crate::sys::fd_headroom_or_warn("report") {
-            return Err(Skipped::descriptors());
+            return Err(Skipped::error(format!(
+                "fewer than {} descriptors free under RLIMIT_NOFILE",
+                crate::sys::FD_HEADROOM
+            )));
         }
         // Opening the directory (the first time) allocates: profiler memory, never sampled.
         let dir = guarded_io(source, || self.reporting_dir(), |d| *d)?;
         // Nothing is written below the filesystem's free-space floor (one warning an episode).
         if let Err(why) = guarded(source, || self.keeps_floor(dir, Writing::Set), Clone::clone)? {
-            return Err(io::Error::other(Skipped(why)));
+            return Err(Skipped::error(why));
         }
         let written = write_report_from(source, &self.report_options(), dir);
         if let Ok(paths) = &written {

@@ -18,12 +18,40 @@ pub struct Error {
     message: String,
     at: Option<String>,
     source: Option<Box<Error>>,
+    /// Work skipped for a reason already said on stderr ([`Skipped`]): said again by nobody.
+    skipped: bool,
+}
+
+/// Work skipped for a reason already said on stderr, once per process or per episode (fewer
+/// than [`crate::sys::FD_HEADROOM`] descriptors free, the reporting filesystem below its floor,
+/// a memory limit too near): the caller says nothing more. Kept across the guard by [`Error`].
+#[derive(Debug)]
+pub(crate) struct Skipped(pub(crate) String);
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "skipped: {}", self.0)
+    }
+}
+
+impl std::error::Error for Skipped {}
+
+impl Skipped {
+    /// An `io::Error` of work skipped for `why`.
+    pub(crate) fn error(why: impl Into<String>) -> io::Error {
+        io::Error::other(Skipped(why.into()))
+    }
+
+    /// Whether `e` is work skipped (see [`Skipped`]).
+    pub(crate) fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|r| r.is::<Skipped>())
+    }
 }
 
 impl Error {
     /// An error of `kind` saying `message`.
     pub fn new(kind: io::ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), at: None, source: None }
+        Self { kind, message: message.into(), at: None, source: None, skipped: false }
     }
 
     /// The same error naming the path or variable at fault (said before the message, unless
@@ -35,6 +63,9 @@ impl Error {
 
     /// A copy of `e` (kind, message, and the messages of its sources, each as an `Error`).
     pub fn from_io(e: &io::Error) -> Self {
+        if let Some(s) = e.get_ref().and_then(|r| r.downcast_ref::<Skipped>()) {
+            return Self { skipped: true, ..Self::new(e.kind(), s.0.clone()) };
+        }
         let mut out = Self::new(e.kind(), e.to_string());
         let mut causes = Vec::new();
         let mut next = std::error::Error::source(e);
@@ -79,6 +110,9 @@ impl std::error::Error for Error {
 
 impl From<Error> for io::Error {
     fn from(e: Error) -> Self {
+        if e.skipped {
+            return Skipped::error(e.message);
+        }
         // The message of an error without sources is the whole `io::Error`, as before.
         if e.source.is_none() && e.at.is_none() {
             return io::Error::new(e.kind, e.message);
@@ -98,6 +132,15 @@ mod tests {
         assert_eq!(e.what(), Some("/var/log/ying"));
         let e = Error::new(io::ErrorKind::NotFound, "/var/log/ying: gone").at("/var/log/ying");
         assert_eq!(e.to_string(), "/var/log/ying: gone");
+    }
+
+    #[test]
+    fn skipped_work_stays_skipped_across_the_guard() {
+        let e = Error::from_io(&Skipped::error("RLIMIT_AS too near"));
+        let io: io::Error = e.into();
+        assert!(Skipped::is(&io));
+        assert_eq!(io.to_string(), "skipped: RLIMIT_AS too near");
+        assert!(!Skipped::is(&io::Error::other("skipped: not really")));
     }
 
     #[test]

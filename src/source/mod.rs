@@ -19,10 +19,12 @@
 //!
 //! Report sets are also written one at a time in the process: [`turn`].
 
+pub(crate) mod budget;
 mod error;
 pub(crate) mod turn;
 
 pub use error::Error;
+pub(crate) use error::Skipped;
 pub use turn::DEFAULT_DUMP_TIMEOUT;
 
 use std::io;

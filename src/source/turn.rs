@@ -86,8 +86,13 @@ pub(crate) fn in_report_turn<T>(timeout: Duration, f: impl FnOnce() -> T) -> io:
 
 /// Gives the memory a report build freed back to the system (glibc's `malloc_trim`): the
 /// build allocates tens of megabytes for a large profile and frees them all, and glibc keeps
-/// freed memory of a thread's arena (other than at its top) until that arena is trimmed.
+/// freed memory of a thread's arena (other than at its top) until that arena is trimmed. Not
+/// where the profiler's memory is its own heap (the shim's): glibc's heap is the program's
+/// alone there, and its trimming the program's business.
 pub(crate) fn trim_after_dump() {
+    if super::budget::own_heap() {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks and releases glibc's own free lists; it is called outside
     // every allocation hook and holds no lock of ours.

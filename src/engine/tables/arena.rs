@@ -73,9 +73,13 @@ pub(crate) const POOL: usize = 256 * 1024;
 /// small block's size), 16 second-level classes each.
 type Tlsf = FlexTlsf<Pools, u16, u16, 14, 16>;
 
-/// The small-block heap.
-static HEAP: SpinMutex<Tlsf> = SpinMutex::new(FlexTlsf::new(Pools));
-/// Bytes mapped here (pools and big blocks).
+/// The tables' small-block heap.
+static HEAP: SpinMutex<Tlsf> = SpinMutex::new(FlexTlsf::new(Pools { reserved: false }));
+/// The small-block heap of the rest of the profiler's memory under the shim (see
+/// [`Profiler`]): a lock of its own, so that a report's many allocations never hold up a
+/// sample that grows a table.
+static PROFILER_HEAP: SpinMutex<Tlsf> = SpinMutex::new(FlexTlsf::new(Pools { reserved: true }));
+/// Bytes mapped here (pools and big blocks, both heaps).
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// `len` rounded up to whole pages (`None` on overflow).
@@ -147,8 +151,13 @@ pub(crate) fn mapped_bytes() -> usize {
     MAPPED.load(Ordering::Relaxed)
 }
 
-/// Maps `len` bytes (a multiple of the page size) of fresh zeroed memory, counted.
-fn map(len: usize) -> Option<NonNull<u8>> {
+/// Maps `len` bytes (a multiple of the page size) of fresh zeroed memory, counted: cut from a
+/// reservation when `reserved` and one is held ([`reserve`]), else a new mapping.
+fn map(len: usize, reserved: bool) -> Option<NonNull<u8>> {
+    if reserved && let Some(p) = carve(len) {
+        counted_map(p.as_ptr() as usize, len);
+        return Some(p);
+    }
     // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
     // existing memory.
     let p = unsafe {
@@ -178,9 +187,12 @@ unsafe fn unmap(p: NonNull<u8>, len: usize) {
     counted_unmap(p.as_ptr() as usize, len);
 }
 
-/// Where the TLSF heap gets its pools: fresh mappings, never returned.
+/// Where a TLSF heap gets its pools: fresh mappings (cut from a reservation when `reserved`
+/// and one is held), never returned.
 #[derive(Debug)]
-struct Pools;
+struct Pools {
+    reserved: bool,
+}
 
 // SAFETY: `alloc` returns a fresh mapping of at least `min_size` bytes, page-aligned (at least
 // `min_align`), owned by the heap from then on; pools are never deallocated (`supports_dealloc`
@@ -188,7 +200,7 @@ struct Pools;
 unsafe impl FlexSource for Pools {
     unsafe fn alloc(&mut self, min_size: usize) -> Option<NonNull<[u8]>> {
         let len = pages(min_size.max(POOL))?;
-        let p = map(len)?;
+        let p = map(len, self.reserved)?;
         Some(NonNull::slice_from_raw_parts(p, len))
     }
 
@@ -208,10 +220,74 @@ fn dangling(layout: Layout) -> NonNull<u8> {
     NonNull::new(std::ptr::without_provenance_mut(layout.align())).unwrap_or(NonNull::dangling())
 }
 
-/// The allocator handle of the profiler's heap (see the module docs). Zero-sized: every
-/// handle names the one heap.
+/// Which of the two heaps a handle names.
+trait Which {
+    /// Its small-block heap.
+    fn heap() -> &'static SpinMutex<Tlsf>;
+    /// Whether its mappings may be cut from a reservation ([`reserve`]).
+    const RESERVED: bool;
+}
+
+/// The allocator handle of the tables' heap (see the module docs). Zero-sized: every handle
+/// names the one heap.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Arena;
+
+impl Which for Arena {
+    fn heap() -> &'static SpinMutex<Tlsf> {
+        &HEAP
+    }
+    const RESERVED: bool = false;
+}
+
+/// The handle of the heap that holds the rest of the profiler's memory under the shim (its
+/// Rust allocator: reports, symbols, the endpoint, threads' state), so that none of it is the
+/// program's glibc heap: a program at its memory limit or counting its heap with `mallinfo2`
+/// sees none of it, and a report's memory can be reserved before the report starts
+/// ([`reserve`]). The same design as the tables' heap, with a lock of its own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Profiler;
+
+impl Which for Profiler {
+    fn heap() -> &'static SpinMutex<Tlsf> {
+        &PROFILER_HEAP
+    }
+    const RESERVED: bool = true;
+}
+
+/// A block of `layout` from heap `W` (see [`Allocator::allocate`]).
+fn allocate_in<W: Which>(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    if layout.size() == 0 {
+        return Ok(NonNull::slice_from_raw_parts(dangling(layout), 0));
+    }
+    let p = if is_big(layout) {
+        if layout.align() > crate::sys::page_size() {
+            return Err(AllocError);
+        }
+        map(pages(layout.size()).ok_or(AllocError)?, W::RESERVED)
+    } else {
+        W::heap().lock().allocate(layout)
+    };
+    p.map(|p| NonNull::slice_from_raw_parts(p, layout.size())).ok_or(AllocError)
+}
+
+/// Frees a block of heap `W`.
+///
+/// # Safety
+/// `ptr` is a block of heap `W` allocated with `layout`, not used afterwards.
+unsafe fn deallocate_in<W: Which>(ptr: NonNull<u8>, layout: Layout) {
+    if layout.size() == 0 {
+        return;
+    }
+    if is_big(layout) {
+        // SAFETY: a big block is a whole mapping of the rounded size (see `allocate_in`,
+        // `resize_in`), and the caller no longer uses it.
+        unsafe { unmap(ptr, pages(layout.size()).unwrap_or(layout.size())) };
+    } else {
+        // SAFETY: a small block came from this TLSF heap with this alignment.
+        unsafe { W::heap().lock().deallocate(ptr, layout.align()) };
+    }
+}
 
 // SAFETY: blocks are valid until deallocated through any `Arena` handle (they all name one
 // heap); small blocks come from the TLSF heap with the requested layout, big blocks are whole
@@ -221,32 +297,12 @@ pub(crate) struct Arena;
 // a caller passes back is the one the block was made with.
 unsafe impl Allocator for Arena {
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        if layout.size() == 0 {
-            return Ok(NonNull::slice_from_raw_parts(dangling(layout), 0));
-        }
-        let p = if is_big(layout) {
-            if layout.align() > crate::sys::page_size() {
-                return Err(AllocError);
-            }
-            map(pages(layout.size()).ok_or(AllocError)?)
-        } else {
-            HEAP.lock().allocate(layout)
-        };
-        p.map(|p| NonNull::slice_from_raw_parts(p, layout.size())).ok_or(AllocError)
+        allocate_in::<Arena>(layout)
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() == 0 {
-            return;
-        }
-        if is_big(layout) {
-            // SAFETY: a big block is a whole mapping of the rounded size (see `allocate`,
-            // `grow`, `shrink`), and the caller no longer uses it.
-            unsafe { unmap(ptr, pages(layout.size()).unwrap_or(layout.size())) };
-        } else {
-            // SAFETY: a small block came from this TLSF heap with this alignment.
-            unsafe { HEAP.lock().deallocate(ptr, layout.align()) };
-        }
+        // SAFETY: the caller's guarantees for `deallocate`.
+        unsafe { deallocate_in::<Arena>(ptr, layout) }
     }
 
     unsafe fn grow(
@@ -255,8 +311,8 @@ unsafe impl Allocator for Arena {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: the caller's guarantees for `grow` are those of `resize`.
-        unsafe { resize(ptr, old, new) }
+        // SAFETY: the caller's guarantees for `grow` are those of `resize_in`.
+        unsafe { resize_in::<Arena>(ptr, old, new) }
     }
 
     unsafe fn shrink(
@@ -265,27 +321,91 @@ unsafe impl Allocator for Arena {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: the caller's guarantees for `shrink` are those of `resize`.
-        unsafe { resize(ptr, old, new) }
+        // SAFETY: the caller's guarantees for `shrink` are those of `resize_in`.
+        unsafe { resize_in::<Arena>(ptr, old, new) }
     }
 }
 
-/// Moves the block `ptr` of layout `old` to one of layout `new`, keeping its first
-/// `min(old, new)` bytes: big to big with `mremap`, small to small with the TLSF heap (in
-/// place when it can), otherwise a new block, a copy and a free.
+impl Profiler {
+    /// Whether a block of `layout` is a mapping of its own (fresh pages when allocated: zero).
+    pub fn is_own_mapping(layout: Layout) -> bool {
+        is_big(layout)
+    }
+
+    /// A block of `layout`, or null (as `GlobalAlloc::alloc`).
+    pub fn alloc(layout: Layout) -> *mut u8 {
+        allocate_in::<Profiler>(layout).map_or(std::ptr::null_mut(), |p| p.cast::<u8>().as_ptr())
+    }
+
+    /// Frees a block (as `GlobalAlloc::dealloc`).
+    ///
+    /// # Safety
+    /// `ptr` came from [`Profiler::alloc`] or [`Profiler::realloc`] with `layout`, and is not
+    /// used afterwards.
+    pub unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
+        if let Some(p) = NonNull::new(ptr) {
+            // SAFETY: the caller's contract.
+            unsafe { deallocate_in::<Profiler>(p, layout) }
+        }
+    }
+
+    /// The block `ptr` of `layout` resized to `new_size` bytes, its contents kept, or null
+    /// with the old block untouched (as `GlobalAlloc::realloc`).
+    ///
+    /// # Safety
+    /// As for [`Profiler::dealloc`]; `new_size`, rounded up to the alignment, does not
+    /// overflow `isize`.
+    pub unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let (Some(p), Ok(new)) =
+            (NonNull::new(ptr), Layout::from_size_align(new_size, layout.align()))
+        else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: the caller's contract.
+        unsafe { resize_in::<Profiler>(p, layout, new) }
+            .map_or(std::ptr::null_mut(), |p| p.cast::<u8>().as_ptr())
+    }
+}
+
+/// Moves the block `ptr` of layout `old` of heap `W` to one of layout `new`, keeping its first
+/// `min(old, new)` bytes: big to big with `mremap` (onto pages cut from a reservation when
+/// `W` may use one and one is held, so that a growing block needs no memory beyond it),
+/// small to small with the TLSF heap (in place when it can), otherwise a new block, a copy
+/// and a free.
 ///
 /// # Safety
-/// `ptr` is a block of this heap allocated with `old`, not used by the caller afterwards
+/// `ptr` is a block of heap `W` allocated with `old`, not used by the caller afterwards
 /// unless this fails.
-unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[u8]>, AllocError> {
+unsafe fn resize_in<W: Which>(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+) -> Result<NonNull<[u8]>, AllocError> {
     if old.size() != 0 && new.size() != 0 && old.align() == new.align() {
         if is_big(old) && is_big(new) {
             let from = pages(old.size()).ok_or(AllocError)?;
             let to = pages(new.size()).ok_or(AllocError)?;
+            let onto = if W::RESERVED && to > from { carve(to) } else { None };
             // SAFETY: `ptr` is a whole mapping of `from` bytes (a big block); the kernel moves
-            // or resizes it and keeps its contents.
-            let p = unsafe { libc::mremap(ptr.as_ptr().cast(), from, to, libc::MREMAP_MAYMOVE) };
+            // or resizes it and keeps its contents. `onto`, when given, is `to` bytes of a
+            // reservation of ours that nothing uses, which the move replaces.
+            let p = unsafe {
+                match onto {
+                    Some(at) => libc::mremap(
+                        ptr.as_ptr().cast(),
+                        from,
+                        to,
+                        libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                        at.as_ptr().cast::<libc::c_void>(),
+                    ),
+                    None => libc::mremap(ptr.as_ptr().cast(), from, to, libc::MREMAP_MAYMOVE),
+                }
+            };
             if p == libc::MAP_FAILED {
+                if let Some(at) = onto {
+                    // SAFETY: the carved pages are ours and unused.
+                    unsafe { libc::munmap(at.as_ptr().cast(), to) };
+                }
                 return Err(AllocError);
             }
             counted_unmap(ptr.as_ptr() as usize, from);
@@ -295,11 +415,11 @@ unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[
         }
         if !is_big(old) && !is_big(new) {
             // SAFETY: `ptr` came from this TLSF heap with the same alignment as `new`.
-            let p = unsafe { HEAP.lock().reallocate(ptr, new) }.ok_or(AllocError)?;
+            let p = unsafe { W::heap().lock().reallocate(ptr, new) }.ok_or(AllocError)?;
             return Ok(NonNull::slice_from_raw_parts(p, new.size()));
         }
     }
-    let p = Arena.allocate(new)?;
+    let p = allocate_in::<W>(new)?;
     // SAFETY: both blocks are valid for the copied length, which neither exceeds; they are
     // distinct blocks; the old one is freed with the layout it was made with.
     unsafe {
@@ -308,19 +428,112 @@ unsafe fn resize(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[
             p.cast::<u8>().as_ptr(),
             old.size().min(new.size()),
         );
-        Arena.deallocate(ptr, old);
+        deallocate_in::<W>(ptr, old);
     }
     Ok(p)
 }
 
-/// `fork` prepare: takes the heap's lock (after every table lock).
+/// `fork` prepare: takes the heaps' locks (after every table lock; the profiler heap's last,
+/// as nothing is taken while it is held).
 pub(crate) fn lock_for_fork() {
     HEAP.lock_for_fork();
+    PROFILER_HEAP.lock_for_fork();
+    RESERVATIONS.lock_for_fork();
 }
 
 /// `fork` parent and child: releases what [`lock_for_fork`] took.
 pub(crate) fn unlock_after_fork() {
+    RESERVATIONS.force_unlock();
+    PROFILER_HEAP.force_unlock();
     HEAP.force_unlock();
+}
+
+/// The reservations held now: (next free page, end) of each, 0 for a free slot. Few pieces of
+/// work hold one at a time (a report set, a live-file version, an endpoint's request, a push).
+static RESERVATIONS: SpinMutex<[(usize, usize); 8]> = SpinMutex::new([(0, 0); 8]);
+
+/// Memory mapped for a piece of work before it starts, so that what the work allocates from
+/// the profiler heap ([`Profiler`]) comes from memory the process already has: a program at its
+/// address-space or data limit, or under strict overcommit, cannot make the work fail halfway
+/// (where an infallible allocation would abort the program). While any reservation is held,
+/// the profiler heap's new pools and big blocks are cut from it; what is left of it is unmapped
+/// when it is dropped. The pages are not touched until used: a reservation costs address space
+/// and commit charge, no resident memory.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    start: usize,
+    len: usize,
+}
+
+/// Maps `bytes` (rounded up to pages) as a reservation; `None` when the mapping fails (the
+/// limit is near: the caller skips its work) or every slot is taken.
+pub(crate) fn reserve(bytes: usize) -> Option<Reservation> {
+    let len = pages(bytes.max(1))?;
+    // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
+    // existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let start = p as usize;
+    let mut slots = RESERVATIONS.lock();
+    match slots.iter_mut().find(|s| s.0 == 0) {
+        Some(slot) => {
+            *slot = (start, start + len);
+            Some(Reservation { start, len })
+        }
+        None => {
+            drop(slots);
+            // SAFETY: just mapped here, used by nothing.
+            unsafe { libc::munmap(p, len) };
+            None
+        }
+    }
+}
+
+/// `len` bytes (a multiple of the page size) cut from a reservation held now, if one has them.
+fn carve(len: usize) -> Option<NonNull<u8>> {
+    let mut slots = RESERVATIONS.lock();
+    let slot = slots.iter_mut().find(|s| s.0 != 0 && s.1 - s.0 >= len)?;
+    let p = slot.0;
+    slot.0 += len;
+    NonNull::new(p as *mut u8)
+}
+
+impl Reservation {
+    /// Bytes of it not used yet.
+    pub(crate) fn left(&self) -> usize {
+        RESERVATIONS
+            .lock()
+            .iter()
+            .find(|s| s.1 == self.start + self.len && s.0 != 0)
+            .map_or(0, |s| s.1 - s.0)
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let end = self.start + self.len;
+        let mut slots = RESERVATIONS.lock();
+        let Some(slot) = slots.iter_mut().find(|s| s.1 == end && s.0 != 0) else { return };
+        let next = slot.0;
+        *slot = (0, 0);
+        drop(slots);
+        if next < end {
+            // SAFETY: the pages from `next` to `end` were never cut from the reservation: they
+            // are ours and unused.
+            unsafe { libc::munmap(next as *mut libc::c_void, end - next) };
+        }
+    }
 }
 
 /// A `Vec` in the profiler's heap.
@@ -337,7 +550,7 @@ mod tests {
     #[test]
     fn small_blocks_are_reused_after_free() {
         // A heap of its own: other tests allocate from the shared one at the same time.
-        let mut heap: Tlsf = FlexTlsf::new(Pools);
+        let mut heap: Tlsf = FlexTlsf::new(Pools { reserved: false });
         let l = layout(200, 8);
         let a = heap.allocate(l).unwrap();
         // SAFETY: `a` was just allocated from `heap` with `l`'s alignment.
@@ -392,6 +605,35 @@ mod tests {
         unsafe { Arena.deallocate(p, l) };
         let after = mapped_bytes();
         assert!(after + SIZE <= during + SLACK, "the mapping is returned: {during} -> {after}");
+    }
+
+    #[test]
+    fn a_reservation_serves_the_profiler_heap_and_gives_back_the_rest() {
+        // Other tests allocate from the profiler heap too: a reservation is cut from by
+        // whoever maps while it is held, so only what this test sees of it is checked.
+        let r = reserve(8 << 20).expect("8 MiB mapped");
+        let (start, end) = (r.start, r.start + r.len);
+        let l = layout(1 << 20, 8);
+        let p = Profiler::alloc(l);
+        assert!(!p.is_null());
+        assert!((start..end).contains(&(p as usize)), "a big block cut from the reservation");
+        assert!(r.left() <= (8 << 20) - (1 << 20));
+        // Grown past its pages: moved onto pages of the reservation, contents kept.
+        // SAFETY: `p` is valid for 1 MiB.
+        unsafe { p.write(42) };
+        // SAFETY: `p` was allocated with `l`.
+        let q = unsafe { Profiler::realloc(p, l, 3 << 20) };
+        assert!((start..end).contains(&(q as usize)), "grown onto the reservation");
+        // SAFETY: `q` keeps the first byte.
+        assert_eq!(unsafe { q.read() }, 42);
+        drop(r);
+        // The rest is unmapped: a byte past the blocks' pages faults no more than the blocks'
+        // own pages stay usable.
+        // SAFETY: `q` is valid for 3 MiB.
+        unsafe { q.add((3 << 20) - 1).write(7) };
+        // SAFETY: `q` was resized to 3 MiB with `l`'s alignment.
+        unsafe { Profiler::dealloc(q, layout(3 << 20, 8)) };
+        assert!(reserve(usize::MAX / 2).is_none(), "an impossible reservation is refused");
     }
 
     #[test]

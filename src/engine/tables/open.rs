@@ -15,8 +15,9 @@
 //!   (backward shift), so lookups never walk over deleted slots and the table does not fill
 //!   with them under churn.
 //! * Both arrays live in the profiler's heap ([`super::arena`]): growing one under the caller's
-//!   lock is allowed (the heap's lock comes after the tables'). A failed mapping aborts, as the
-//!   tables' other collections do.
+//!   lock is allowed (the heap's lock comes after the tables'). The sampled path makes room
+//!   first ([`OpenTable::try_room`], or [`OpenTable::try_insert`]), so that at a memory limit a
+//!   table that cannot grow loses a sample instead of aborting the program.
 
 use super::arena::{Arena, ArenaVec};
 
@@ -83,7 +84,29 @@ impl<K: Key, V: Value> OpenTable<K, V> {
         self.vals.get(i).copied()
     }
 
-    /// Stores `v` for `k` (not [`Key::EMPTY`]); returns the value it replaces, if any.
+    /// Makes room for `n` more keys: the next `n` inserts grow nothing. False, the table
+    /// unchanged, when its arrays could not get the memory.
+    #[inline]
+    pub(crate) fn try_room(&mut self, n: usize) -> bool {
+        let mut capacity = self.keys.len().max(MIN_CAPACITY / 2);
+        while (self.len + n) * 4 > capacity * 3 {
+            capacity *= 2;
+        }
+        capacity == self.keys.len() || self.try_grow(capacity)
+    }
+
+    /// Stores `v` for `k` (not [`Key::EMPTY`]); returns the value it replaces, if any. `Err`,
+    /// the table unchanged, when it had to grow and could not get the memory.
+    #[inline]
+    pub(crate) fn try_insert(&mut self, k: K, v: V) -> Result<Option<V>, ()> {
+        if !self.try_room(1) {
+            return Err(());
+        }
+        Ok(self.insert(k, v))
+    }
+
+    /// Stores `v` for `k` (not [`Key::EMPTY`]); returns the value it replaces, if any. Grows
+    /// when full, aborting if that fails: the sampled path makes room first.
     #[inline]
     pub(crate) fn insert(&mut self, k: K, v: V) -> Option<V> {
         debug_assert!(k != K::EMPTY);
@@ -132,9 +155,25 @@ impl<K: Key, V: Value> OpenTable<K, V> {
     #[inline(never)]
     fn grow(&mut self) {
         let capacity = (self.keys.len() * 2).max(MIN_CAPACITY);
-        let mut keys = ArenaVec::with_capacity_in(capacity, Arena);
+        if !self.try_grow(capacity) {
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::array::<K>(capacity).unwrap_or(std::alloc::Layout::new::<K>()),
+            );
+        }
+    }
+
+    /// `capacity` slots (a power of two, above the present), every key placed again; false,
+    /// the table unchanged, when the arrays could not be had.
+    #[cold]
+    #[inline(never)]
+    fn try_grow(&mut self, capacity: usize) -> bool {
+        let capacity = capacity.max(MIN_CAPACITY);
+        let mut keys = ArenaVec::new_in(Arena);
+        let mut vals = ArenaVec::new_in(Arena);
+        if keys.try_reserve_exact(capacity).is_err() || vals.try_reserve_exact(capacity).is_err() {
+            return false;
+        }
         keys.resize(capacity, K::EMPTY);
-        let mut vals = ArenaVec::with_capacity_in(capacity, Arena);
         vals.resize(capacity, V::EMPTY);
         let old_keys = std::mem::replace(&mut self.keys, keys);
         let old_vals = std::mem::replace(&mut self.vals, vals);
@@ -147,6 +186,7 @@ impl<K: Key, V: Value> OpenTable<K, V> {
                 }
             }
         }
+        true
     }
 
     /// Every key with its value, in no particular order.

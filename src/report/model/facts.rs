@@ -84,6 +84,9 @@ pub(crate) struct Facts {
     pub(crate) live_samples: u64,
     /// Samples whose stack was not kept (stack table full).
     pub(crate) dropped_samples: u64,
+    /// Samples the profiler's tables could not get the memory for, at a memory limit (see
+    /// `engine::tables::LOST_FOR_MEMORY`).
+    pub(crate) lost_for_memory: u64,
     /// Samples whose address was still recorded as live.
     pub(crate) address_conflicts: u64,
     /// Giant allocations refused.
@@ -126,6 +129,7 @@ impl Facts {
             unit: ByteUnit::Requested,
             live_samples: 0,
             dropped_samples: 0,
+            lost_for_memory: 0,
             address_conflicts: 0,
             giant_refused: 0,
             giant_refusals: Vec::new(),
@@ -153,6 +157,7 @@ impl Facts {
             unit,
             live_samples: tables::live_len() as u64,
             dropped_samples: tables::DROPPED_SAMPLES.load(Ordering::Relaxed),
+            lost_for_memory: tables::LOST_FOR_MEMORY.load(Ordering::Relaxed),
             address_conflicts: tables::ADDRESS_CONFLICTS.load(Ordering::Relaxed),
             giant_refused: tables::GIANT_REFUSED.load(Ordering::Relaxed),
             occasion,
