@@ -72,6 +72,10 @@ pub const DEFAULT_TOP_K: usize = 20;
 /// of a program whose memory changes at every check, and usually days. Older sets are what a
 /// long-running service no longer needs; the newest ones, and the exit report, are kept.
 pub const DEFAULT_MAX_REPORT_SETS: usize = 50;
+/// Default of `YING_SHORT_PROCESS_SECS`: a process that ends within 5 seconds writes its exit
+/// report raw (a full set costs it tens of milliseconds of symbolization, more than 1 % of such a
+/// life).
+pub const DEFAULT_SHORT_PROCESS_SECS: u64 = 5;
 /// Default number of report sets of one executable kept across its processes
 /// (`YING_RETAIN_SETS`): two processes' worth of [`DEFAULT_MAX_REPORT_SETS`], so that a
 /// restarted service keeps its last run's sets beside its own, and a short program run from
@@ -418,6 +422,15 @@ settings! {
          directory, from 0 to 1000000: after each report the oldest sets beyond this number \
          are removed, every file of a set, and nothing else (other processes' sets and other \
          files stay); 0 keeps every set.";
+    short_process_secs: u64 = DEFAULT_SHORT_PROCESS_SECS, "YING_SHORT_PROCESS_SECS",
+        |v| uint_in(v, 0, 31_536_000),
+        "A process that exits within this many seconds of its start (a `fork` child: of its \
+         fork), having written no report set before, writes its exit report as a raw profile, `<set>.live` (addresses and modules, no \
+         debug info read: a fraction of a full set's cost), which `ying run`, `ying view` and \
+         `ying report DIR` turn into the full set outside the process, naming each binary's \
+         frames once; compilers in a build, a shell's helpers and a fork storm's children then \
+         cost what their work costs; 0 writes every exit report in full (what \
+         `ProfilerRunnerBuilder` does unless told).";
     retain_sets: usize = DEFAULT_RETAIN_SETS, "YING_RETAIN_SETS",
         |v| to_usize(uint_in(v, 0, 1_000_000)?),
         "Report sets of one executable kept in the reporting directory across its processes, \
@@ -945,6 +958,7 @@ mod tests {
             ("YING_PYTHON_FRAMES", "off"),
             ("YING_TOP_K", "100000"),
             ("YING_MAX_REPORT_SETS", "0"),
+            ("YING_SHORT_PROCESS_SECS", "0"),
             ("YING_RETAIN_SETS", "7"),
             ("YING_RETAIN_BYTES", "3MiB"),
             ("YING_MIN_FREE_SPACE", "1GiB,2%"),
@@ -983,6 +997,7 @@ mod tests {
             python_frames: false,
             top_k: 100_000,
             max_report_sets: 0,
+            short_process_secs: 0,
             retain_sets: 7,
             retain_bytes: 3 << 20,
             min_free_space: DiskFloor { bytes: 1 << 30, percent: 2 },
@@ -1354,6 +1369,7 @@ mod tests {
                 "YING_PYTHON_FRAMES",
                 "YING_TOP_K",
                 "YING_MAX_REPORT_SETS",
+                "YING_SHORT_PROCESS_SECS",
                 "YING_RETAIN_SETS",
                 "YING_RETAIN_BYTES",
                 "YING_MIN_FREE_SPACE",
@@ -1379,9 +1395,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 36 fields (checked by the
+        // One row per field: a Config literal must name all 37 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 36);
+        assert_eq!(VARIABLES.len(), 37);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1449,6 +1465,7 @@ mod tests {
                 "true",
                 "20",
                 "50",
+                "5",
                 "100",
                 "512MiB",
                 "64MiB,1%",

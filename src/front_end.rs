@@ -116,7 +116,7 @@ pub fn use_profiler_heap() {
 }
 pub use crate::report::files::ReportDir;
 pub use crate::runner::lifecycle::{
-    before_exit, exiting, program_threads_ended, stop_profiler_threads,
+    before_exec, before_exit, exiting, program_threads_ended, stop_profiler_threads,
 };
 pub use crate::runner::settings::apply_sampling_config;
 pub use crate::symbols::symbolize::{Module, code_range_of, module_of, modules};

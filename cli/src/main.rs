@@ -164,9 +164,13 @@ enum Cmd {
     /// profiles, the manifest and the HTML page. Frames are named from the binaries on disk
     /// when their build id is the one the process ran; a rebuilt or missing binary's frames
     /// are shown as module+0xoffset, with one warning. Prints the text report's path.
+    ///
+    /// Given a directory, writes the set of every raw exit profile in it that has none yet
+    /// (ying.EXE.PID.SEQ.TIME.live: a process that ended within YING_SHORT_PROCESS_SECS of its
+    /// start writes its exit report so), beside it, and prints each text report's path.
     #[command(after_help = "Example: ying report ying-profiles/ying.server.4242.live")]
     Report {
-        /// The live file.
+        /// The live file, or a directory of raw exit profiles.
         file: PathBuf,
         /// Where the set goes (default: FILE's directory).
         #[arg(short, long, value_name = "DIR")]
@@ -352,6 +356,11 @@ fn main() -> ExitCode {
         }
         Cmd::Top { file, k, sample, cum, node_fraction, unit } => {
             top(file, k, sample, cum, node_fraction, unit).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Report { file, output: None } if file.is_dir() => {
+            run::report_dir(&file).and_then(|(text, ok)| {
+                out(&text).map(|()| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            })
         }
         Cmd::Report { file, output } => {
             run::report_live(&file, output.as_deref(), None).and_then(|r| {

@@ -40,6 +40,17 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, String> {
     if pb.is_file() {
         return Ok(pb);
     }
+    // A short process's raw exit profile (`YING_SHORT_PROCESS_SECS`): its set is made first.
+    let raw = PathBuf::from(format!("{name}.live"));
+    if raw.is_file() {
+        let dir = raw.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        ying_profiler::report::live::LiveProfile::read(&raw)
+            .and_then(|p| p.write_report_set(&dir, None))
+            .map_err(|e| format!("{}: {e}", raw.display()))?;
+        if pb.is_file() {
+            return Ok(pb);
+        }
+    }
     if arg.is_dir() {
         return Err(format!(
             "{name}: is a directory; name a report set in it (ying.<exe>.<pid>.<seq>.<time>) or a .pb.gz file"

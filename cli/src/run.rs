@@ -201,7 +201,10 @@ pub fn run(req: &Request) -> Result<u8, String> {
         (None, Some(sig)) => 128u8.saturating_add(sig as u8),
         _ => 1,
     };
-    let mut deaths = heaps_at_death(&reports, &before, pid as u32, &status, &reports);
+    // Short processes wrote their exit reports raw: their sets are made here, once per
+    // binary's symbols (one line for each that cannot be).
+    let mut deaths = render_raw(&reports);
+    deaths.extend(heaps_at_death(&reports, &before, pid as u32, &status, &reports));
     // A live file kept elsewhere (`YING_LIVE_FILE=DIR`).
     if let Some(live_dir) = std::env::var_os("YING_LIVE_FILE")
         .map(PathBuf::from)
@@ -218,6 +221,51 @@ pub fn run(req: &Request) -> Result<u8, String> {
         eprintln!("{line}");
     }
     Ok(code)
+}
+
+/// Turns the raw exit profiles in `dir` into their sets (`YING_SHORT_PROCESS_SECS`); returns a
+/// line for each that could not be, and each warning of those that were (a missing binary).
+pub fn render_raw(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (path, set) in ying_profiler::report::live::read::render_raw_sets(dir).unwrap_or_default() {
+        match set {
+            Ok(r) => lines.extend(r.warnings),
+            Err(e) => lines.push(format!("ying: {}: {e}", path.display())),
+        }
+    }
+    lines
+}
+
+/// `ying report DIR`: the set of every raw exit profile in `dir` that has none yet; returns
+/// the text reports' paths, a line each, and whether every one was made (each failure said on
+/// stderr).
+pub fn report_dir(dir: &Path) -> Result<(String, bool), String> {
+    let sets = ying_profiler::report::live::read::render_raw_sets(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    if sets.is_empty() {
+        return Err(format!(
+            "{}: no raw exit profile without its set (ying.<exe>.<pid>.<seq>.<time>.live without its .json)",
+            dir.display()
+        ));
+    }
+    let (mut text, mut ok) = (String::new(), true);
+    for (path, set) in sets {
+        match set {
+            Ok(r) => {
+                for w in &r.warnings {
+                    eprintln!("{w}");
+                }
+                let at = r.paths.text.as_ref().map_or(r.stem.clone(), |p| p.display().to_string());
+                text.push_str(&at);
+                text.push('\n');
+            }
+            Err(e) => {
+                eprintln!("ying: error: {}: {e}", path.display());
+                ok = false;
+            }
+        }
+    }
+    Ok((text, ok))
 }
 
 /// How the process `pid` ended, as a report's header says it, from its wait status.

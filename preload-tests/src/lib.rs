@@ -35,6 +35,10 @@
 //!   the test passes and kept (its path printed) when it fails. Tests can run in parallel.
 //! * Inherited `YING_*` and `LD_PRELOAD` variables are removed from every child's environment,
 //!   so a developer's settings cannot change the results.
+//! * A run under the shim writes its exit reports in full (`YING_SHORT_PROCESS_SECS=0`) unless
+//!   the test sets that variable: tests read the sets a process writes. The raw exit reports
+//!   of short processes, the default, and the sets `ying report` and `ying run` make of them
+//!   are tested in `churn.rs`.
 //! * `cc`, `c++` and `nm` are required. A test that needs an optional tool (python3, perl, gcc,
 //!   the coreutils of the pipeline) prints `SKIPPED: ...` and passes when it is not installed.
 //!
@@ -83,6 +87,7 @@
 //! | `memory_limits.rs` | a program that handles `ENOMEM` under `ulimit -v` and `ulimit -d`: fills to the limit and exits as plain (defaults, no report thread), every retry at the limit succeeds while reports are due, new stacks sampled at the limit, reports leave the program's `mallinfo2` as plain |
 //! | `full_disk.rs` | a full filesystem at exit: no half-written set, the live file kept and named; a program filling the filesystem its reports share loses no write (the free-space floor); sets written whole above it |
 //! | `retention.rs` | 150 short runs into one directory keep the newest 100 sets (`YING_RETAIN_SETS`), a byte limit holds, killed writers' temporary files removed by the next process and by `ying view` |
+//! | `churn.rs` | a short process writes its exit report raw and `ying report DIR` makes the same set; a fork storm of 2,000 children keeps a bounded directory; an `exec` is not a death, a failed one keeps the live file |
 //! | `other_preloads.rs` | libfaketime and a preload that allocates in every function it interposes, before and after the shim: no recursion through the clock |
 //! | `seccomp.rs` | filters installed with `prctl` and `syscall(SYS_seccomp)`, with and without `TSYNC`, that kill, trap or fail each call Ying makes: the program lives as in the plain run; harmless filters change nothing; strict mode |
 //!

@@ -12,7 +12,7 @@ const SIZE_MAX: u64 = u64::MAX;
 const HALF: u64 = u64::MAX / 2;
 
 /// The names of `EXPORTED_SYMBOLS` in preload/src/lib.rs.
-const EXPECTED: [&str; 78] = [
+const EXPECTED: [&str; 84] = [
     "_ZdaPv",
     "_ZdaPvRKSt9nothrow_t",
     "_ZdaPvSt11align_val_t",
@@ -44,7 +44,13 @@ const EXPECTED: [&str; 78] = [
     "epoll_pwait",
     "epoll_pwait2",
     "epoll_wait",
+    "execv",
+    "execve",
+    "execveat",
+    "execvp",
+    "execvpe",
     "exit",
+    "fexecve",
     "free",
     "free_aligned_sized",
     "free_sized",

@@ -15,10 +15,12 @@
 //! write in (`start::change_user`). `mmap`, `mmap64`, `munmap` and `mremap` count the program's anonymous
 //! mappings (the engine's `mapped`) around the system calls (`maps`). Everything else lives in `host` (per-thread state, our frames),
 //! `start` (configuration, fork, reports) and `heap` (the library's own allocator).
-//! `prctl` and `syscall` are exported to see a seccomp filter being installed (`seccomp`).
+//! `prctl` and `syscall` are exported to see a seccomp filter being installed (`seccomp`), and
+//! the `exec` family to remove the live file of an image that ends by `exec` (`exec`).
 
 mod chain;
 mod cxx;
+mod exec;
 mod heap;
 mod host;
 mod maps;
@@ -55,7 +57,7 @@ unsafe extern "C" {
 }
 
 /// Every symbol this library exports (checked against `nm -D` by the preload tests).
-pub const EXPORTED_SYMBOLS: [&str; 78] = [
+pub const EXPORTED_SYMBOLS: [&str; 84] = [
     "_ZdaPv",
     "_ZdaPvRKSt9nothrow_t",
     "_ZdaPvSt11align_val_t",
@@ -87,7 +89,13 @@ pub const EXPORTED_SYMBOLS: [&str; 78] = [
     "epoll_pwait",
     "epoll_pwait2",
     "epoll_wait",
+    "execv",
+    "execve",
+    "execveat",
+    "execvp",
+    "execvpe",
     "exit",
+    "fexecve",
     "free",
     "free_aligned_sized",
     "free_sized",
@@ -1350,6 +1358,7 @@ pub(crate) fn warm_lookups() {
         safe_points::next(slot, name);
     }
     signals::warm();
+    exec::warm();
 }
 
 // The program's signal handlers run inside a trampoline that counts the thread's handler

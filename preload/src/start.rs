@@ -297,6 +297,12 @@ static REPORT_THREAD: AtomicU8 = AtomicU8::new(THREAD_NONE);
 /// memory and TLS and runs none of those, has another pid.
 static OWN_PID: AtomicI32 = AtomicI32::new(0);
 
+/// Whether the calling process is the one the constructor (or the `fork` child handler) ran
+/// in: not a `vfork` child, which shares this one's memory and runs none of those.
+pub(crate) fn in_own_process() -> bool {
+    raw_pid() == OWN_PID.load(Ordering::Relaxed)
+}
+
 /// The process's pid from the kernel (never a cached value).
 fn raw_pid() -> i32 {
     // SAFETY: getpid has no arguments and cannot fail.

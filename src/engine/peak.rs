@@ -361,9 +361,9 @@ impl Peak {
     }
 }
 
-/// Nanoseconds on `CLOCK_BOOTTIME` at which this process started, from `/proc/self/stat`
-/// (report time only: reads a file).
-fn process_start_boot_ns() -> Option<u64> {
+/// Nanoseconds on `CLOCK_BOOTTIME` at which this process started (a `fork` child: was forked),
+/// from `/proc/self/stat` (report time only: reads a file).
+pub(crate) fn process_start_boot_ns() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may contain anything.
     let rest = &stat[stat.rfind(')')? + 1..];

@@ -134,7 +134,7 @@ fn open_no_follow(path: &Path, create: bool) -> io::Result<OwnedFd> {
 
 /// 64 unpredictable bits for a temporary name (the kernel's generator; the clock and a counter
 /// if it is unavailable).
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut v = 0u64;
     // SAFETY: `v` is a valid 8-byte buffer; GRND_NONBLOCK never waits.
     let n = unsafe { libc::getrandom((&raw mut v).cast(), 8, libc::GRND_NONBLOCK) };

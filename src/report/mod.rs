@@ -206,6 +206,11 @@ pub(crate) fn next_seq() -> u64 {
     SEQ.load(Ordering::Relaxed)
 }
 
+/// The number of the report set about to be written (the next one's is one more).
+pub(crate) fn take_seq() -> u64 {
+    SEQ.fetch_add(1, Ordering::Relaxed)
+}
+
 /// The number of the last giant refusal named on stderr.
 static REFUSALS_NAMED: AtomicU64 = AtomicU64::new(0);
 
@@ -254,7 +259,7 @@ pub(crate) fn write_set(
     dir: &files::ReportDir,
     in_timeline: bool,
 ) -> io::Result<ReportPaths> {
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let seq = take_seq();
     print_new_refusals(&r.facts.giant_refusals);
     let page = if in_timeline { Page::Process } else { Page::None };
     write_set_numbered(r, dir, seq, true, page)

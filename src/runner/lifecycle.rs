@@ -96,10 +96,21 @@ impl fmt::Debug for Lifecycle {
     }
 }
 
-/// Says once on stderr where the exit report went: its text report, and the process's page.
+/// Says once on stderr where the exit report went: its text report, and the process's page;
+/// or its raw profile, for `ying report` to name.
 fn announce(paths: &crate::report::ReportPaths) {
     let Some(first) = paths.text.as_ref().or(paths.manifest.as_ref()).or(paths.pprof.as_ref())
     else {
+        if let Some(raw) = &paths.raw {
+            crate::sys::write_stderr(
+                format!(
+                    "ying: exit report: {} (raw: `ying report {}` names it)\n",
+                    raw.display(),
+                    raw.display()
+                )
+                .as_bytes(),
+            );
+        }
         return;
     };
     let page = match &paths.html {
@@ -453,6 +464,16 @@ pub fn stop_profiler_threads(timeout: Duration) -> bool {
 #[doc(hidden)]
 pub fn exiting() -> bool {
     LIFE.exiting()
+}
+
+/// Called by the preload shim's `exec` family before the image is replaced: the live file of
+/// the image ending is removed (an `exec` is not a death; the new image writes its own). The
+/// caller holds the guard, in the process that wrote the file (never a `vfork` child).
+#[doc(hidden)]
+pub fn before_exec() {
+    if let Some((runner, _)) = LIFE.live_runner.get() {
+        runner.remove_live_file();
+    }
 }
 
 /// Called by the preload shim's `exit` before glibc's. glibc (before 2.41) lets several

@@ -114,7 +114,15 @@ impl ProfilerRunner {
                     }
                     written.map(drop)
                 }
-                _ => dir.touch(&name),
+                // A file removed under the heartbeat (at an `exec` that then failed) is
+                // written again at the next look.
+                _ => match dir.touch(&name) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        writer.rewrite();
+                        Ok(())
+                    }
+                    other => other,
+                },
             }
         });
         writer.done(now, due, interval, now.elapsed());

@@ -44,6 +44,9 @@ pub struct ProfilerRunner {
     pub(super) announce_exit_report: bool,
     pub(super) report_file_mode: u32,
     pub(super) max_report_sets: usize,
+    /// A process that exits within this many seconds of its start writes its exit report raw
+    /// (`YING_SHORT_PROCESS_SECS`; 0: always in full).
+    pub(super) short_process_secs: u64,
     /// How much of the executable's output the reporting directory keeps across its
     /// processes (`YING_RETAIN_SETS`, `YING_RETAIN_BYTES`).
     pub(super) retention: Retention,
@@ -125,6 +128,7 @@ impl Default for ProfilerRunner {
             announce_exit_report: true,
             report_file_mode: DEFAULT_FILE_MODE,
             max_report_sets: DEFAULT_MAX_REPORT_SETS,
+            short_process_secs: 0,
             retention: Retention { sets: DEFAULT_RETAIN_SETS, bytes: DEFAULT_RETAIN_BYTES },
             min_free_space: DEFAULT_DISK_FLOOR,
             dir: SharedDir::default(),
@@ -221,6 +225,16 @@ impl ProfilerRunnerBuilder {
     /// The runner being built.
     fn runner_mut(&mut self) -> &mut ProfilerRunner {
         self.inner.get_or_insert_with(ProfilerRunner::default)
+    }
+
+    /// A process that exits within `secs` seconds of its start (a `fork` child: of its fork)
+    /// writes its exit report as a raw profile (`<set>.live`) that `ying report DIR`, `ying
+    /// view` and `ying run` turn into the full set outside the process (`YING_SHORT_PROCESS_SECS`,
+    /// 5 by default in the environment). 0, the builder's default, writes every exit report in
+    /// full: a program that builds its runner knows how long it runs.
+    pub fn short_process_secs(&mut self, secs: u64) -> &mut Self {
+        self.runner_mut().short_process_secs = secs;
+        self
     }
 
     /// Report sets (and live files) of one executable the reporting directory keeps across
@@ -445,6 +459,7 @@ impl ProfilerRunner {
             announce_exit_report: true,
             report_file_mode: cfg.report_file_mode,
             max_report_sets: cfg.max_report_sets,
+            short_process_secs: cfg.short_process_secs,
             retention: Retention { sets: cfg.retain_sets, bytes: cfg.retain_bytes },
             min_free_space: cfg.min_free_space,
             dir: SharedDir::default(),

@@ -70,6 +70,7 @@ fn write_report_from(
     source: &dyn ProfileSource,
     opts: &ReportOptions,
     dir: &ReportDir,
+    raw: bool,
 ) -> io::Result<ReportPaths> {
     let (interval, unit) = (source.sample_interval(), source.unit());
     let occasion = Occasion {
@@ -80,6 +81,10 @@ fn write_report_from(
     let write = || {
         // The report's memory, reserved before it is taken (skipped near a memory limit).
         let _memory = budget::grant(Work::Set, occasion.exiting)?;
+        if raw {
+            let seq = report::take_seq();
+            return report::live::write::write_raw_set(dir, interval, unit, opts, occasion, seq);
+        }
         let mut r = Report::take(interval, unit, occasion, opts);
         report::write_set(&mut r, dir, true)
     };
@@ -116,6 +121,18 @@ impl ProfilerRunner {
         slot.open.get().ok_or_else(|| io::Error::other("reporting directory not recorded"))
     }
 
+    /// Whether this process is short-lived: it ends (this is its exit) within
+    /// `short_process_secs` of its start, or of its fork (see `YING_SHORT_PROCESS_SECS`), and
+    /// wrote no set before (one that did writes its exit report as it wrote the others).
+    fn short_lived(&self) -> bool {
+        if self.short_process_secs == 0 || crate::report::next_seq() != 0 {
+            return false;
+        }
+        let Some(start) = crate::engine::peak::process_start_boot_ns() else { return false };
+        let age = crate::sys::clock::boot_ns().saturating_sub(start);
+        age < self.short_process_secs.saturating_mul(1_000_000_000)
+    }
+
     /// Whether an automatic report (a periodic check's, the exit report) is worth writing: not
     /// when the process took no sample and refused nothing since it started or forked (its
     /// report would list no stack of its own), unless its `malloc` is another allocator's (the
@@ -144,11 +161,18 @@ impl ProfilerRunner {
         if let Err(why) = guarded(source, || self.keeps_floor(dir, Writing::Set), Clone::clone)? {
             return Err(Skipped::error(why));
         }
-        let written = write_report_from(source, &self.report_options(), dir);
+        // A short process's exit report is its raw profile (`YING_SHORT_PROCESS_SECS`).
+        let raw = LIFE.exiting() && guarded(source, || self.short_lived(), |s| *s).unwrap_or(false);
+        let written = write_report_from(source, &self.report_options(), dir, raw);
         if let Ok(paths) = &written {
             Writing::Set.wrote(paths.set_files().map(|p| p.as_path()));
         }
-        let _ = guarded(source, || self.remove_old_sets(dir), |_| ());
+        // The retention pass lists and measures the directory: a short process runs it one
+        // time in eight (at random), so that a storm of them keeps the directory bounded
+        // without each paying for it.
+        if !raw || crate::report::files::random_u64() % 8 == 0 {
+            let _ = guarded(source, || self.remove_old_sets(dir), |_| ());
+        }
         written
     }
 
@@ -384,7 +408,7 @@ pub fn write_report_now<A: GlobalAlloc + Send + Sync + 'static>(
         profiler,
         || ReportDir::open(dir, DEFAULT_FILE_MODE),
         |opened| match opened {
-            Ok(d) => write_report_from(profiler, options, d),
+            Ok(d) => write_report_from(profiler, options, d, false),
             Err(e) => Err(Error::from_io(e).into()),
         },
     );

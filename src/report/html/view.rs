@@ -248,6 +248,15 @@ pub fn write_view(dir: &Path) -> io::Result<PathBuf> {
     let names = |d: &Path| -> io::Result<Vec<String>> {
         Ok(std::fs::read_dir(d)?.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
     };
+    // Short processes' raw exit profiles become their sets first (one line for each that
+    // cannot).
+    if let Ok(rendered) = crate::report::live::read::render_raw_sets(dir) {
+        for (path, set) in rendered {
+            if let Err(e) = set {
+                crate::sys::warn(&format!("{}: {e}", path.display()));
+            }
+        }
+    }
     let top = names(dir)?;
     // Temporary files that dead processes or crashes left go first (one line when there were).
     if let Ok(d) = crate::report::files::ReportDir::open(dir, crate::config::DEFAULT_FILE_MODE)

@@ -398,3 +398,37 @@ fn intern(s: &str) -> &'static str {
     set.insert(leaked);
     leaked
 }
+
+/// The raw profiles in `dir` that are the whole of their set (`ying.<exe>.<pid>.<seq>.<time>.live`
+/// with no `.json` beside it: a short process's exit report, see `YING_SHORT_PROCESS_SECS`), in
+/// name order.
+pub fn raw_sets(dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    let names: Vec<String> = crate::sys::dir::entries(dir)?.into_iter().map(|e| e.name).collect();
+    let have: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut raw: Vec<std::path::PathBuf> = names
+        .iter()
+        .filter(|n| {
+            crate::report::SetName::parse_file(n).is_some_and(|(set, ext)| {
+                ext == super::EXTENSION && !have.contains(set.file("json").as_str())
+            })
+        })
+        .map(|n| dir.join(n))
+        .collect();
+    raw.sort();
+    Ok(raw)
+}
+
+/// Turns every raw profile of `dir` that is the whole of its set ([`raw_sets`]) into its full
+/// set, in `dir`, under its own name (the raw profile stays beside it); returns each one's
+/// outcome, in name order. What `ying run`, `ying view` and `ying report DIR` do first.
+pub fn render_raw_sets(
+    dir: &Path,
+) -> io::Result<Vec<(std::path::PathBuf, io::Result<LiveReport>)>> {
+    Ok(raw_sets(dir)?
+        .into_iter()
+        .map(|path| {
+            let set = LiveProfile::read(&path).and_then(|p| p.write_report_set(dir, None));
+            (path, set)
+        })
+        .collect())
+}

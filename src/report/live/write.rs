@@ -115,6 +115,11 @@ impl LiveWriter {
         }
     }
 
+    /// The file is gone (removed at an `exec` that failed): the next look writes a version.
+    pub(crate) fn rewrite(&mut self) {
+        self.last_totals = None;
+    }
+
     /// Records what was done at `now` (a version that took `cost`, or the heartbeat) and
     /// schedules the next version `interval` later, or 20 times `cost` when that is longer,
     /// so that writing never takes more than 5 % of the thread.
@@ -155,6 +160,23 @@ impl LiveWriter {
         let written = self.encode_state(&facts, &stacks, &modules, opts, next_seq, out);
         self.modules = modules;
         written
+    }
+
+    /// Writes the engine's state now, as of `facts` (read by the caller, who names the file
+    /// after them), as report set `seq`'s raw profile: no symbol is read. See
+    /// [`write_raw_set`].
+    fn encode_raw_set(
+        &mut self,
+        mut facts: Facts,
+        opts: &ReportOptions,
+        seq: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let modules: Vec<format::Module> =
+            crate::symbols::symbolize::modules().iter().map(module).collect();
+        let (stacks, peak) = table::take_unsymbolized();
+        facts.peak = peak;
+        self.encode_state(&facts, &stacks, &modules, opts, seq, out)
     }
 
     /// Writes the report `r` as a raw profile (`YING_SYMBOLIZE=offline`: the set's `.live`,
@@ -381,6 +403,35 @@ pub(crate) fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+/// Writes report set `seq` of this process into `dir` as its raw profile only,
+/// `ying.<exe>.<pid>.<seq>.<time>.live`: the engine's tables as addresses with their figures and
+/// histograms, the loaded modules with their build ids, the totals and the occasion, and no
+/// symbol read (a short process's exit report, `YING_SHORT_PROCESS_SECS`). `ying report`,
+/// `ying view` and `ying run` turn it into the full set, under the same name, outside the
+/// process. The caller holds the re-entrancy guard.
+pub(crate) fn write_raw_set(
+    dir: &crate::report::files::ReportDir,
+    sample_interval: u64,
+    unit: ByteUnit,
+    opts: &ReportOptions,
+    occasion: Occasion,
+    seq: u64,
+) -> io::Result<crate::report::ReportPaths> {
+    let facts = Facts::read(sample_interval, unit, occasion);
+    let stem = crate::report::SetName {
+        exe: facts.process.exe_name(),
+        pid: facts.process.pid,
+        seq,
+        stamp: crate::report::utc_timestamp(facts.taken_at, false),
+    }
+    .to_string();
+    let mut w = LiveWriter::default();
+    let raw = dir.write_atomic_with(&format!("{stem}.{}", super::EXTENSION), |out| {
+        w.encode_raw_set(facts, opts, seq, out)
+    })?;
+    Ok(crate::report::ReportPaths { raw: Some(raw), ..Default::default() })
 }
 
 #[cfg(test)]
