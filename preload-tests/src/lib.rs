@@ -88,6 +88,7 @@
 //! | `full_disk.rs` | a full filesystem at exit: no half-written set, the live file kept and named; a program filling the filesystem its reports share loses no write (the free-space floor); sets written whole above it |
 //! | `retention.rs` | 150 short runs into one directory keep the newest 100 sets (`YING_RETAIN_SETS`), a byte limit holds, killed writers' temporary files removed by the next process and by `ying view` |
 //! | `churn.rs` | a short process writes its exit report raw and `ying report DIR` makes the same set; a fork storm of 2,000 children keeps a bounded directory; an `exec` is not a death, a failed one keeps the live file |
+//! | `scrape_latency.rs` | sampled `malloc`s timed under a `curl` loop on `/debug/pprof/heap` of 262,144 stacks: the slowest waits for a slice of a stripe, not the stripe |
 //! | `other_preloads.rs` | libfaketime and a preload that allocates in every function it interposes, before and after the shim: no recursion through the clock |
 //! | `seccomp.rs` | filters installed with `prctl` and `syscall(SYS_seccomp)`, with and without `TSYNC`, that kill, trap or fail each call Ying makes: the program lives as in the plain run; harmless filters change nothing; strict mode |
 //!

@@ -9,11 +9,14 @@
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// A mutual-exclusion lock built on one atomic flag.
+/// A mutual-exclusion lock built on one atomic flag, and a count of the threads waiting for it
+/// (so that a holder that takes it again and again, a report reading a table in slices, can let
+/// them in between: [`SpinMutex::hand_over`]; the lock is not fair otherwise).
 pub(crate) struct SpinMutex<T> {
     locked: AtomicBool,
+    waiting: AtomicU32,
     value: UnsafeCell<T>,
 }
 
@@ -25,20 +28,43 @@ unsafe impl<T: Send> Send for SpinMutex<T> {}
 
 impl<T> SpinMutex<T> {
     pub(crate) const fn new(value: T) -> Self {
-        Self { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        Self {
+            locked: AtomicBool::new(false),
+            waiting: AtomicU32::new(0),
+            value: UnsafeCell::new(value),
+        }
     }
 
-    /// Takes the lock, spinning (then yielding) while another thread holds it.
+    /// Takes the lock, spinning (then yielding) while another thread holds it. A thread that
+    /// has to wait counts itself among the waiters until it has the lock (no cost when the
+    /// lock is free).
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        if self.take() {
+            return SpinGuard { lock: self };
+        }
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        self.lock_contended();
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        SpinGuard { lock: self }
+    }
+
+    /// One attempt at the lock.
+    #[inline(always)]
+    fn take(&self) -> bool {
+        !self.locked.load(Ordering::Relaxed)
+            && self
+                .locked
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Spins (then yields) until the lock is taken.
+    #[cold]
+    fn lock_contended(&self) {
         let mut spins = 0u32;
         loop {
-            if !self.locked.load(Ordering::Relaxed)
-                && self
-                    .locked
-                    .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return SpinGuard { lock: self };
+            if self.take() {
+                return;
             }
             spins = spins.saturating_add(1);
             // Under a seccomp filter `sched_yield` may be punished: spin on.
@@ -47,6 +73,24 @@ impl<T> SpinMutex<T> {
             } else {
                 std::thread::yield_now();
             }
+        }
+    }
+
+    /// For a holder about to take the lock again at once (the lock is free when this is
+    /// called): waits, at most about `max_spins` spins, while threads wait for the lock and
+    /// none of them has taken it, so that they are not left out by the next taking.
+    pub(crate) fn hand_over(&self, max_spins: u32) {
+        for _ in 0..max_spins {
+            if self.waiting.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            if self.locked.load(Ordering::Relaxed) {
+                // A waiter has it: wait for it to be done, then let the next one in.
+                while self.locked.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+            std::hint::spin_loop();
         }
     }
 
