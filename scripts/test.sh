@@ -81,8 +81,9 @@ stage "build libying.so and the ying command"
 cargo build --release -p ying-preload -p ying-cli
 stage "library, integration and doc tests"
 cargo test --workspace --exclude preload-tests
-stage "the 10k-stack, 100-dump HTML page (optimized: minutes unoptimized)"
+stage "the 10k-stack, 100-dump HTML page and 400 report sets' memory (optimized: minutes unoptimized)"
 cargo test --release --test html_report ten_thousand
+cargo test --release --test report_soak
 stage "profile_spans feature"
 cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
 stage "LD_PRELOAD tests"

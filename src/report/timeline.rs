@@ -15,8 +15,10 @@
 //!   whole month at decreasing resolution towards the start, never more than [`MAX_POINTS`].
 //! - dumps: the newest [`DETAIL_DUMPS`] keep up to [`RETAINED_STACKS`] + [`ALLOCATED_STACKS`] +
 //!   [`PEAK_STACKS`] stacks of 56 bytes each (at most 9 KB a dump, 450 KB for 50 dumps); older
-//!   dumps keep only their [`CHART_STACKS`] largest stacks for the chart (about 700 bytes), and
-//!   past [`MAX_DUMPS`] dumps every second older one is dropped.
+//!   dumps keep only their [`CHART_STACKS`] largest stacks for the chart (about 1 KB with their
+//!   interned frames), and past [`MAX_DUMPS`] (128) dumps every second older one is dropped: the
+//!   dumps never hold more than about 530 KB, reached after 128 sets, and the profiler's memory
+//!   is flat from there (`tests/report_soak.rs`).
 //! - interned stacks and frames: 4 bytes a frame of each distinct stack still referenced, and
 //!   each distinct frame's name and `file:line` once; unreferenced ones are dropped when dumps
 //!   are thinned. A program whose top stacks stay the same (the usual case) holds each once.
@@ -48,8 +50,11 @@ pub const MAX_POINTS: usize = 4096;
 /// Dumps kept with their stacks in detail (their table, flamegraph and peak view): as many as
 /// the report sets a runner keeps by default ([`crate::utils::DEFAULT_MAX_REPORT_SETS`]).
 pub const DETAIL_DUMPS: usize = 50;
-/// Dumps kept at all (the older ones with their chart figures only).
-pub const MAX_DUMPS: usize = 1024;
+/// Dumps kept at all (the older ones with their chart figures only): a bound on the profiler's
+/// memory that is reached soon (past it, every second older dump is dropped, so the chart
+/// keeps the whole run at decreasing resolution), not after a month of dumps. At 1,024 each
+/// set left about 1.7 KB behind for a thousand sets (`tests/report_soak.rs`).
+pub const MAX_DUMPS: usize = 128;
 /// Stacks kept per dump, ranked by retained bytes (the flamegraph's; the rest is "others").
 pub const RETAINED_STACKS: usize = 100;
 /// Further stacks kept per dump, ranked by allocated bytes (the table's allocated view).
