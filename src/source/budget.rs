@@ -188,42 +188,57 @@ struct Limit {
     room: u64,
 }
 
+/// Whether the system runs with strict overcommit (`vm.overcommit_memory=2`), read once a
+/// process (a system setting that rarely changes; a `fork` child inherits the answer).
+fn strict_overcommit() -> bool {
+    static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STRICT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|s| s.trim() == "2")
+    })
+}
+
+/// The soft limit of `resource`, when it has one.
+fn soft_limit(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `rl` is a valid out-pointer.
+    (unsafe { libc::getrlimit(resource, &mut rl) } == 0 && rl.rlim_cur != libc::RLIM_INFINITY)
+        .then_some(rl.rlim_cur)
+}
+
+/// `field` of a `/proc` file's text (`Name:   123 kB`), bytes.
+fn kib(text: &str, field: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse::<u64>()
+        .ok()
+        .map(|k| k << 10)
+}
+
 /// The nearest of the process's memory limits that fail allocations: `RLIMIT_AS` against the
 /// address space in use, `RLIMIT_DATA` against the private writable memory (`VmData`), and
 /// under strict overcommit (`vm.overcommit_memory=2`) the system's commit limit against what
-/// is committed. `None` when none applies.
+/// is committed. `None` when none applies. Reads `/proc` only for a limit that is set (a short
+/// process's exit report reads no more than it must).
 fn nearest_limit() -> Option<Limit> {
     let mut limits = Vec::new();
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |text: &str, field: &str| -> Option<u64> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-            .split_whitespace()
-            .next()?
-            .parse::<u64>()
-            .ok()
-            .map(|k| k << 10)
-    };
-    for (resource, name, used) in [
-        (libc::RLIMIT_AS, "RLIMIT_AS", kib(&status, "VmSize")),
-        (libc::RLIMIT_DATA, "RLIMIT_DATA", kib(&status, "VmData")),
-    ] {
-        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: `rl` is a valid out-pointer.
-        if unsafe { libc::getrlimit(resource, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY
-        {
-            continue;
-        }
-        if let Some(used) = used {
-            limits.push(Limit {
-                name: format!("{name} ({})", crate::report::human_bytes(rl.rlim_cur)),
-                room: rl.rlim_cur.saturating_sub(used),
-            });
+    let rlimits = [
+        (soft_limit(libc::RLIMIT_AS), "RLIMIT_AS", "VmSize"),
+        (soft_limit(libc::RLIMIT_DATA), "RLIMIT_DATA", "VmData"),
+    ];
+    if rlimits.iter().any(|(l, _, _)| l.is_some()) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        for (limit, name, field) in rlimits {
+            if let (Some(limit), Some(used)) = (limit, kib(&status, field)) {
+                limits.push(Limit {
+                    name: format!("{name} ({})", crate::report::human_bytes(limit)),
+                    room: limit.saturating_sub(used),
+                });
+            }
         }
     }
-    let strict =
-        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|s| s.trim() == "2");
-    if strict {
+    if strict_overcommit() {
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         if let (Some(limit), Some(committed)) =
             (kib(&meminfo, "CommitLimit"), kib(&meminfo, "Committed_AS"))
