@@ -158,6 +158,19 @@ pub fn set_allocator(description: String, glibc: bool) {
     crate::report::set_allocator(description, glibc)
 }
 
+/// The path of the loaded object that holds `addr` (the loader's own record, found without a
+/// lock or an allocation: `_dl_find_object`), when there is one.
+pub fn object_path_of(addr: usize) -> Option<String> {
+    let (_, name) = crate::stack::unwind::object_of(addr)?;
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `l_name` is the object's NUL-terminated path, kept by the loader while
+    // the object is loaded.
+    let name = unsafe { std::ffi::CStr::from_ptr(name) };
+    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
+}
+
 /// Looks up what the caching unwinder needs from glibc, at start-up.
 pub fn warm_unwinder() {
     crate::stack::unwind::warm()

@@ -244,7 +244,7 @@ impl Which for Arena {
 /// Rust allocator: reports, symbols, the endpoint, threads' state), so that none of it is the
 /// program's glibc heap: a program at its memory limit or counting its heap with `mallinfo2`
 /// sees none of it, and a report's memory can be reserved before the report starts
-/// ([`reserve`]). The same design as the tables' heap, with a lock of its own.
+/// (`reserve`). The same design as the tables' heap, with a lock of its own.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Profiler;
 
