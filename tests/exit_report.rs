@@ -228,6 +228,11 @@ fn run(n: usize, case: &str, vars: &[(&str, &str)]) -> Child {
     std::fs::create_dir_all(&dir).unwrap();
     let mut cmd = common::this_test_binary();
     common::without_ying_vars(&mut cmd);
+    // Exit reports in full, as the cases read them, unless a case says otherwise (a short
+    // process writes its exit report raw by default through `from_env`).
+    if !vars.iter().any(|(k, _)| *k == "YING_SHORT_PROCESS_SECS") {
+        cmd.env("YING_SHORT_PROCESS_SECS", "0");
+    }
     cmd.env(CASE_VAR, case).envs(vars.iter().copied()).current_dir(&dir);
     let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
