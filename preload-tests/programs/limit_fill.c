@@ -11,7 +11,7 @@
  *            succeed (it asks for no more than it just gave back). Prints how many failed;
  *   stacks   fills the same way, frees one block in eight (glibc keeps them: the address
  *            space stays at its limit), then keeps 20,000 blocks of 64 bytes allocated at as
- *            many distinct call stacks (as many_stacks.c makes them; compile with
+ *            many distinct call stacks (distinct_stacks.h; compile with
  *            -fno-optimize-sibling-calls -fno-ipa-icf): sampled, each stack a new entry of the
  *            profiler's tables, which cannot grow at the limit;
  *   mallinfo takes mallinfo2() after its start, runs SECS seconds of balanced allocation with
@@ -20,12 +20,13 @@
  *            check of the program's own).
  */
 #include <malloc.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "distinct_stacks.h"
 
 #define BLOCK (64 << 10)
 #define SMALL 200
@@ -59,31 +60,6 @@ static size_t fill(void) {
         n++;
     }
     return n;
-}
-
-static void *marker_right(int depth, uint64_t bits);
-
-__attribute__((noinline)) static void *marker_left(int depth, uint64_t bits) {
-    void *p = depth == 0       ? malloc(64)
-              : (bits & 1) != 0 ? marker_right(depth - 1, bits >> 1)
-                                : marker_left(depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory"); /* keeps the calls out of tail position */
-    return p;
-}
-
-__attribute__((noinline)) static void *marker_right(int depth, uint64_t bits) {
-    void *p = depth == 0       ? malloc(64)
-              : (bits & 1) != 0 ? marker_right(depth - 1, bits >> 1)
-                                : marker_left(depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-static uint64_t splitmix(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
 }
 
 static void *stacked[20000];
@@ -128,7 +104,7 @@ int main(int argc, char **argv) {
             free(blocks[i]);
         long made = 0;
         for (long i = 0; i < 20000; i++) {
-            stacked[i] = marker_left(1 + (int)(i % 60), splitmix((uint64_t)i));
+            stacked[i] = distinct_stack(i);
             made += stacked[i] != NULL;
         }
         printf("at the limit: %s\n", made == 20000 ? "every small block made" : "some failed");

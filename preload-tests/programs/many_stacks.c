@@ -1,38 +1,10 @@
 /* many_stacks: one 64-byte allocation at each of N distinct call stacks (default 20000), all
- * kept until exit, so that the exit report has N stacks to write (report_memory.rs).
- *
- * Allocation i is made at the bottom of a recursion of depth 1 + i % 60 through two functions;
- * the bits of a hash of i choose which one each level calls, so (almost) every i has a call path
- * of its own. Compiled with -fno-optimize-sibling-calls -fno-ipa-icf so that every level keeps
- * its frame and the two functions stay two. */
-#include <stdint.h>
+ * kept until exit, so that the exit report has N stacks to write (report_memory.rs); the stacks
+ * are distinct_stacks.h's. Compiled with -fno-optimize-sibling-calls -fno-ipa-icf. */
 #include <stdio.h>
 #include <stdlib.h>
 
-static void *marker_right(int depth, uint64_t bits);
-
-__attribute__((noinline)) static void *marker_left(int depth, uint64_t bits) {
-    void *p = depth == 0       ? malloc(64)
-              : (bits & 1) != 0 ? marker_right(depth - 1, bits >> 1)
-                                : marker_left(depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory"); /* keeps the calls out of tail position */
-    return p;
-}
-
-__attribute__((noinline)) static void *marker_right(int depth, uint64_t bits) {
-    void *p = depth == 0       ? malloc(64)
-              : (bits & 1) != 0 ? marker_right(depth - 1, bits >> 1)
-                                : marker_left(depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-static uint64_t splitmix(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
+#include "distinct_stacks.h"
 
 void **keep; /* non-static: the blocks stay observably reachable */
 
@@ -44,8 +16,7 @@ int main(int argc, char **argv) {
     }
     unsigned long sum = 0;
     for (long i = 0; i < n; i++) {
-        uint64_t bits = splitmix((uint64_t)i);
-        keep[i] = marker_left(1 + (int)(i % 60), bits);
+        keep[i] = distinct_stack(i);
         sum += keep[i] != NULL;
     }
     printf("many_stacks: %lu blocks kept\n", sum);

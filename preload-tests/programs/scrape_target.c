@@ -1,41 +1,17 @@
 /* A program whose allocations are timed while its profile is scraped, for
  * tests/scrape_latency.rs and bench/scrape.sh: keeps STACKS blocks of 64 bytes at as many
- * distinct call stacks (argv[1], default 65536; as many_stacks.c makes them; compile with
+ * distinct call stacks (argv[1], default 65536; distinct_stacks.h's; compile with
  * -fno-optimize-sibling-calls -fno-ipa-icf), prints "ready" and then, for SECS seconds
  * (argv[2], default 3), allocates and frees one block of 100 bytes at a time, timing each
  * malloc; run with every allocation a sample (YING_SAMPLE_INTERVAL_BYTES=1), each of them
  * takes its stack's lock. Prints the slowest malloc in microseconds and the 99.9th percentile
  * to the file named by argv[3] (stdout stays the same in every run). */
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
-static void *marker_right(int depth, uint64_t bits);
-
-__attribute__((noinline)) static void *marker_left(int depth, uint64_t bits) {
-    void *p = depth == 0       ? malloc(64)
-              : (bits & 1) != 0 ? marker_right(depth - 1, bits >> 1)
-                                : marker_left(depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *marker_right(int depth, uint64_t bits) {
-    void *p = depth == 0       ? malloc(64)
-              : (bits & 1) != 0 ? marker_right(depth - 1, bits >> 1)
-                                : marker_left(depth - 1, bits >> 1);
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-static uint64_t splitmix(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
+#include "distinct_stacks.h"
 
 static double now(void) {
     struct timespec t;
@@ -52,7 +28,7 @@ int main(int argc, char **argv) {
     const char *out = argc > 3 ? argv[3] : "/dev/null";
     keep = malloc(sizeof(void *) * (size_t)n);
     for (long i = 0; i < n; i++)
-        keep[i] = marker_left(1 + (int)(i % 60), splitmix((uint64_t)i));
+        keep[i] = distinct_stack(i);
     /* A sleep (the report thread, and with it the endpoint, starts at this safe point). */
     usleep(200000);
     printf("ready\n");

@@ -6,19 +6,17 @@ use std::path::Path;
 
 use crate::{ReportSet, Run, report_sets};
 
-/// Runs `exe args` under the shim at a mean sampling interval of `interval` bytes with
-/// `YING_SEED=seed`, writing into `reports` (exit report only, no flamegraph, `extra` on top)
-/// and returns the last report set it wrote. Fails the test if the program fails or writes
-/// none.
-pub fn seeded_run(
+/// The run of `exe args` under the shim at a mean sampling interval of `interval` bytes with
+/// `YING_SEED=seed`, writing into `reports` (exit report only, no flamegraph, `extra` on top).
+pub fn seeded(
     exe: &Path,
     args: &[&str],
     interval: u64,
     seed: u64,
     reports: &Path,
     extra: &[(&str, &str)],
-) -> ReportSet {
-    let out = Run::new(exe)
+) -> Run {
+    Run::new(exe)
         .args(args)
         .with_preload()
         .envs(&[
@@ -30,7 +28,19 @@ pub fn seeded_run(
         .env("YING_SEED", seed.to_string())
         .env("YING_REPORTING_PATH", reports.display().to_string())
         .envs(extra)
-        .run();
+}
+
+/// Runs [`seeded`] and returns the last report set it wrote. Fails the test if the program
+/// fails or writes none.
+pub fn seeded_run(
+    exe: &Path,
+    args: &[&str],
+    interval: u64,
+    seed: u64,
+    reports: &Path,
+    extra: &[(&str, &str)],
+) -> ReportSet {
+    let out = seeded(exe, args, interval, seed, reports, extra).run();
     out.assert_success(&format!("{} {args:?} under the shim (seed {seed})", exe.display()));
     report_sets(reports)
         .pop()

@@ -5,7 +5,7 @@
 //! one parent sampled the same blocks or none, so their estimates were one draw repeated (the
 //! mean of 100 children was one child's estimate, and their variance zero).
 
-use preload_tests::{EXACT, Run, TestDir, compare, mean_and_stderr, report_sets};
+use preload_tests::{EXACT, Run, TestDir, compare, mean_and_stderr, report_sets, seeded};
 
 // Mirrors fork_children.c: 8 blocks of 10007 bytes, counted as glibc chunks (the request plus
 // the 8-byte header, rounded up to 16).
@@ -34,18 +34,8 @@ fn fork_children_estimate_independently_and_without_bias() {
     let mut estimates = Vec::new();
     for seed in SEEDS {
         let reports = dir.reports(&format!("seed-{seed}"));
-        let out = Run::new(&exe)
-            .arg(CHILDREN.to_string())
-            .with_preload()
-            .envs(&[
-                ("YING_CHECK_INTERVAL_SECS", "0"),
-                ("YING_GEN_FLAMEGRAPHS", "false"),
-                ("YING_TOP_K", "1"),
-            ])
-            .env("YING_SAMPLE_INTERVAL_BYTES", INTERVAL.to_string())
-            .env("YING_SEED", seed.to_string())
-            .env("YING_REPORTING_PATH", reports.display().to_string())
-            .run();
+        let children = CHILDREN.to_string();
+        let out = seeded(&exe, &[&children], INTERVAL, seed, &reports, &[]).run();
         out.assert_success(&format!("fork_children under the shim (seed {seed})"));
         let sets: Vec<_> = report_sets(&reports).into_iter().filter(|s| s.pid != out.pid).collect();
         assert!(sets.len() <= CHILDREN, "seed {seed}: {} reports of children", sets.len());

@@ -52,9 +52,11 @@ impl Running {
         if preload {
             cmd.env("LD_PRELOAD", preload_lib());
         }
+        // Exit reports in full, as the tests read them (see the harness's `Run::vars`).
         cmd.env("YING_REPORTING_PATH", reports)
             .env("YING_LIVE_INTERVAL_MS", "50")
             .env("YING_LIVE_FILE", "on")
+            .env("YING_SHORT_PROCESS_SECS", "0")
             .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());

@@ -158,6 +158,14 @@ fn map(len: usize, reserved: bool) -> Option<NonNull<u8>> {
         counted_map(p.as_ptr() as usize, len);
         return Some(p);
     }
+    let p = map_fresh(len)?;
+    counted_map(p.as_ptr() as usize, len);
+    Some(p)
+}
+
+/// `len` bytes of fresh, zeroed, private anonymous memory (`mmap`), not counted; `None` when
+/// the kernel refuses (a memory limit).
+fn map_fresh(len: usize) -> Option<NonNull<u8>> {
     // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
     // existing memory.
     let p = unsafe {
@@ -173,7 +181,6 @@ fn map(len: usize, reserved: bool) -> Option<NonNull<u8>> {
     if p == libc::MAP_FAILED {
         return None;
     }
-    counted_map(p as usize, len);
     NonNull::new(p.cast())
 }
 
@@ -469,22 +476,7 @@ pub(crate) struct Reservation {
 /// limit is near: the caller skips its work) or every slot is taken.
 pub(crate) fn reserve(bytes: usize) -> Option<Reservation> {
     let len = pages(bytes.max(1))?;
-    // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
-    // existing memory.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    let start = p as usize;
+    let start = map_fresh(len)?.as_ptr() as usize;
     let mut slots = RESERVATIONS.lock();
     match slots.iter_mut().find(|s| s.0 == 0) {
         Some(slot) => {
@@ -494,7 +486,7 @@ pub(crate) fn reserve(bytes: usize) -> Option<Reservation> {
         None => {
             drop(slots);
             // SAFETY: just mapped here, used by nothing.
-            unsafe { libc::munmap(p, len) };
+            unsafe { libc::munmap(start as *mut libc::c_void, len) };
             None
         }
     }
