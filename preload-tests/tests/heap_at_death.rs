@@ -26,6 +26,8 @@ const CHUNK: u64 = BLOCK + 16;
 struct Running {
     child: Child,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    /// Its stderr, for a test that fails.
+    errors: Arc<Mutex<Vec<String>>>,
 }
 
 impl Running {
@@ -59,7 +61,7 @@ impl Running {
             .env("YING_SHORT_PROCESS_SECS", "0")
             .envs(vars.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().unwrap();
@@ -69,7 +71,15 @@ impl Running {
                 l.lock().unwrap().push((Instant::now(), line));
             }
         });
-        Self { child, lines }
+        let err = child.stderr.take().unwrap();
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let e = Arc::clone(&errors);
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                e.lock().unwrap().push(line);
+            }
+        });
+        Self { child, lines, errors }
     }
 
     fn pid(&self) -> u32 {
@@ -107,6 +117,43 @@ impl Running {
         unsafe { libc::kill(self.pid() as i32, sig) };
     }
 
+    /// What the program is doing now, for a test that timed out: its last lines, its state and
+    /// every thread's kernel wait channel, and its memory cgroup's usage.
+    fn describe(&self) -> String {
+        let pid = self.pid();
+        let read = |p: String| std::fs::read_to_string(&p).unwrap_or_else(|e| format!("{p}: {e}"));
+        let lines = self.lines.lock().unwrap();
+        let mut out = format!("{} lines printed, the last: {:?}\n", lines.len(), lines.last());
+        drop(lines);
+        for l in self.errors.lock().unwrap().iter().take(20) {
+            out += &format!("stderr: {l}\n");
+        }
+        for l in read(format!("/proc/{pid}/status")).lines() {
+            if ["State", "VmRSS", "Threads"].iter().any(|k| l.starts_with(k)) {
+                out += &format!("{l}\n");
+            }
+        }
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for t in tasks.flatten() {
+                let tid = t.file_name().to_string_lossy().into_owned();
+                let stat = read(format!("/proc/{pid}/task/{tid}/stat"));
+                let state = stat.rsplit_once(") ").map_or("?", |(_, r)| &r[..1]).to_string();
+                let wchan = read(format!("/proc/{pid}/task/{tid}/wchan"));
+                out += &format!("thread {tid}: state {state}, waiting in {wchan}\n");
+            }
+        }
+        let cgroup = read(format!("/proc/{pid}/cgroup"));
+        if let Some(path) =
+            cgroup.lines().find_map(|l| l.split(':').nth(2).filter(|_| l.contains(":memory:")))
+        {
+            for f in ["memory.usage_in_bytes", "memory.failcnt", "memory.oom_control"] {
+                out +=
+                    &format!("{f}: {}\n", read(format!("/sys/fs/cgroup/memory{path}/{f}")).trim());
+            }
+        }
+        out
+    }
+
     /// Waits (at most 60 s: an OOM kill on two loaded cores is slow) for the end, killing the
     /// child when time runs out.
     fn wait(mut self) -> ExitStatus {
@@ -116,8 +163,9 @@ impl Running {
                 return s;
             }
             if start.elapsed() > Duration::from_secs(60) {
+                let state = self.describe();
                 let _ = self.child.kill();
-                panic!("the program did not end within 60 s");
+                panic!("the program did not end within 60 s\n{state}");
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -414,8 +462,9 @@ struct Cgroup {
 }
 
 impl Cgroup {
-    fn new(limit: u64) -> Result<Self, String> {
-        let name = format!("ying-test-{}", std::process::id());
+    /// A cgroup named after the test process and `test` (tests run in parallel).
+    fn new(limit: u64, test: &str) -> Result<Self, String> {
+        let name = format!("ying-test-{}-{test}", std::process::id());
         for (root, file) in [
             ("/sys/fs/cgroup", "memory.max"),
             ("/sys/fs/cgroup/unified", "memory.max"),
@@ -493,7 +542,7 @@ fn rust_example() -> Option<PathBuf> {
 /// Skips with one line when no cgroup can be made.
 fn oom_kill(dir: &TestDir, exe: &Path, args: &[&str], reports: &Path, preload: bool, func: &str) {
     let limit = 96u64 << 20;
-    let cg = match Cgroup::new(limit) {
+    let cg = match Cgroup::new(limit, func.rsplit("::").next().unwrap_or(func)) {
         Ok(cg) => cg,
         Err(why) => {
             eprintln!("SKIPPED: {why}");
