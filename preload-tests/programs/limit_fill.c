@@ -14,7 +14,7 @@
  *            many distinct call stacks (distinct_stacks.h; compile with
  *            -fno-optimize-sibling-calls -fno-ipa-icf): sampled, each stack a new entry of the
  *            profiler's tables, which cannot grow at the limit;
- *   mallinfo takes mallinfo2() after its start, runs SECS seconds of balanced allocation with
+ *   mallinfo takes mallinfo2() WARM seconds after its start (argv[4], default 0), runs SECS seconds of balanced allocation with
  *            sleeps (reports are written meanwhile), and says whether the heap in use grew by
  *            more than TOLERANCE bytes (argv[3], default 0) and whether the arena grew (a leak
  *            check of the program's own).
@@ -114,7 +114,8 @@ int main(int argc, char **argv) {
         /* Warm up: the program's own first allocations, one round of its loop and a sleep (the
            report thread starts at the first safe point, before the baseline). */
         void *warm = grab(100000);
-        double end = now() + secs;
+        double warm_secs = argc > 4 ? atof(argv[4]) : 0;
+        double start = now(), end = start + warm_secs + secs;
         int first = 1;
         struct mallinfo2 before = {0};
         while (first || now() < end) {
@@ -124,9 +125,10 @@ int main(int argc, char **argv) {
             for (int i = 0; i < 64; i++)
                 free(p[i]);
             usleep(5000);
-            if (first)
+            if (first && now() >= start + warm_secs) {
                 before = mallinfo2();
-            first = 0;
+                first = 0;
+            }
         }
         struct mallinfo2 after = mallinfo2();
         free(warm);

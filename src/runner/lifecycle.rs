@@ -367,13 +367,13 @@ impl Lifecycle {
                 }
                 true
             };
-            reported = guarded(*source, report, |ok| *ok).unwrap_or(false);
+            reported = super::privately(*source, report, |ok| *ok).unwrap_or(false);
         }
         // The exit report replaces the live file: a file left is a process that did not exit,
         // or one whose exit report could not be written (the file is then the only copy of its
         // heap at exit).
         if reported && let Some((runner, source)) = self.live_runner.get() {
-            let _ = guarded(*source, || runner.remove_live_file(), |_| ());
+            super::privately(*source, || runner.remove_live_file(), |_| ());
         }
         self.exit_done.store(true, Ordering::SeqCst);
     }
@@ -455,6 +455,7 @@ pub(super) fn sleep_raw(ns: u64) {
 #[doc(hidden)]
 pub fn stop_profiler_threads(timeout: Duration) -> bool {
     LIFE.stop_running();
+    super::keeper::stop();
     crate::serve::stop();
     crate::sys::wait_profiler_threads_gone(timeout)
 }
@@ -471,8 +472,8 @@ pub fn exiting() -> bool {
 /// caller holds the guard, in the process that wrote the file (never a `vfork` child).
 #[doc(hidden)]
 pub fn before_exec() {
-    if let Some((runner, _)) = LIFE.live_runner.get() {
-        runner.remove_live_file();
+    if let Some((runner, source)) = LIFE.live_runner.get() {
+        super::privately(*source, || runner.remove_live_file(), |_| ());
     }
 }
 

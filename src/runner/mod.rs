@@ -53,6 +53,7 @@
 //! and the in-memory profiles alike.
 
 mod handle;
+mod keeper;
 // `lifecycle` and `settings` hold the front end's exit and start-up calls too
 // (`crate::front_end` re-exports them; they are not the runner's API).
 pub(crate) mod lifecycle;
@@ -96,6 +97,36 @@ impl<A: GlobalAlloc + Send + Sync + 'static> YingProfiler<A> {
     pub fn start_profiling(&'static self) -> RunnerHandle {
         ProfilerRunner::seed_defaults().spawn(self)
     }
+}
+
+/// Runs `f` for `source` on a short-lived thread of Ying's with a descriptor table of its own
+/// (`sys::fds`), waits for it, and returns `copy` of its value: what a program's thread asks of
+/// the runner that opens files (the exit report, an on-demand dump without a report thread, the
+/// live file's removal) never takes a descriptor number of the program's. As with `guarded`,
+/// `f`'s value is the profiler's memory: `copy` makes the caller's copy outside the guard, and
+/// the value is dropped inside it. On a thread of Ying's, or when no thread can be created,
+/// `f` runs on the calling thread, as profiler code. `None` when `f` panicked.
+pub(crate) fn privately<R: Send, O>(
+    source: &'static dyn ProfileSource,
+    f: impl FnOnce() -> R + Send,
+    copy: impl FnOnce(&R) -> O,
+) -> Option<O> {
+    let mut f = Some(f);
+    let mut out: Option<R> = None;
+    // The thread is created inside the guard: its creation is the profiler's, and the shim does
+    // not count it among the program's threads.
+    source.run_guarded(&mut || {
+        let Some(f) = f.take() else { return };
+        out = crate::sys::fds::on_private_thread(c"ying-io", move |fresh| {
+            if fresh {
+                source.enter_profiler_thread();
+            }
+            f()
+        });
+    });
+    let copied = out.as_ref().map(copy);
+    source.run_guarded(&mut || drop(out.take()));
+    copied
 }
 
 /// What the services (`crate::serve`) need of the runner that starts them.
@@ -215,6 +246,7 @@ impl ProfilerRunner {
                     if !source.counts_program_threads() {
                         report_loop::watch_main_thread();
                     }
+                    keeper::start(source);
                     let sh = Arc::clone(&shared);
                     let body = Box::new(move || {
                         source.enter_profiler_thread();
@@ -238,6 +270,7 @@ impl ProfilerRunner {
             if !source.counts_program_threads() {
                 report_loop::watch_main_thread();
             }
+            keeper::start(source);
             let r = self.clone();
             let sh = Arc::clone(&shared);
             let body = Box::new(move || {

@@ -204,9 +204,9 @@ fn end_process_if_alone(fast: Duration) {
             return;
         }
         if crate::sys::only_profiler_threads_left() {
-            // SAFETY: `exit` is what glibc itself calls when a process's last thread ends; this
-            // thread holds no lock (the report loop released its state) and is not in a dump.
-            unsafe { libc::exit(0) };
+            // This thread holds no lock (the report loop released its state) and is not in a
+            // dump; the keeper, in the program's descriptor table, calls `exit`.
+            super::keeper::end_process();
         }
         if start.elapsed() >= fast {
             return;

@@ -344,7 +344,13 @@ impl ProfilerRunner {
         let turn = Turn::take(deadline)?;
         // Announced as a dump in flight, so that an exit waits for its files (see `lifecycle`).
         let out = if LIFE.begin_dump() {
-            let out = self.write_now(source);
+            let write = || self.write_now(source);
+            let copy = |r: &io::Result<ReportPaths>| match r {
+                Ok(paths) => Ok(paths.clone()),
+                Err(e) => Err(io::Error::from(crate::source::Error::from_io(e))),
+            };
+            let out = super::privately(source, write, copy)
+                .unwrap_or_else(|| Err(io::Error::other("the report set's writer panicked")));
             LIFE.end_dump();
             out
         } else {

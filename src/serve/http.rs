@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
@@ -94,25 +94,10 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// The listening socket's descriptor (-1: none), closed in `fork` children: a child has no
-/// server thread, and must not keep the port open after its parent exits (a daemon's fork).
-static LISTENER_FD: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn close_listener_in_child() {
-    let fd = LISTENER_FD.swap(-1, Ordering::SeqCst);
-    // Under a seccomp filter (inherited by the child) even `close` may be punished: the child
-    // keeps the descriptor.
-    if fd >= 0 && !crate::sys::seccomp::restricted_here() {
-        // SAFETY: `fd` is the listener this process opened (the child's copy of it), owned by
-        // a server thread that does not exist in the child; `close` is async-signal-safe.
-        unsafe {
-            libc::close(fd);
-        }
-    }
-}
-
-/// Binds `addr` and starts the server thread; a failure is one warning and no endpoint. Runs
-/// as profiler code.
+/// Starts the server thread, which binds `addr` in its own descriptor table (`sys::fds`: the
+/// listening socket and every connection take no number of the program's, a `fork` child never
+/// inherits the port, and a program that closes or `dup2`s over its descriptors cannot touch
+/// them); a failure is one warning and no endpoint. Runs as profiler code.
 pub(crate) fn start(
     addr: SocketAddr,
     services: Services,
@@ -120,64 +105,54 @@ pub(crate) fn start(
     source: &'static dyn ProfileSource,
     route: Route,
 ) {
-    let listener = match TcpListener::bind(addr) {
-        Ok(l) => l,
-        Err(e) => {
-            return crate::sys::warn(&format!(
-                "HTTP endpoint not started: cannot listen on {addr} ({e}); the program runs on without it"
-            ));
-        }
-    };
-    // Close-on-exec (std's sockets are) and moved far above the numbers the program's own next
-    // `open` or `socket` may expect (it stays visible in /proc/self/fd while the endpoint is
-    // on: the user asked for it), so a program that closes or `dup2`s over its low descriptors
-    // never touches it.
-    let listener = TcpListener::from(crate::sys::move_high(std::os::fd::OwnedFd::from(listener)));
-    let bound = listener.local_addr().unwrap_or(addr);
-    let fd = listener.as_raw_fd();
-    // SAFETY: the child handler is a plain `extern "C" fn` that only touches an atomic and
-    // closes one descriptor.
-    unsafe {
-        libc::pthread_atfork(None, None, Some(close_listener_in_child));
-    }
-    if !addr.ip().is_loopback() {
-        crate::sys::write_stderr(
-            format!(
-                "ying: serving profiles at http://{bound}/debug/pprof/ to every host that can reach this address (not loopback)\n"
-            )
-            .as_bytes(),
-        );
-    }
-    let ctx = Ctx { addr: bound, services, runner, source, route };
     let body = Box::new(move || {
         source.enter_profiler_thread();
+        let listener = match TcpListener::bind(addr) {
+            Ok(l) => l,
+            Err(e) => {
+                return crate::sys::warn(&format!(
+                    "HTTP endpoint not started: cannot listen on {addr} ({e}); the program runs on without it"
+                ));
+            }
+        };
+        // Close-on-exec (std's sockets are); on a thread left in the program's table (an old
+        // kernel), moved far above the numbers the program's own next `open` may expect.
+        let listener =
+            TcpListener::from(crate::sys::move_high(std::os::fd::OwnedFd::from(listener)));
+        let bound = listener.local_addr().unwrap_or(addr);
+        if !addr.ip().is_loopback() {
+            crate::sys::write_stderr(
+                format!(
+                    "ying: serving profiles at http://{bound}/debug/pprof/ to every host that can reach this address (not loopback)\n"
+                )
+                .as_bytes(),
+            );
+        }
+        let ctx = Ctx { addr: bound, services, runner, source, route };
         serve(&listener, &ctx);
-        // Only returns when the number is no longer our socket: never close the program's.
-        LISTENER_FD.store(-1, Ordering::SeqCst);
-        std::mem::forget(listener);
+        if !crate::sys::fds::private_here() {
+            // Only returns when the number may no longer be our socket: never close the
+            // program's.
+            std::mem::forget(listener);
+        }
     });
-    match crate::sys::spawn_profiler_thread(c"ying-http", body) {
-        Ok(()) => LISTENER_FD.store(fd, Ordering::SeqCst),
-        Err(e) => crate::sys::warn(&format!("HTTP endpoint not started: no thread ({e})")),
+    if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-http", body) {
+        crate::sys::warn(&format!("HTTP endpoint not started: no thread ({e})"));
     }
 }
 
 /// Set by [`stop`]: the server thread ends at its next wake.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
-/// Ends the server thread (before a seccomp filter that would cover it is installed): its
-/// wait in `poll` is woken by shutting the listener down.
+/// How long the server thread waits for a connection before it looks at [`STOPPING`]: its
+/// socket is in a table of its own, so no other thread can wake it by shutting the socket
+/// down. Four wake-ups a second of an idle thread.
+const STOP_POLL_MS: i32 = 250;
+
+/// Ends the server thread (before a seccomp filter that would cover it is installed), within
+/// [`STOP_POLL_MS`].
 pub(crate) fn stop() {
     STOPPING.store(true, Ordering::SeqCst);
-    let fd = LISTENER_FD.load(Ordering::SeqCst);
-    if fd >= 0 {
-        // SAFETY: `fd` is the listener this process opened, still open (only the server
-        // thread, which returns after this, or a fork child closes it); shutting it down
-        // only makes `accept` fail.
-        unsafe {
-            libc::shutdown(fd, libc::SHUT_RDWR);
-        }
-    }
 }
 
 /// Accepts and answers connections, one at a time, until [`stop`] (or for the rest of the
@@ -194,8 +169,7 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
     loop {
         // A program that closed every descriptor (as daemons do) may have reused the number:
         // never accept on a socket of its own. (A close between this check and `accept` is the
-        // race left.) Checked before each `accept`: the wait below has no timeout, so an idle
-        // endpoint costs nothing.
+        // race left; a socket in a table of Ying's own is never the program's to close.)
         if crate::sys::fd_id(listener.as_raw_fd()) != id {
             return crate::sys::warn(
                 "HTTP endpoint stopped: the program closed its listening socket",
@@ -203,7 +177,7 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
         }
         let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: `pfd` is one valid pollfd; a closed descriptor only sets POLLNVAL.
-        let ready = unsafe { libc::poll(&mut pfd, 1, -1) };
+        let ready = unsafe { libc::poll(&mut pfd, 1, STOP_POLL_MS) };
         if STOPPING.load(Ordering::SeqCst) {
             return;
         }

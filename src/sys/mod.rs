@@ -8,6 +8,7 @@
 
 pub(crate) mod clock;
 pub(crate) mod dir;
+pub(crate) mod fds;
 pub(crate) mod leb128;
 pub(crate) mod seccomp;
 pub(crate) mod spin;
@@ -76,7 +77,7 @@ fn fd_free(fd: i32) -> bool {
 /// usually about to put something there (a shell or `subprocess` rearranging its standard
 /// streams), and a descriptor Ying opened then would take that number.
 pub(crate) fn std_fds_open() -> bool {
-    (0..3).all(|fd| !fd_free(fd))
+    fds::private_here() || (0..3).all(|fd| !fd_free(fd))
 }
 
 /// How many descriptor slots must be free under `RLIMIT_NOFILE` before Ying opens anything at
@@ -98,6 +99,11 @@ pub(crate) const FD_HEADROOM: usize = 8;
 /// ends at its limit. Closing it would need the kernel to reserve slots; a program that lives
 /// at its descriptor limit gets `EMFILE` from its own opens anyway. Accepted and documented.
 pub(crate) fn fd_headroom() -> bool {
+    if fds::private_here() {
+        // Nothing of the program's is used; the private table holds `/dev/null` at 0 to 2,
+        // and the limit applies to it too.
+        return nofile_limit() >= 3 + FD_HEADROOM as i32;
+    }
     let _errno = ErrnoGuard::save();
     let mut free = 0;
     for fd in (0..nofile_limit()).rev() {
@@ -131,8 +137,12 @@ pub(crate) fn fd_headroom_or_warn(what: &str) -> bool {
 }
 
 /// A close-on-exec duplicate of `fd` numbered [`HIGH_FD`] or above, or, when the descriptor
-/// limit is at or below that, at the highest free number below the limit; -1 if none.
+/// limit is at or below that, at the highest free number below the limit; -1 if none, and on
+/// a thread with a private table ([`fds`]), where any number is as good.
 pub(crate) fn dup_high(fd: i32) -> i32 {
+    if fds::private_here() {
+        return -1; // No number of the program's to keep clear of.
+    }
     let _errno = ErrnoGuard::save();
     // SAFETY: F_DUPFD_CLOEXEC only creates a descriptor; a closed `fd` makes it fail (EBADF).
     let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD) };
@@ -182,33 +192,44 @@ pub fn save_stderr() {
 
 /// Whether Ying's messages may go to fd 2 now: before [`save_stderr`] ran, or while fd 2 is the
 /// file it was at start.
-fn stderr_is_ours() -> bool {
+fn stderr_is_ours(fd: i32) -> bool {
     match STDERR_STATE.load(Ordering::Acquire) {
         0 => true,
         1 => false,
         _ => {
             let saved = (STDERR_DEV.load(Ordering::Relaxed), STDERR_INO.load(Ordering::Relaxed));
-            fd_id(2) == Some(saved)
+            fd_id(fd) == Some(saved)
         }
     }
 }
 
 /// Writes all of `bytes` to Ying's standard error: fd 2 while it is the file it was when
 /// [`save_stderr`] ran (never a file the program made its fd 2 later: then nothing is
-/// written), or fd 2 before that. Uses
+/// written), or fd 2 before that; on a thread with a descriptor table of its own, the
+/// program's fd 2 borrowed for the message ([`fds::program_stderr`]). Uses
 /// the raw `write` system call: glibc's `write()` is a cancellation point, and these messages
 /// are written from inside allocation functions, which must never be one. No locks, no
 /// allocation, `errno` preserved; usable inside allocation hooks and at exit. Errors are
 /// ignored (there is nowhere to report them).
-pub fn write_stderr(mut bytes: &[u8]) {
+pub fn write_stderr(bytes: &[u8]) {
     if seccomp::restricted_here() {
         return; // A seccomp filter may punish the `write` (or the `fstat` before it).
     }
     let _errno = ErrnoGuard::save();
-    if !stderr_is_ours() {
-        return;
+    // A thread with a table of its own borrows the program's fd 2 for this message.
+    let private = fds::private_here();
+    let fd = if private { fds::program_stderr() } else { 2 };
+    if fd >= 0 && stderr_is_ours(fd) {
+        write_all(fd, bytes);
     }
-    let fd = 2;
+    if private && fd >= 0 {
+        // SAFETY: the thread's own duplicate, made above.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Writes all of `bytes` to `fd` with the raw `write` system call; errors end it.
+fn write_all(fd: i32, mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: `bytes` is a valid readable slice for its length; a closed `fd` makes the
         // call fail with EBADF and we stop.
@@ -336,11 +357,26 @@ pub(crate) fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
+/// Which descriptor table a profiler thread works in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Table {
+    /// One of its own ([`fds`]): every thread of Ying's that opens anything.
+    Own,
+    /// The program's: only the thread that ends the process when the program's threads have
+    /// all ended (`exit` then runs the program's handlers and flushes its streams, which
+    /// write to the program's descriptors). It opens nothing.
+    Programs,
+}
+
 extern "C" fn profiler_thread_main(arg: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: `arg` is the `Box<ThreadBody>` leaked by `spawn_profiler_thread`, handed to
-    // exactly this thread.
-    let body = unsafe { Box::from_raw(arg.cast::<ThreadBody>()) };
+    // SAFETY: `arg` is the `Box<(Table, ThreadBody)>` leaked by `spawn_profiler_thread`, handed
+    // to exactly this thread.
+    let started = unsafe { Box::from_raw(arg.cast::<(Table, ThreadBody)>()) };
+    let (table, body) = *started;
     seccomp::mark_profiler_thread();
+    if table == Table::Own {
+        fds::enter_private_table();
+    }
     STARTED_TIDS.record();
     let me = gettid();
     let slot = PROFILER_TIDS
@@ -387,14 +423,24 @@ pub(crate) fn only_profiler_threads_left() -> bool {
 }
 
 /// Starts a detached profiler thread named `name` with every signal blocked from its first
-/// instruction. Nothing runs on it before `body` (unlike `std::thread::spawn`, whose start-up
-/// code allocates before the closure runs), so a body that first marks the thread as profiler
-/// code makes every allocation of the thread the profiler's own.
+/// instruction, in a descriptor table of its own ([`Table::Own`]). Nothing runs on it before
+/// `body` but that (unlike `std::thread::spawn`, whose start-up code allocates before the
+/// closure runs), so a body that first marks the thread as profiler code makes every
+/// allocation of the thread the profiler's own.
 pub(crate) fn spawn_profiler_thread(
     name: &std::ffi::CStr,
     body: ThreadBody,
 ) -> std::io::Result<()> {
-    let arg = Box::into_raw(Box::new(body));
+    spawn_profiler_thread_in(name, Table::Own, body)
+}
+
+/// [`spawn_profiler_thread`] in the descriptor table `table`.
+pub(crate) fn spawn_profiler_thread_in(
+    name: &std::ffi::CStr,
+    table: Table,
+    body: ThreadBody,
+) -> std::io::Result<()> {
+    let arg = Box::into_raw(Box::new((table, body)));
     // SAFETY: `all` and `old` are valid sigset_t values initialised by sigfillset /
     // pthread_sigmask; `tid` is a valid out-pointer; the start routine takes ownership of `arg`
     // only if pthread_create succeeds, otherwise it is reclaimed here.

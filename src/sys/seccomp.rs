@@ -184,6 +184,12 @@ const MAY_FAIL: &[libc::c_long] = &[
     libc::SYS_prlimit64,
     libc::SYS_faccessat,
     libc::SYS_faccessat2,
+    // A descriptor table of Ying's own for its threads (`sys::fds`), and the program's fd 2
+    // borrowed for a message: refused, the thread stays in the program's table.
+    libc::SYS_close_range,
+    libc::SYS_unshare,
+    libc::SYS_pidfd_open,
+    libc::SYS_pidfd_getfd,
 ];
 
 #[cfg(target_arch = "x86_64")]
