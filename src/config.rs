@@ -89,10 +89,10 @@ pub const DEFAULT_LIVE_INTERVAL_MS: u64 = 500;
 /// Where the live file goes (`YING_LIVE_FILE`; see `report/live/`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum LiveFile {
-    /// In the reporting directory.
-    ReportingDir,
-    /// Not written (the default).
+    /// In the reporting directory (the default).
     #[default]
+    ReportingDir,
+    /// Not written.
     Off,
     /// In this directory (created if missing, under the same rules as the reporting path).
     Dir(PathBuf),
@@ -489,9 +489,10 @@ settings! {
          none for that signal, and a handler the program installs later wins (Ying says so on \
          stderr); `SIGKILL`, `SIGSTOP`, fault signals and `SIGCHLD` are refused; unset or \
          empty: none.";
-    live_file: LiveFile = LiveFile::Off, "YING_LIVE_FILE", parse_live_file,
-        "Off by default (`ying run` turns it on for the program it runs). Keep the live profile in `ying.<exe>.<pid>.live`, rewritten by the report thread \
-         (every `YING_LIVE_INTERVAL_MS` while memory changes) so that a process killed by the \
+    live_file: LiveFile = LiveFile::ReportingDir, "YING_LIVE_FILE", parse_live_file,
+        "On by default. Keep the live profile in `ying.<exe>.<pid>.live`, written by the report thread \
+         within 100 ms of the first sample, then every `YING_LIVE_INTERVAL_MS` while memory \
+         changes (sooner while it grows fast), so that a process killed by the \
          OOM killer or `SIGKILL`, or ended by a crash or a signal, leaves its heap at death for \
          `ying report FILE`: `on` writes it in the reporting directory, `off` writes none, any \
          other value is the directory to write it in (e.g. on a tmpfs), under the reporting \

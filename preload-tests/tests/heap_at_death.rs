@@ -35,9 +35,29 @@ impl Running {
         Self::spawn(exe, args, reports, vars, true)
     }
 
+    /// The tests' settings: the live file every 50 ms, exit reports in full (see the
+    /// harness's `Run::vars`).
+    const SETTINGS: [(&str, &str); 3] = [
+        ("YING_LIVE_INTERVAL_MS", "50"),
+        ("YING_LIVE_FILE", "on"),
+        ("YING_SHORT_PROCESS_SECS", "0"),
+    ];
+
     /// [`Running::start`], under the shim when `preload` (else the program profiles itself:
     /// the Rust front end).
     fn spawn(
+        exe: &Path,
+        args: &[&str],
+        reports: &Path,
+        vars: &[(&str, &str)],
+        preload: bool,
+    ) -> Self {
+        Self::spawn_with(exe, args, reports, &[Self::SETTINGS.as_slice(), vars].concat(), preload)
+    }
+
+    /// The program under the shim (when `preload`) with nothing set but the reporting path
+    /// and `vars`.
+    fn spawn_with(
         exe: &Path,
         args: &[&str],
         reports: &Path,
@@ -54,11 +74,7 @@ impl Running {
         if preload {
             cmd.env("LD_PRELOAD", preload_lib());
         }
-        // Exit reports in full, as the tests read them (see the harness's `Run::vars`).
         cmd.env("YING_REPORTING_PATH", reports)
-            .env("YING_LIVE_INTERVAL_MS", "50")
-            .env("YING_LIVE_FILE", "on")
-            .env("YING_SHORT_PROCESS_SECS", "0")
             .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -291,6 +307,37 @@ fn sigkill_at_random_moments_leaves_a_readable_heap_with_the_grower_on_top() {
     let z = diff / var.sqrt();
     eprintln!("{runs} kills: estimate minus truth {diff:.0} bytes, z = {z:.2}");
     assert!(z.abs() < 4.0, "retained estimates through death_grow are biased: z = {z:.2}");
+}
+
+/// With every setting at its default, a program that holds 24 MiB within its first
+/// milliseconds and is killed 150 ms after it started leaves a live file that `ying report`
+/// reads, its grower on top: the first version follows the first sample within 100 ms, not
+/// one interval after the report thread started (which left nothing).
+#[test]
+fn a_sigkill_150_ms_after_the_start_leaves_its_heap_with_every_setting_at_its_default() {
+    let dir = TestDir::new("death-early");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let mut read = 0;
+    for i in 0..5 {
+        let reports = dir.reports(&format!("run-{i}"));
+        let started = Instant::now();
+        let r =
+            Running::spawn_with(&exe, &["pause", "1", "24", "1048576", "0"], &reports, &[], true);
+        std::thread::sleep(Duration::from_millis(150).saturating_sub(started.elapsed()));
+        r.signal(libc::SIGKILL);
+        let pid = r.pid();
+        let printed = r.held_before(Instant::now());
+        let status = r.wait();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        if printed == 0 {
+            continue; // Killed before it held its 24 MiB (a loaded machine): nothing to read.
+        }
+        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out-{i}")), None, "death_grow");
+        assert!(d.on_top, "run {i}: death_grow is not in the top entry");
+        assert!(d.exact >= 24 << 20, "run {i}: the file holds {} bytes of {printed}", d.exact);
+        read += 1;
+    }
+    assert!(read >= 3, "only {read} of 5 runs held their 24 MiB within 150 ms");
 }
 
 /// Runs `mode` plainly and under `scripts/run-with-ying.sh` (which is `ying run`): same

@@ -35,12 +35,19 @@ impl ProfilerRunner {
         }
     }
 
-    /// The live file's writer for a report thread starting now: its first version is due one
-    /// interval from now, so that a process that lives less than that (a compiler's `cc1`, a
-    /// shell's subshell) never writes one, and the report thread's first wake-up does not
-    /// race the program's exit.
+    /// The live file's writer for a report thread starting now: its first version is due
+    /// [`FIRST_LOOK`] from now (or one interval, when that is shorter), so that a process killed
+    /// soon after its start (a crash at start-up, an OOM kill at its first big request) leaves
+    /// its heap, while one that lives less than that (a shell's subshell, a short compiler
+    /// pass) writes none.
     pub(super) fn live_writer(&self) -> LiveWriter {
-        LiveWriter::starting(Instant::now() + Duration::from_millis(self.live.interval_ms))
+        LiveWriter::starting(Instant::now() + self.first_look())
+    }
+
+    /// How long the report thread waits before it looks for the first sample, and between looks
+    /// until there is one during [`FIRST_LOOKS_FOR`] (then one interval).
+    fn first_look(&self) -> Duration {
+        FIRST_LOOK.min(Duration::from_millis(self.live.interval_ms))
     }
 
     /// When the report thread should next wake for the live file (None: it is off).
@@ -60,8 +67,11 @@ impl ProfilerRunner {
         }
         let interval = Duration::from_millis(self.live.interval_ms);
         if !self.worth_a_report() {
-            // Looked at again one interval later (the report thread does not spin).
-            writer.done(now, Due::No, interval, Duration::ZERO);
+            // Looked at again soon while the process is young (its first version follows its
+            // first sample closely), then one interval later (the thread does not spin).
+            let young = writer.age() < FIRST_LOOKS_FOR;
+            let again = if young { self.first_look() } else { interval };
+            writer.done(now, Due::No, again, Duration::ZERO);
             return Due::No;
         }
         writer.due(now, &crate::engine::totals::read(), interval)
@@ -154,6 +164,15 @@ impl ProfilerRunner {
         }
     }
 }
+
+/// How soon after the report thread starts it looks for the first sample, and how often
+/// while the process is young and has none: a process killed 150 ms after its start with its
+/// heap sampled leaves a live file.
+const FIRST_LOOK: Duration = Duration::from_millis(100);
+
+/// How long after the report thread's start a process with no sample is looked at every
+/// [`FIRST_LOOK`].
+const FIRST_LOOKS_FOR: Duration = Duration::from_secs(10);
 
 /// Whether the standard descriptors were all open at the last look.
 static STD_OPEN: AtomicBool = AtomicBool::new(true);

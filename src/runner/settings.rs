@@ -74,7 +74,7 @@ pub(super) struct LiveSettings {
 impl Default for LiveSettings {
     fn default() -> Self {
         Self {
-            file: LiveFile::Off,
+            file: LiveFile::default(),
             interval_ms: DEFAULT_LIVE_INTERVAL_MS,
             keep: false,
             symbolize_offline: false,
@@ -262,8 +262,8 @@ impl ProfilerRunnerBuilder {
         self
     }
 
-    /// Where the live file goes ([`LiveFile`], `YING_LIVE_FILE`; see `ying report`): nowhere by
-    /// default, in the reporting directory, or in another directory.
+    /// Where the live file goes ([`LiveFile`], `YING_LIVE_FILE`; see `ying report`): in the
+    /// reporting directory (the default), nowhere, or in another directory.
     pub fn live_file(&mut self, value: LiveFile) -> &mut Self {
         self.runner_mut().live.file = value;
         self

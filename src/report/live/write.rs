@@ -53,6 +53,8 @@ pub(crate) struct LiveWriter {
     last_look: u64,
     last_look_at: Option<Instant>,
     growing: bool,
+    /// When the writer was made (the report thread's start).
+    born: Option<Instant>,
 }
 
 /// What [`LiveWriter::due`] asks the report thread to do now.
@@ -69,7 +71,12 @@ pub(crate) enum Due {
 impl LiveWriter {
     /// A writer whose first version is due at `first`.
     pub(crate) fn starting(first: Instant) -> Self {
-        Self { next: Some(first), ..Self::default() }
+        Self { next: Some(first), born: Some(Instant::now()), ..Self::default() }
+    }
+
+    /// How long ago the writer was made (the report thread's age).
+    pub(crate) fn age(&self) -> std::time::Duration {
+        self.born.map_or(std::time::Duration::MAX, |b| b.elapsed())
     }
 
     /// When the report thread should wake for the live file: at the next version's time, or
