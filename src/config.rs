@@ -468,8 +468,8 @@ settings! {
         "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes over HTTP at \
          this address, e.g. `127.0.0.1:6060` (a bare port or `localhost:PORT` means loopback; \
          an address other than loopback is served only when given explicitly, and said on \
-         stderr); unset or empty serves nothing. Its listening socket is the one descriptor of \
-         Ying's the program can see while it runs, numbered 1000 or above.";
+         stderr); unset or empty serves nothing. Its listening socket and connections are in the \
+         endpoint thread's own descriptor table: the program never sees them.";
     push_url: Option<String> = None, "YING_PUSH_URL", parse_push_url,
         "Push the heap profile (allocations as a delta since the last push) every \
          `YING_PUSH_INTERVAL_SECS` to this Pyroscope-compatible server's `/ingest` API, e.g. \

@@ -157,7 +157,8 @@ impl LiveProfile {
         let (mut report, warnings) = self.report(ended.clone());
         let ended = ended.unwrap_or_default();
         let dir = ReportDir::open(out, DEFAULT_FILE_MODE)?;
-        let seq = self.live.next_seq;
+        let ctx = &report.facts.process;
+        let seq = free_seq(out, &ctx.exe_name(), ctx.pid, self.live.next_seq);
         // The page: the recent points and this one dump.
         let ctx = &report.facts.process;
         let mut t = Timeline::new(&ctx.exe, ctx.pid);
@@ -431,4 +432,44 @@ pub fn render_raw_sets(
             (path, set)
         })
         .collect())
+}
+
+/// The first sequence number from `seq` on that no set of process `pid` of `exe` in `dir` has:
+/// the set of a live file never replaces one the process wrote itself (a process killed while
+/// its own set was being written took `seq` already), nor one an earlier `ying report` wrote.
+fn free_seq(dir: &Path, exe: &str, pid: u32, seq: u64) -> u64 {
+    let Ok(entries) = crate::sys::dir::entries(dir) else { return seq };
+    let taken = entries
+        .iter()
+        .filter_map(|e| crate::report::SetName::parse_file(&e.name).map(|(n, _)| n))
+        .filter(|n| n.exe == exe && n.pid == pid && n.seq >= seq)
+        .map(|n| n.seq + 1)
+        .max();
+    taken.unwrap_or(seq).max(seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_read_from_a_live_file_takes_the_next_free_number() {
+        let dir = std::env::temp_dir().join(format!("ying-free-seq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(free_seq(&dir, "app", 42, 0), 0, "an empty directory");
+        // The process's own set 0, written when it was killed; another process's set 5; an
+        // older set of this one below the number asked for.
+        for name in [
+            "ying.app.42.0.20261207T120000Z.txt",
+            "ying.app.42.0.20261207T120000Z.pb.gz",
+            "ying.app.43.5.20261207T120000Z.txt",
+            "ying.other.42.7.20261207T120000Z.txt",
+        ] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        assert_eq!(free_seq(&dir, "app", 42, 0), 1, "set 0 is the process's own");
+        assert_eq!(free_seq(&dir, "app", 42, 3), 3, "nothing at 3 or above");
+        assert_eq!(free_seq(&dir, "app", 43, 2), 6, "a set at 5");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
