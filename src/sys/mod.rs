@@ -206,7 +206,7 @@ fn stderr_is_ours(fd: i32) -> bool {
 /// Writes all of `bytes` to Ying's standard error: fd 2 while it is the file it was when
 /// [`save_stderr`] ran (never a file the program made its fd 2 later: then nothing is
 /// written), or fd 2 before that; on a thread with a descriptor table of its own, the
-/// program's fd 2 borrowed for the message ([`fds::program_stderr`]). Uses
+/// program's fd 2 borrowed for the message (`sys::fds::program_stderr`). Uses
 /// the raw `write` system call: glibc's `write()` is a cancellation point, and these messages
 /// are written from inside allocation functions, which must never be one. No locks, no
 /// allocation, `errno` preserved; usable inside allocation hooks and at exit. Errors are
