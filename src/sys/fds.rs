@@ -101,13 +101,15 @@ pub(crate) fn program_stderr() -> i32 {
 /// way work that starts on a program's thread opens files without taking a number of the
 /// program's. `f` starts with every signal blocked, and is told `true` there (a new thread, to
 /// be marked as the profiler's before it allocates). When the calling thread has a private
-/// table already, or no thread can be created (then the old protections apply), `f` runs here
-/// and is told `false`. `None` when `f` panicked on the new thread.
+/// table already, when a seccomp filter may cover the calling thread (creating a thread is a
+/// system call the filter may punish), or when no thread can be created (then the old
+/// protections apply), `f` runs here and is told `false`. `None` when `f` panicked on the new
+/// thread.
 pub(crate) fn on_private_thread<R: Send, F: FnOnce(bool) -> R + Send>(
     name: &std::ffi::CStr,
     f: F,
 ) -> Option<R> {
-    if private_here() {
+    if private_here() || super::seccomp::restricted_here() {
         return Some(f(false));
     }
     struct Job<F, R> {

@@ -158,7 +158,11 @@ impl LiveProfile {
         let ended = ended.unwrap_or_default();
         let dir = ReportDir::open(out, DEFAULT_FILE_MODE)?;
         let ctx = &report.facts.process;
-        let seq = free_seq(out, &ctx.exe_name(), ctx.pid, self.live.next_seq);
+        // A set's raw profile becomes its own set; a live file's set takes a free number.
+        let seq = match self.is_set_profile() {
+            true => self.live.next_seq,
+            false => free_seq(out, &ctx.exe_name(), ctx.pid, self.live.next_seq),
+        };
         // The page: the recent points and this one dump.
         let ctx = &report.facts.process;
         let mut t = Timeline::new(&ctx.exe, ctx.pid);
@@ -437,11 +441,14 @@ pub fn render_raw_sets(
 /// The first sequence number from `seq` on that no set of process `pid` of `exe` in `dir` has:
 /// the set of a live file never replaces one the process wrote itself (a process killed while
 /// its own set was being written took `seq` already), nor one an earlier `ying report` wrote.
+/// Raw profiles (`.live`) are not sets of their own: each is rendered as the set it names.
 fn free_seq(dir: &Path, exe: &str, pid: u32, seq: u64) -> u64 {
     let Ok(entries) = crate::sys::dir::entries(dir) else { return seq };
     let taken = entries
         .iter()
-        .filter_map(|e| crate::report::SetName::parse_file(&e.name).map(|(n, _)| n))
+        .filter_map(|e| crate::report::SetName::parse_file(&e.name))
+        .filter(|(_, ext)| *ext != "live")
+        .map(|(n, _)| n)
         .filter(|n| n.exe == exe && n.pid == pid && n.seq >= seq)
         .map(|n| n.seq + 1)
         .max();
@@ -464,6 +471,7 @@ mod tests {
             "ying.app.42.0.20261207T120000Z.pb.gz",
             "ying.app.43.5.20261207T120000Z.txt",
             "ying.other.42.7.20261207T120000Z.txt",
+            "ying.app.43.9.20261207T120000Z.live",
         ] {
             std::fs::write(dir.join(name), "").unwrap();
         }
