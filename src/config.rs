@@ -1477,7 +1477,7 @@ mod tests {
                 "15",
                 "unset",
                 "unset",
-                "off",
+                "on",
                 "500",
                 "false",
                 "in-process",

@@ -68,8 +68,8 @@ pub(super) fn end_process() -> ! {
         WORD.store(EXIT, Ordering::SeqCst);
         futex(libc::FUTEX_WAKE, 1);
         loop {
-            // The keeper's `exit` ends this thread too.
-            super::lifecycle::sleep_raw(1_000_000_000);
+            // The keeper's `exit` ends this thread too; till then it waits.
+            futex(libc::FUTEX_WAIT, EXIT);
         }
     }
     // SAFETY: as in `run`; a thread in a private table, the only way left.
