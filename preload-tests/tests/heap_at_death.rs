@@ -340,6 +340,48 @@ fn a_sigkill_150_ms_after_the_start_leaves_its_heap_with_every_setting_at_its_de
     assert!(read >= 3, "only {read} of 5 runs held their 24 MiB within 150 ms");
 }
 
+/// Freshness at death during fast growth: a program growing at about 200 MB/s (40 blocks of
+/// 48 KiB every 10 ms) is killed at a random moment 0.3 to 1.3 s after its first step, eight
+/// times; the file must be readable and never claim more than was held, and the share of what
+/// the program held at the kill that the file holds is printed (the target: 97 %).
+#[test]
+fn fast_growth_killed_at_random_prints_how_fresh_the_heap_at_death_is() {
+    let dir = TestDir::new("death-fresh");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let base =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+            as u64;
+    let mut shares = Vec::new();
+    for i in 0..8u64 {
+        let reports = dir.reports(&format!("run-{i}"));
+        let r = Running::spawn_with(
+            &exe,
+            &["pause", "200", "40", &BLOCK.to_string(), "10000"],
+            &reports,
+            &[],
+            true,
+        );
+        r.wait_line("held ");
+        let wait_ms = 300 + (base.wrapping_mul(i + 1).wrapping_mul(2654435761) >> 7) % 1000;
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        let at = Instant::now();
+        r.signal(libc::SIGKILL);
+        let printed = r.held_before(at);
+        let pid = r.pid();
+        r.wait();
+        let d = heap_at_death(&reports, pid, &dir.reports(&format!("out-{i}")), None, "death_grow");
+        assert!(d.exact <= printed + 64 * 1024, "run {i}: file {} > held {printed}", d.exact);
+        shares.push(d.exact as f64 / printed.max(1) as f64);
+    }
+    let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+    let min = shares.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "freshness at death, ~200 MB/s: mean {:.1} %, worst {:.1} % of what was held at the kill",
+        mean * 100.0,
+        min * 100.0
+    );
+}
+
 /// Runs `mode` plainly and under `scripts/run-with-ying.sh` (which is `ying run`): same
 /// output and end; the run's summary says how the program died and where its heap at death
 /// is; that set names `death_grow` on top and says how it ended.

@@ -184,15 +184,20 @@ impl ProfilerRunner {
     pub(super) fn keeps_floor(&self, dir: &ReportDir, what: Writing) -> Result<(), String> {
         let floor = self.min_free_space;
         let below = &BELOW_FLOOR[what as usize];
+        // One line an episode for the process's output as a whole (sets and live file): a
+        // kind that goes below, or back above, while the other is below says nothing.
+        let other_below = BELOW_FLOOR
+            .iter()
+            .enumerate()
+            .any(|(i, b)| i != what as usize && b.load(Ordering::Relaxed));
         let Ok((free, total)) = dir.space() else { return Ok(()) };
         let need = floor.need(total, LAST_BYTES[what as usize].load(Ordering::Relaxed));
         if free >= need {
-            if below.swap(false, Ordering::Relaxed) {
+            if below.swap(false, Ordering::Relaxed) && !other_below {
                 crate::sys::warn(&format!(
-                    "{} has {} free again: writing {}s resumes",
+                    "{} has {} free again: writing resumes",
                     dir.path().display(),
                     crate::report::human_bytes(free),
-                    what.name()
                 ));
             }
             return Ok(());
@@ -206,9 +211,10 @@ impl ProfilerRunner {
             crate::config::shown(&floor),
             what.name()
         );
-        if !below.swap(true, Ordering::Relaxed) {
+        if !below.swap(true, Ordering::Relaxed) && !other_below {
             crate::sys::warn(&format!(
-                "{} not written: {why}; profiling goes on in memory until there is room",
+                "{} not written: {why}; profiling goes on in memory until there is room (no \
+                 report set or live file is written below the floor)",
                 what.name()
             ));
         }

@@ -35,19 +35,20 @@
 //!
 //! # When it is written
 //!
-//! Only with `YING_LIVE_FILE` on or a directory (off by default: each version opens a few
-//! descriptors for a moment, which a program rearranging its low descriptors can meet; `ying
-//! run` turns it on for its program). By the report thread (so not with
+//! With `YING_LIVE_FILE` on (the default) or a directory; its opens are in the report thread's
+//! own descriptor table (`sys::fds`), never the program's. By the report thread (so not with
 //! `YING_CHECK_INTERVAL_SECS=0`), every
 //! `YING_LIVE_INTERVAL_MS` when the allocated or freed bytes moved since the last version,
 //! backing off to 20 times the time the last version took when that is longer (a large table
-//! never costs more than 5 % of one core). A retained total that grows by an eighth (and at
-//! least 4 MiB) since the last version gets one at once, and while it grows the thread looks
-//! every 100 ms: the spike before an OOM kill is what the file is for. When nothing moved, only
-//! the file's modification time is set, every 5 s (the heartbeat: "last seen alive"). The first version is written one interval
-//! after the report thread starts and only once the process took a sample, so short-lived
-//! processes (a compiler pass, a shell's subshell) write none: `make -j2` of 50 files under the
-//! shim slowed by a third when each of them did (BENCHMARKS.md, per-process cost). The rows
+//! never costs more than 5 % of one core). A retained total that grows by a 32nd (and at
+//! least 1 MiB) since the last version gets one at once, and while it grows the thread looks
+//! every 25 ms: the spike before an OOM kill is what the file is for. When nothing moved, only
+//! the file's modification time is set, every 5 s (the heartbeat: "last seen alive"). The first version is written 100 ms
+//! after the report thread starts, or at the first look after that (every 100 ms for its
+//! first 10 s) that finds a sample, so that an early death leaves its heap while processes
+//! that live less (a shell's subshell, most compiler passes) write none: `make -j2` of 50
+//! files under the shim slowed by a third when each of them wrote one (BENCHMARKS.md,
+//! per-process cost). The rows
 //! are streamed after the rest of the message, so a version holds one row at a time beyond
 //! the stack table. A normal exit removes it after the exit report
 //! (`YING_KEEP_LIVE_FILE` keeps it). A `fork` child writes its own file, named by its own pid,

@@ -21,13 +21,19 @@ use crate::symbols::symbolize::Module;
 const POINTS: usize = 512;
 
 /// While the retained total grows, the report thread looks at it this often (instead of once
-/// per interval), so that a spike towards an OOM kill gets a version as it grows.
-const GROWTH_POLL: Duration = Duration::from_millis(100);
-/// Growth between two looks that counts as growing.
-const GROWING_BYTES: u64 = 1 << 20;
-/// A version is written before its interval when the retained total grew by an eighth since
-/// the last one, and by at least this much.
-const SPIKE_BYTES: u64 = 4 << 20;
+/// per interval), so that a spike towards an OOM kill gets a version as it grows. Measured
+/// (`heap_at_death::fast_growth...`, 200 MB/s, killed at random): polls every 100 ms and a
+/// version at each eighth of growth left the file 89 % of the heap at the kill; every 25 ms
+/// and each 32nd, see BENCHMARKS.md ("Freshness at death").
+const GROWTH_POLL: Duration = Duration::from_millis(25);
+/// Growth between two looks that counts as growing (10 MB/s at [`GROWTH_POLL`]).
+const GROWING_BYTES: u64 = 256 << 10;
+/// A version is written before its interval when the retained total grew by a 32nd
+/// ([`SPIKE_SHARE`]) since the last one, and by at least this much. The least gap between
+/// versions (20 times what the last one took) still bounds the thread's writing at 5 %.
+const SPIKE_BYTES: u64 = 1 << 20;
+/// See [`SPIKE_BYTES`].
+const SPIKE_SHARE: u64 = 32;
 /// When nothing moved, the file's modification time (the heartbeat) is set this often.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
@@ -90,7 +96,7 @@ impl LiveWriter {
     }
 
     /// What is due at `now`, the exact totals being `totals`: a version when the totals moved
-    /// and the interval passed, or before it when the retained total grew by an eighth (at
+    /// and the interval passed, or before it when the retained total grew by a 32nd (at
     /// least [`SPIKE_BYTES`]) since the last version; the heartbeat when nothing moved for
     /// [`HEARTBEAT`].
     pub(crate) fn due(&mut self, now: Instant, totals: &Totals, interval: Duration) -> Due {
@@ -104,7 +110,7 @@ impl LiveWriter {
         }
         let last = self.last_totals.map_or(0, |t| t.retained_bytes());
         let gap_passed = self.last_write.is_none_or(|w| now >= w + self.min_gap);
-        let spike = retained >= last.saturating_add((last / 8).max(SPIKE_BYTES));
+        let spike = retained >= last.saturating_add((last / SPIKE_SHARE).max(SPIKE_BYTES));
         if spike && gap_passed {
             return Due::Write;
         }
@@ -464,15 +470,17 @@ mod tests {
     fn versions_at_the_interval_and_heartbeats_when_nothing_moves() {
         let (t0, i) = (Instant::now(), Duration::from_millis(500));
         let mut w = wrote(t0, 10 << 20, i);
-        assert_eq!(w.due(t0 + i / 2, &totals(11 << 20), i), Due::No);
-        assert_eq!(w.due(t0 + i, &totals(11 << 20), i), Due::Write);
+        // Half a MiB more: below a spike (1 MiB at least).
+        let more = (10 << 20) + (512 << 10);
+        assert_eq!(w.due(t0 + i / 2, &totals(more), i), Due::No);
+        assert_eq!(w.due(t0 + i, &totals(more), i), Due::Write);
         let mut w = wrote(t0, 10 << 20, i);
         assert_eq!(w.due(t0 + i, &totals(10 << 20), i), Due::No, "heartbeat not due yet");
         assert!(w.next() >= t0 + i + i, "looked at again an interval later, no spinning");
         assert_eq!(w.due(t0 + HEARTBEAT, &totals(10 << 20), i), Due::Touch);
     }
 
-    /// A retained total that grows by an eighth (at least [`SPIKE_BYTES`]) gets a version
+    /// A retained total that grows by a 32nd (at least [`SPIKE_BYTES`]) gets a version
     /// before the interval, once 20 times the last version's cost has passed; while it grows,
     /// the thread looks every [`GROWTH_POLL`].
     #[test]
@@ -480,11 +488,11 @@ mod tests {
         let (t0, i) = (Instant::now(), Duration::from_secs(60));
         let mut w = wrote(t0, 100 << 20, i);
         let soon = t0 + Duration::from_millis(100);
-        assert_eq!(w.due(soon, &totals(110 << 20), i), Due::No, "10 MiB is not an eighth");
+        assert_eq!(w.due(soon, &totals(102 << 20), i), Due::No, "2 MiB is not a 32nd");
         assert!(w.next() <= soon + GROWTH_POLL, "growing: looked at again soon");
-        assert_eq!(w.due(soon + GROWTH_POLL, &totals(113 << 20), i), Due::Write);
+        assert_eq!(w.due(soon + GROWTH_POLL, &totals(104 << 20), i), Due::Write);
         let mut small = wrote(t0, 1 << 20, i);
-        assert_eq!(small.due(soon, &totals(4 << 20), i), Due::No, "less than SPIKE_BYTES");
+        assert_eq!(small.due(soon, &totals(3 << 19), i), Due::No, "less than SPIKE_BYTES");
         // A version that took 50 ms: the next not before a second.
         let mut slow = wrote(t0, 100 << 20, i);
         slow.done(t0, Due::Write, i, Duration::from_millis(50));
