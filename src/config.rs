@@ -490,7 +490,7 @@ settings! {
          stderr); `SIGKILL`, `SIGSTOP`, fault signals and `SIGCHLD` are refused; unset or \
          empty: none.";
     live_file: LiveFile = LiveFile::ReportingDir, "YING_LIVE_FILE", parse_live_file,
-        "On by default. Keep the live profile in `ying.<exe>.<pid>.live`, written by the report thread \
+        "On by default. Keep the live profile in `ying.<exe>.<pid>-<instance>.live`, written by the report thread \
          within 100 ms of the first sample, then every `YING_LIVE_INTERVAL_MS` while memory \
          changes (sooner while it grows fast), so that a process killed by the \
          OOM killer or `SIGKILL`, or ended by a crash or a signal, leaves its heap at death for \

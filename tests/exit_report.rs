@@ -198,7 +198,9 @@ impl Child {
         let sets = self.sets();
         assert_eq!(sets.len(), 1, "exactly one report set expected\n{}", self.describe());
         let stem = &sets[0];
-        assert_eq!(stem.split('.').nth(2), Some(self.pid.to_string().as_str()), "{stem}");
+        let set: ying_profiler::report::SetName = stem.parse().expect("a set's name");
+        assert_eq!(set.pid, self.pid, "{stem}");
+        assert!(set.instance.is_some(), "the name carries the process's instance: {stem}");
         for ext in ["txt", "svg", "folded", "pb.gz"] {
             let p = self.dir.join("ying-profiles").join(format!("{stem}.{ext}"));
             let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);

@@ -83,7 +83,18 @@ fn through(folded: &str, func: &str) -> u64 {
 /// The report set of `pid`'s live file in `dir`, written to `out`: (retained bytes through
 /// `rust_grow`, exact retained bytes, whether `rust_grow` is in the top entry).
 fn heap_at_death(dir: &Path, pid: u32, out: &Path) -> (u64, u64, bool) {
-    let file = dir.join(format!("ying.heap_at_death.{pid}.live"));
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.strip_prefix("ying.heap_at_death.")
+                .and_then(|r| r.strip_suffix(".live"))
+                .and_then(|r| r.parse::<ying_profiler::report::ProcessId>().ok())
+                .is_some_and(|p| p.pid == pid)
+        })
+        .unwrap_or_else(|| panic!("no live file of pid {pid} in {}", dir.display()));
     let live = LiveProfile::read(&file).unwrap_or_else(|e| panic!("{e}"));
     assert!(!live.is_running());
     let set = live.write_report_set(out, None).unwrap_or_else(|e| panic!("{e}"));

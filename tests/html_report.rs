@@ -427,6 +427,7 @@ fn the_directory_view_has_a_section_per_process_in_chromium() {
     for (k, (exe, pid, grows, n)) in procs.iter().enumerate() {
         let ctx = ying_profiler::report::ReportContext {
             pid: *pid,
+            instance: None,
             exe: format!("/usr/bin/{exe}"),
             rss_kib: Some(50_000),
             anon_rss_kib: Some(40_000),

@@ -116,6 +116,7 @@ fn fixture() -> (Snapshot, ReportContext) {
     };
     let ctx = ReportContext {
         pid: 4242,
+        instance: None,
         exe: "/srv/bin/service".to_string(),
         rss_kib: Some(20480),
         anon_rss_kib: Some(16384),

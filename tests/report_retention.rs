@@ -88,7 +88,7 @@ fn a_runner_keeps_its_newest_sets_and_touches_nothing_else() {
         seqs.push(name.split('.').nth(3).unwrap().parse::<u64>().unwrap());
     }
     handle.stop();
-    let own = ctx.pid.to_string();
+    let own = ctx.process().to_string();
     let all = sets(&dir);
     let mine: Vec<u64> = all.keys().filter(|(p, _)| *p == own).map(|(_, s)| *s).collect();
     assert_eq!(mine, seqs[4..], "the 3 newest sets remain: {:#?}", names(&dir));
@@ -105,7 +105,7 @@ fn a_runner_keeps_its_newest_sets_and_touches_nothing_else() {
         assert_eq!(std::fs::read(dir.join(n)).unwrap(), b"keep", "{n} was touched");
     }
     // The process's HTML report is no file of a set: it stays, with every dump in its timeline.
-    let html = dir.join(format!("ying.{exe}.{}.html", ctx.pid));
+    let html = dir.join(format!("ying.{exe}.{}.html", ctx.process()));
     let page = std::fs::read_to_string(&html).expect("the HTML report stays");
     for seq in &seqs {
         assert!(page.contains(&format!("{{\"seq\":{seq},")), "dump {seq} in the page");
@@ -140,7 +140,7 @@ fn a_limit_of_zero_keeps_every_set_and_a_handle_without_thread_writes_inline() {
         let paths = handle.dump_now().expect("dump_now without a report thread");
         assert!(paths.text.unwrap().exists());
     }
-    let own = std::process::id().to_string();
+    let own = ReportContext::current().process().to_string();
     assert_eq!(sets(&dir).keys().filter(|(p, _)| *p == own).count(), 4);
     drop(kept);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -109,7 +109,9 @@ fn runner_reports_on_change_and_on_demand() {
             parts[1],
             exe_name.replace(|c: char| !c.is_ascii_alphanumeric() && !".-_".contains(c), "_")
         );
-        assert_eq!(parts[2], std::process::id().to_string());
+        let process: ying_profiler::report::ProcessId = parts[2].parse().expect(n);
+        assert_eq!(process.pid, std::process::id(), "{n}");
+        assert!(process.instance.is_some(), "the name carries the process's instance: {n}");
         assert!(parts[3].parse::<u64>().is_ok(), "{n}");
         assert!(parts[4].len() == 16 && parts[4].ends_with('Z') && !n.contains(':'), "{n}");
         let _ = seq;

@@ -11,7 +11,7 @@ pub fn leaks(args: &[PathBuf]) -> Result<String, String> {
     let manifests = sets::manifests(args).map_err(|e| e.to_string())?;
     if manifests.is_empty() {
         return Err(format!(
-            "no report set manifest (ying.<exe>.<pid>.<seq>.<time>.json) in {}",
+            "no report set manifest (ying.<exe>.<pid>-<instance>.<seq>.<time>.json) in {}",
             args.iter().map(|a| a.display().to_string()).collect::<Vec<_>>().join(", ")
         ));
     }

@@ -53,7 +53,7 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, String> {
     }
     if arg.is_dir() {
         return Err(format!(
-            "{name}: is a directory; name a report set in it (ying.<exe>.<pid>.<seq>.<time>) or a .pb.gz file"
+            "{name}: is a directory; name a report set in it (ying.<exe>.<pid>-<instance>.<seq>.<time>) or a .pb.gz file"
         ));
     }
     Err(format!("{name}: no such file, and no report set {name}.pb.gz"))

@@ -244,7 +244,7 @@ pub fn report_dir(dir: &Path) -> Result<(String, bool), String> {
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     if sets.is_empty() {
         return Err(format!(
-            "{}: no raw exit profile without its set (ying.<exe>.<pid>.<seq>.<time>.live without its .json)",
+            "{}: no raw exit profile without its set (ying.<exe>.<pid>-<instance>.<seq>.<time>.live without its .json)",
             dir.display()
         ));
     }

@@ -413,6 +413,28 @@ impl Manifest {
     }
 }
 
+/// The process file (`ying.<exe>.<pid>-<instance>.<ext>`, `ext` being `live` or `html`) of the
+/// process with `pid` in `dir`, if there is one: pid and instance as the library names them
+/// (`ying_profiler::report::ProcessId`).
+pub fn process_file(dir: &Path, pid: u32, ext: &str) -> Option<PathBuf> {
+    let suffix = format!(".{ext}");
+    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            let Some(stem) = n.strip_prefix("ying.").and_then(|s| s.strip_suffix(&suffix)) else {
+                return false;
+            };
+            stem.rsplit_once('.')
+                .and_then(|(_, process)| process.parse::<ying_profiler::report::ProcessId>().ok())
+                .is_some_and(|p| p.pid == pid)
+        })
+    })
+}
+
+/// The live file of `pid` in `dir` (see [`process_file`]).
+pub fn live_file_of(dir: &Path, pid: u32) -> Option<PathBuf> {
+    process_file(dir, pid, "live")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,10 +36,10 @@ fn a_short_process_writes_its_exit_raw_and_ying_report_makes_the_same_set() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
+    let raw_set = names.first().and_then(|n| ying_profiler::report::SetName::parse_file(n));
     assert!(
         names.len() == 1
-            && names[0].starts_with(&format!("ying.short_run.{pid}.0."))
-            && names[0].ends_with(".live"),
+            && raw_set.is_some_and(|(s, ext)| s.pid == pid && s.seq == 0 && ext == "live"),
         "expected the raw exit profile alone: {names:?}"
     );
     // `ying report DIR` makes the set, under the same name, with the same figures.
@@ -154,6 +154,6 @@ fn a_failed_exec_keeps_the_heap_at_death() {
     );
     c.check(c.with.stdout_str() == "exec failed as it should\n", "unexpected output");
     c.assert_no_ying_lines();
-    let live = reports.join(format!("ying.exec_chain.{}.live", c.with.pid));
-    c.check(live.is_file(), "the live file removed at the failed exec was not written again");
+    let live = preload_tests::live_file_of(&reports, c.with.pid);
+    c.check(live.is_some(), "the live file removed at the failed exec was not written again");
 }

@@ -57,9 +57,8 @@ fn a_full_disk_at_exit_leaves_no_half_set_and_keeps_the_live_file() {
         left.is_empty(),
         format!("a half-written set (or a temporary file) was left: {left:?}"),
     );
-    let kept = ying_files(&live);
     c.check(
-        kept.iter().any(|n| n == &format!("ying.heap_at_death.{}.live", c.with.pid)),
+        preload_tests::live_file_of(&live, c.with.pid).is_some(),
         format!("the live file was not kept: {}", list_dir(&live)),
     );
     let lines = c.with.ying_lines();

@@ -190,9 +190,7 @@ impl Running {
 
 /// The live file of `pid` in `dir`.
 fn live_file(dir: &Path, pid: u32) -> Option<PathBuf> {
-    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
-        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(&format!(".{pid}.live")))
-    })
+    preload_tests::live_file_of(dir, pid)
 }
 
 /// Everything the report set of a live file shows that the tests check.
@@ -222,7 +220,7 @@ fn heap_at_death(dir: &Path, pid: u32, out: &Path, ended: Option<&str>, func: &s
     for ext in ["txt", "folded", "pb.gz", "peak.pb.gz", "json"] {
         assert!(set.has(ext), "no .{ext} in {}", preload_tests::list_dir(out));
     }
-    assert!(out.join(format!("ying.heap_at_death.{pid}.html")).exists(), "no HTML page");
+    assert!(preload_tests::process_file(out, pid, "html").is_some(), "no HTML page");
     let m = set.manifest();
     let on_top = m
         .entries
@@ -379,6 +377,111 @@ fn fast_growth_killed_at_random_prints_how_fresh_the_heap_at_death_is() {
         "freshness at death, ~200 MB/s: mean {:.1} %, worst {:.1} % of what was held at the kill",
         mean * 100.0,
         min * 100.0
+    );
+}
+
+/// The live files of `exe`'s processes with pid `pid` in `dir`.
+fn live_files_of(dir: &Path, exe: &str, pid: u32) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    v.retain(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name.strip_prefix(&format!("ying.{exe}."))
+            .and_then(|r| r.strip_suffix(".live"))
+            .and_then(|r| r.parse::<ying_profiler::report::ProcessId>().ok())
+            .is_some_and(|p| p.pid == pid && p.instance.is_some())
+    });
+    v.sort();
+    v
+}
+
+/// `heap_at_death` holding 9.6 MB (sampled for sure) as pid 1 of a new pid namespace
+/// (`unshare -p -f`, killed with `unshare`),
+/// every setting at its default but the live file's interval; `None` when this machine cannot
+/// make pid namespaces (not root).
+fn in_pid_namespace(exe: &Path, mode: &str, reports: &Path) -> Option<Running> {
+    let ok = Command::new("unshare").args(["-p", "-f", "--mount-proc", "true"]).status();
+    if !ok.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: no pid namespaces here (unshare -p needs root)");
+        return None;
+    }
+    let exe = exe.to_str().unwrap();
+    let args =
+        ["-p", "-f", "--mount-proc", "--kill-child=SIGKILL", exe, mode, "1", "200", "49152", "0"];
+    let unshare = preload_tests::find_in_path("unshare").expect("unshare");
+    let r = Running::spawn_with(&unshare, &args, reports, &[("YING_LIVE_INTERVAL_MS", "50")], true);
+    Some(r)
+}
+
+/// Waits (at most 20 s) until `dir` holds `n` live files of pid 1.
+fn wait_live_files(dir: &Path, n: usize) -> Vec<PathBuf> {
+    let start = Instant::now();
+    loop {
+        let files = live_files_of(dir, "heap_at_death", 1);
+        if files.len() >= n || start.elapsed() > Duration::from_secs(20) {
+            return files;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Two processes that are both pid 1, each in a pid namespace of its own, sharing one
+/// reporting directory (two containers on one volume): at once, each keeps a live file of its
+/// own; in sequence (a crash, then a restart under the same pid), the restarted process's
+/// normal exit removes its own live file and never the crashed one's, which `ying report`
+/// still reads. Names carry the process's instance beside its pid; with names of pid alone the
+/// second process overwrote the first's file, then removed it at its exit.
+#[test]
+fn two_processes_with_the_same_pid_in_two_pid_namespaces_keep_their_own_files() {
+    let dir = TestDir::new("death-pidns");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    // At once.
+    let both = dir.reports("both");
+    let Some(a) = in_pid_namespace(&exe, "pause", &both) else { return };
+    let b = in_pid_namespace(&exe, "pause", &both).expect("a second namespace");
+    a.wait_line("held ");
+    b.wait_line("held ");
+    let files = wait_live_files(&both, 2);
+    a.signal(libc::SIGKILL);
+    b.signal(libc::SIGKILL);
+    a.wait();
+    b.wait();
+    assert_eq!(files.len(), 2, "two live files of pid 1: {}", preload_tests::list_dir(&both));
+    for f in &files {
+        let live = LiveProfile::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert_eq!(live.pid(), 1);
+    }
+    // In sequence: a crash, then a restart under the same pid that exits normally.
+    let seq = dir.reports("sequence");
+    let crashed = in_pid_namespace(&exe, "pause", &seq).expect("a namespace");
+    crashed.wait_line("held ");
+    let first = wait_live_files(&seq, 1);
+    crashed.signal(libc::SIGKILL);
+    crashed.wait();
+    assert_eq!(
+        first.len(),
+        1,
+        "the crashed process's live file: {}",
+        preload_tests::list_dir(&seq)
+    );
+    let restarted = in_pid_namespace(&exe, "exit", &seq).expect("a namespace");
+    let status = restarted.wait();
+    assert!(status.success(), "the restarted process exits 0: {status:?}");
+    let left = live_files_of(&seq, "heap_at_death", 1);
+    assert_eq!(
+        left,
+        first,
+        "only the crashed process's live file is left: {}",
+        preload_tests::list_dir(&seq)
+    );
+    let out = dir.reports("read");
+    let live = LiveProfile::read(&left[0]).unwrap_or_else(|e| panic!("{e}"));
+    live.write_report_set(&out, None).unwrap_or_else(|e| panic!("{e}"));
+    let sets = report_sets(&seq);
+    assert!(
+        sets.iter().any(|s| s.exe == "heap_at_death" && s.pid == 1),
+        "the restarted process's exit report: {}",
+        preload_tests::list_dir(&seq)
     );
 }
 
@@ -743,7 +846,8 @@ fn live_pids(dir: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| {
             let n = e.file_name().into_string().ok()?;
-            n.strip_suffix(".live")?.rsplit('.').next()?.parse().ok()
+            let process = n.strip_prefix("ying.")?.strip_suffix(".live")?.rsplit('.').next()?;
+            Some(process.parse::<ying_profiler::report::ProcessId>().ok()?.pid)
         })
         .collect()
 }

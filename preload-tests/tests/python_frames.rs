@@ -167,11 +167,7 @@ fn a_killed_python_process_leaves_its_python_frames() {
         ],
         &reports,
     );
-    let file = std::fs::read_dir(&reports)
-        .expect("the reporting directory")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(&format!(".{}.live", c.with.pid)))
+    let file = preload_tests::live_file_of(&reports, c.with.pid)
         .unwrap_or_else(|| panic!("no live file: {}", preload_tests::list_dir(&reports)));
     let live = LiveProfile::read(&file).unwrap_or_else(|e| panic!("unreadable live file: {e}"));
     let out = dir.join("read");

@@ -347,11 +347,11 @@ impl ReportDir {
     /// off): from now on only the calling thread creates files, and this process's temporary
     /// files already in the directory (`.ying.<exe>.<pid>.*.tmp`, the abandoned dump's) are
     /// removed, so that none is left behind. Returns how many were removed.
-    pub fn abandon_others(&self, exe: &str, pid: u32) -> io::Result<usize> {
+    pub fn abandon_others(&self, exe: &str, process: super::ProcessId) -> io::Result<usize> {
         ONLY_WRITER.store(crate::sys::gettid(), Ordering::SeqCst);
         let dir = self.checked_fd().map_err(|e| with_path(e, &self.path))?;
         let dir = dir.as_raw_fd();
-        let prefix = format!(".ying.{exe}.{pid}.");
+        let prefix = format!(".ying.{exe}.{process}.");
         let mut removed = 0;
         for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
             if name.starts_with(&prefix) && name.ends_with(".tmp") {
@@ -372,18 +372,23 @@ impl ReportDir {
     }
 
     /// Removes the oldest report sets of the process `exe` (its file name as it appears in
-    /// report names) with `pid` so that at most `keep` of its sets remain, every file of each
+    /// report names) `process` (pid and instance) so that at most `keep` of its sets remain, every file of each
     /// set removed (see [`set_seq_of`]), and returns how many sets were removed. Only names of
     /// that process's sets are touched: other processes' sets, temporary files and anything
     /// else stay. Works on the directory identified at start (`unlinkat`, which removes a symbolic
     /// link itself, never what it points to). Errors name the first file that could not be
     /// removed; the others are still attempted.
-    pub fn remove_old_sets(&self, exe: &str, pid: u32, keep: usize) -> io::Result<usize> {
+    pub fn remove_old_sets(
+        &self,
+        exe: &str,
+        process: super::ProcessId,
+        keep: usize,
+    ) -> io::Result<usize> {
         let dir = self.checked_fd()?;
         let dir = dir.as_raw_fd();
         let mut sets: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
         for name in Self::names_at(dir).map_err(|e| with_path(e, &self.path))? {
-            if let Some(seq) = set_seq_of(&name, exe, pid) {
+            if let Some(seq) = set_seq_of(&name, exe, process) {
                 sets.entry(seq).or_default().push(name);
             }
         }
@@ -441,7 +446,7 @@ const TEMP_DEAD_AGE_SECS: i64 = 60;
 /// one process.
 #[derive(Debug)]
 struct Output {
-    pid: u32,
+    process: super::ProcessId,
     /// The newest modification time of its files, seconds.
     mtime: i64,
     bytes: u64,
@@ -470,9 +475,21 @@ fn temp_pid(name: &str) -> Option<u32> {
     if let Some((set, _)) = super::SetName::parse_file(file) {
         return Some(set.pid);
     }
-    // `ying.<exe>.<pid>.live` or `ying.<exe>.<pid>.html`.
-    let stem = file.strip_suffix(".live").or_else(|| file.strip_suffix(".html"))?;
-    stem.strip_prefix("ying.")?.rsplit_once('.')?.1.parse().ok()
+    // `ying.<exe>.<pid>-<instance>.live` or `.html`.
+    process_file(file).map(|(_, p, _)| p.pid)
+}
+
+/// The process a live file or page is of, and whether it is the live file:
+/// `ying.<exe>.<pid>-<instance>.live` or `.html` (or `ying.<exe>.<pid>.live`, from before
+/// instances).
+fn process_file(name: &str) -> Option<(&str, super::ProcessId, bool)> {
+    let (stem, live) = match (name.strip_suffix(".live"), name.strip_suffix(".html")) {
+        (Some(s), _) => (s, true),
+        (_, Some(s)) => (s, false),
+        _ => return None,
+    };
+    let (exe, process) = stem.strip_prefix("ying.")?.rsplit_once('.')?;
+    Some((exe, process.parse().ok()?, live))
 }
 
 /// Whether a process with this pid exists (in this pid namespace).
@@ -533,22 +550,34 @@ impl ReportDir {
     /// A pid is looked up in this process's pid namespace: another namespace's process
     /// writing in the same directory counts as ended (its oldest sets may be removed, never
     /// its temporary files while it writes them).
-    pub(crate) fn retain(&self, exe: &str, me: u32, keep: Retention) -> io::Result<Retained> {
+    pub(crate) fn retain(
+        &self,
+        exe: &str,
+        me: super::ProcessId,
+        keep: Retention,
+    ) -> io::Result<Retained> {
         let dir = self.checked_fd()?;
         let dir = dir.as_raw_fd();
         let names = Self::names_at(dir).map_err(|e| with_path(e, &self.path))?;
         let now = now_secs();
-        let mut alive: std::collections::HashMap<u32, bool> = Default::default();
-        let mut alive_at =
-            |pid: u32| *alive.entry(pid).or_insert_with(|| pid == me || pid_alive(pid));
+        let alive: std::cell::RefCell<std::collections::HashMap<u32, bool>> = Default::default();
+        let pid_alive_at = |pid: u32| {
+            *alive.borrow_mut().entry(pid).or_insert_with(|| pid == me.pid || pid_alive(pid))
+        };
+        // A process with this process's pid but another instance ended before it started (or
+        // runs in another pid namespace: counted as ended, as above).
+        let alive_at = |p: super::ProcessId| match p.pid == me.pid {
+            true => p.instance == me.instance,
+            false => pid_alive_at(p.pid),
+        };
         let mut done = Retained::default();
-        let mut sets: std::collections::BTreeMap<(u32, u64), Output> = Default::default();
+        let mut sets: std::collections::BTreeMap<(super::ProcessId, u64), Output> =
+            Default::default();
         let mut outputs = Vec::new();
         let mut pages = Vec::new();
-        let live_prefix = format!("ying.{exe}.");
         for name in names {
             if name.ends_with(".tmp") {
-                if self.remove_if_leftover(dir, &name, now, &mut alive_at) {
+                if self.remove_if_leftover(dir, &name, now, &mut |p| pid_alive_at(p)) {
                     done.temporary += 1;
                 }
                 continue;
@@ -558,8 +587,8 @@ impl ReportDir {
                     continue;
                 }
                 let Some((mtime, bytes)) = stat_at(dir, &name) else { continue };
-                let o = sets.entry((set.pid, set.seq)).or_insert_with(|| Output {
-                    pid: set.pid,
+                let o = sets.entry((set.process(), set.seq)).or_insert_with(|| Output {
+                    process: set.process(),
                     mtime,
                     bytes: 0,
                     names: Vec::new(),
@@ -570,20 +599,18 @@ impl ReportDir {
                 o.names.push(name);
                 continue;
             }
-            let Some(rest) = name.strip_prefix(&live_prefix) else { continue };
-            let (pid, live) = match (rest.strip_suffix(".live"), rest.strip_suffix(".html")) {
-                (Some(p), _) => (p, true),
-                (_, Some(p)) => (p, false),
-                _ => continue,
-            };
-            let Ok(pid) = pid.parse::<u32>() else { continue };
+            // `ying.<exe>.<process>.live` or `.html` of this executable.
+            let Some((of, process, live)) = process_file(&name) else { continue };
+            if of != exe {
+                continue;
+            }
             if !live {
                 let Some((_, bytes)) = stat_at(dir, &name) else { continue };
-                pages.push((pid, name, bytes));
+                pages.push((process, name, bytes));
                 continue;
             }
             let Some((mtime, bytes)) = stat_at(dir, &name) else { continue };
-            outputs.push(Output { pid, mtime, bytes, names: vec![name], live: true });
+            outputs.push(Output { process, mtime, bytes, names: vec![name], live: true });
         }
         outputs.extend(sets.into_values());
         // Oldest first; a set and its process's live file of the same second: the set first.
@@ -595,15 +622,15 @@ impl ReportDir {
         let over = |count: usize, bytes: u64| {
             (keep.sets > 0 && count > keep.sets) || (keep.bytes > 0 && bytes > keep.bytes)
         };
-        let mut kept_by: std::collections::HashMap<u32, usize> = Default::default();
+        let mut kept_by: std::collections::HashMap<super::ProcessId, usize> = Default::default();
         for o in &outputs {
-            *kept_by.entry(o.pid).or_default() += 1;
+            *kept_by.entry(o.process).or_default() += 1;
         }
         for o in &outputs {
             if !over(count, bytes) {
                 break;
             }
-            if alive_at(o.pid) {
+            if alive_at(o.process) {
                 continue;
             }
             for name in &o.names {
@@ -616,18 +643,18 @@ impl ReportDir {
             } else {
                 done.sets += 1;
             }
-            let n = kept_by.entry(o.pid).or_default();
+            let n = kept_by.entry(o.process).or_default();
             *n = n.saturating_sub(1);
             if *n == 0 {
-                if let Some((_, name, b)) = pages.iter().find(|(pid, _, _)| *pid == o.pid) {
+                if let Some((_, name, b)) = pages.iter().find(|(p, _, _)| *p == o.process) {
                     let _ = self.remove(name);
                     bytes = bytes.saturating_sub(*b);
                 }
             }
         }
         // The page of an ended process with no set or live file left (before this pass too).
-        for (pid, name, _) in &pages {
-            if !kept_by.contains_key(pid) && !alive_at(*pid) {
+        for (process, name, _) in &pages {
+            if !kept_by.contains_key(process) && !alive_at(*process) {
                 let _ = self.remove(name);
             }
         }
@@ -640,12 +667,13 @@ pub(crate) const SET_EXTENSIONS: [&str; 9] =
     ["txt", "svg", "folded", "pb.gz", "peak.svg", "peak.folded", "peak.pb.gz", "json", "live"];
 
 /// The sequence number of the report set `name` belongs to, when it is a file of a set of the
-/// process `exe` (the executable's file name as report names carry it) with `pid`:
-/// `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>.<ext>` with `<ext>` one of [`SET_EXTENSIONS`].
-/// Anything else, a temporary file included, is `None`.
-pub(crate) fn set_seq_of(name: &str, exe: &str, pid: u32) -> Option<u64> {
+/// process `exe` (the executable's file name as report names carry it) `process`:
+/// `ying.<exe>.<pid>-<instance>.<seq>.<yyyymmddThhmmssZ>.<ext>` with `<ext>` one of
+/// [`SET_EXTENSIONS`]. Anything else, a temporary file or a set of another process with the
+/// same pid (another instance) included, is `None`.
+pub(crate) fn set_seq_of(name: &str, exe: &str, process: super::ProcessId) -> Option<u64> {
     let (set, ext) = super::SetName::parse_file(name)?;
-    (set.exe == exe && set.pid == pid && SET_EXTENSIONS.contains(&ext)).then_some(set.seq)
+    (set.exe == exe && set.process() == process && SET_EXTENSIONS.contains(&ext)).then_some(set.seq)
 }
 
 /// Where [`write_atomic`] writes: an identified [`ReportDir`], or a directory path opened for the one
@@ -698,6 +726,11 @@ pub(crate) fn sanitize_component(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A process as names written before instances carry it.
+    fn old(pid: u32) -> crate::report::ProcessId {
+        crate::report::ProcessId { pid, instance: None }
+    }
+
     use super::*;
 
     #[test]
@@ -758,9 +791,9 @@ mod tests {
     #[test]
     fn set_names_of_this_process_only() {
         let ts = "20261203T181500Z";
-        assert_eq!(set_seq_of(&format!("ying.app.42.7.{ts}.txt"), "app", 42), Some(7));
-        assert_eq!(set_seq_of(&format!("ying.app.42.0.{ts}.peak.pb.gz"), "app", 42), Some(0));
-        assert_eq!(set_seq_of(&format!("ying.a.b.42.3.{ts}.svg"), "a.b", 42), Some(3));
+        assert_eq!(set_seq_of(&format!("ying.app.42.7.{ts}.txt"), "app", old(42)), Some(7));
+        assert_eq!(set_seq_of(&format!("ying.app.42.0.{ts}.peak.pb.gz"), "app", old(42)), Some(0));
+        assert_eq!(set_seq_of(&format!("ying.a.b.42.3.{ts}.svg"), "a.b", old(42)), Some(3));
         for other in [
             format!("ying.app.43.7.{ts}.txt"),     // another pid
             format!("ying.app.420.7.{ts}.txt"),    // another pid sharing a prefix
@@ -774,7 +807,7 @@ mod tests {
             "notes.txt".to_string(),
         ] {
             let exe = if other.starts_with("ying.a.b") { "a" } else { "app" };
-            assert_eq!(set_seq_of(&other, exe, 42), None, "{other}");
+            assert_eq!(set_seq_of(&other, exe, old(42)), None, "{other}");
         }
     }
 
@@ -838,7 +871,7 @@ mod tests {
 
         // 7 outputs of `app`, keep 3: dead[0]'s two sets, dead[1]'s live file and dead[2]'s set
         // go (pid 1's, running, stays although older than dead[2]'s).
-        let done = d.retain("app", me, Retention { sets: 3, bytes: 0 }).unwrap();
+        let done = d.retain("app", old(me), Retention { sets: 3, bytes: 0 }).unwrap();
         assert_eq!(done, Retained { sets: 3, live_files: 1, temporary: 2 });
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
@@ -859,13 +892,13 @@ mod tests {
             "dead[0]'s page went with its sets, {dead_old} and {alive_old} by age"
         );
         // By bytes: each set is 30 bytes; 60 bytes keep two, and only dead[3]'s may go.
-        let done = d.retain("app", me, Retention { sets: 0, bytes: 60 }).unwrap();
+        let done = d.retain("app", old(me), Retention { sets: 0, bytes: 60 }).unwrap();
         assert_eq!(done.sets, 1);
         assert!(!dir.join(format!("ying.app.{}.0.{ts}.txt", dead[3])).exists());
         assert!(dir.join(format!("ying.app.1.0.{ts}.txt")).exists());
         // No limits: nothing more goes.
         assert_eq!(
-            d.retain("app", me, Retention { sets: 0, bytes: 0 }).unwrap(),
+            d.retain("app", old(me), Retention { sets: 0, bytes: 0 }).unwrap(),
             Retained::default()
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -910,7 +943,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(d.remove_old_sets("app", 42, 2).unwrap(), 4);
+        assert_eq!(d.remove_old_sets("app", old(42), 2).unwrap(), 4);
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -918,7 +951,7 @@ mod tests {
         names.sort();
         expect_kept.sort();
         assert_eq!(names, expect_kept);
-        assert_eq!(d.remove_old_sets("app", 42, 2).unwrap(), 0);
+        assert_eq!(d.remove_old_sets("app", old(42), 2).unwrap(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -947,7 +980,7 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
         std::fs::rename(root.join("old"), &dir).unwrap();
         d.write_atomic("d.txt", b"w").unwrap();
-        assert_eq!(d.remove_old_sets("app", 1, 0).unwrap(), 0);
+        assert_eq!(d.remove_old_sets("app", old(1), 0).unwrap(), 0);
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -957,7 +990,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
         d.write_atomic("a.txt", b"x").unwrap();
-        d.remove_old_sets("app", 1, 0).unwrap();
+        d.remove_old_sets("app", old(1), 0).unwrap();
         // No descriptor of this process points at the directory (other tests' may come and go,
         // but never one of this directory's).
         let held = std::fs::read_dir("/proc/self/fd")

@@ -59,7 +59,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callstack::{FrameView, Measurement};
 use model::Report;
-pub use set_name::SetName;
+pub use set_name::{ProcessId, SetName};
 use snapshot::Snapshot;
 
 /// Facts about the process that go into report headers and file names.
@@ -67,6 +67,9 @@ use snapshot::Snapshot;
 pub struct ReportContext {
     /// Process id.
     pub pid: u32,
+    /// The process's instance (see [`ProcessId`]): this process's for [`ReportContext::current`],
+    /// the one a live file carries for a dead process's (`None` for files from before).
+    pub instance: Option<u32>,
     /// Path of the executable.
     pub exe: String,
     /// Resident set size in KiB (`VmRSS`).
@@ -97,6 +100,7 @@ impl ReportContext {
         };
         Self {
             pid: std::process::id(),
+            instance: Some(instance()),
             exe,
             rss_kib: field("VmRSS"),
             anon_rss_kib: field("RssAnon"),
@@ -105,12 +109,44 @@ impl ReportContext {
 
     /// A process nothing is known of (a report of stacks someone built).
     pub(crate) fn unknown() -> Self {
-        Self { pid: 0, exe: String::new(), rss_kib: None, anon_rss_kib: None }
+        Self { pid: 0, instance: None, exe: String::new(), rss_kib: None, anon_rss_kib: None }
+    }
+
+    /// The process as file names carry it.
+    pub fn process(&self) -> ProcessId {
+        ProcessId { pid: self.pid, instance: self.instance }
     }
 
     /// The executable's file name, safe for use in a path.
     pub fn exe_name(&self) -> String {
         files::sanitize_component(self.exe.rsplit('/').next().unwrap_or(&self.exe))
+    }
+}
+
+/// This process's instance (see [`ProcessId`]): drawn from the kernel's entropy the first time
+/// a process asks (the report thread, naming a file; nothing at start-up), drawn again in a
+/// `fork` child (its pid differs). Lock-free.
+pub(crate) fn instance() -> u32 {
+    static OF: AtomicU64 = AtomicU64::new(0);
+    let pid = u64::from(std::process::id());
+    let v = OF.load(Ordering::Relaxed);
+    if v >> 32 == pid {
+        return v as u32;
+    }
+    let mut buf = [0u8; 4];
+    // SAFETY: getrandom writes at most `buf.len()` bytes into `buf`; a failure leaves it zero.
+    let got = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), libc::GRND_NONBLOCK) };
+    let mut i = u32::from_ne_bytes(buf);
+    if got != 4 {
+        // No entropy yet (early boot): the clock's nanoseconds and the pid.
+        let t = crate::sys::clock::wall().duration_since(UNIX_EPOCH).unwrap_or_default();
+        i = t.subsec_nanos() ^ (pid as u32).rotate_left(16);
+    }
+    // The first to store wins: every thread of the process names it the same.
+    match OF.compare_exchange(v, (pid << 32) | u64::from(i), Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => i,
+        Err(now) if now >> 32 == pid => now as u32,
+        Err(_) => i,
     }
 }
 
@@ -269,7 +305,7 @@ pub(crate) fn write_set(
 pub(crate) fn set_stem(r: &Report, seq: u64) -> String {
     let ctx = &r.facts.process;
     let stamp = utc_timestamp(r.facts.taken_at, false);
-    SetName { exe: ctx.exe_name(), pid: ctx.pid, seq, stamp }.to_string()
+    SetName { exe: ctx.exe_name(), pid: ctx.pid, instance: ctx.instance, seq, stamp }.to_string()
 }
 
 /// The HTML page a set comes with.
@@ -316,7 +352,7 @@ pub(crate) fn write_set_numbered(
         return Err(e);
     }
     if let Some(page) = html {
-        let name = html::file_name(&ctx.exe_name(), ctx.pid);
+        let name = html::file_name(&ctx.exe_name(), ctx.process());
         match files::write_atomic(dir, &name, page.as_bytes()) {
             Ok(p) => paths.html = Some(p),
             Err(e) => page_not_written(&e),

@@ -16,6 +16,7 @@ fn outputs_render_the_facts_of_a_hand_built_report() {
     let mut r = Report::from_stacks(&stacks, &ReportOptions::default());
     r.facts.process = ReportContext {
         pid: 4242,
+        instance: None,
         exe: "/usr/bin/python3.13".into(),
         rss_kib: Some(2048),
         anon_rss_kib: Some(1024),

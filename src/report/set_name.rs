@@ -1,6 +1,12 @@
-//! The name of a report set, `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>`, written once here and
-//! read back here by every reader: the retention of old sets, `ying view`, `ying run`'s
-//! summary, `ying top`/`diff` naming a set, the shim's tests.
+//! The name of a report set, `ying.<exe>.<pid>-<instance>.<seq>.<yyyymmddThhmmssZ>`, written
+//! once here and read back here by every reader: the retention of old sets, `ying view`, `ying
+//! run`'s summary, `ying top`/`diff` naming a set, the shim's tests.
+//!
+//! The process part ([`ProcessId`]) is the pid and the process's *instance*, 8 hex digits drawn
+//! at random when the process first names a file: pids repeat across pid namespaces (two
+//! containers sharing a reporting volume) and across restarts (a crash loop restarts a service
+//! under the same pid), and the instance keeps every process's files (sets, live file, page)
+//! apart from every other's. Names without an instance (written before instances) are read too.
 //!
 //! Each file of a set is the set's name, a dot and an extension (`txt`, `pb.gz`, `peak.svg`,
 //! ...; see `SET_EXTENSIONS` in `files.rs`). The executable's name may contain dots
@@ -15,15 +21,64 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// A process as file names carry it: its pid and its instance (see the module docs), written
+/// `<pid>-<8 hex digits>`, or `<pid>` alone in names written before instances.
+///
+/// ```
+/// use ying_profiler::report::ProcessId;
+/// let p = ProcessId { pid: 1234, instance: Some(0x00c0ffee) };
+/// assert_eq!(p.to_string(), "1234-00c0ffee");
+/// assert_eq!("1234-00c0ffee".parse::<ProcessId>(), Ok(p));
+/// assert_eq!("1234".parse::<ProcessId>(), Ok(ProcessId { pid: 1234, instance: None }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcessId {
+    /// The process id (in the pid namespace of the process).
+    pub pid: u32,
+    /// The process's instance; `None` in names written before instances.
+    pub instance: Option<u32>,
+}
+
+impl fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.instance {
+            Some(i) => write!(f, "{}-{i:08x}", self.pid),
+            None => write!(f, "{}", self.pid),
+        }
+    }
+}
+
+impl FromStr for ProcessId {
+    type Err = NotASetName;
+
+    /// `<pid>` or `<pid>-<8 lowercase hex digits>`, the pid without leading zeros.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parse = || {
+            let (pid, instance) = match s.split_once('-') {
+                Some((pid, i)) => {
+                    let hex =
+                        i.len() == 8 && i.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+                    (pid, Some(hex.then(|| u32::from_str_radix(i, 16).ok()).flatten()?))
+                }
+                None => (s, None),
+            };
+            Some(ProcessId { pid: u32::try_from(canonical_number(pid)?).ok()?, instance })
+        };
+        parse().ok_or_else(|| NotASetName(s.to_string()))
+    }
+}
+
 /// The name of one report set, without extension.
 ///
 /// ```
-/// use ying_profiler::report::SetName;
-/// let set = SetName::new("python3.11", 1234, 0, "20261202T115021Z").unwrap();
-/// assert_eq!(set.to_string(), "ying.python3.11.1234.0.20261202T115021Z");
-/// assert_eq!(set.file("pb.gz"), "ying.python3.11.1234.0.20261202T115021Z.pb.gz");
-/// let (read, ext) = SetName::parse_file("ying.python3.11.1234.0.20261202T115021Z.peak.svg").unwrap();
-/// assert_eq!((read, ext), (set, "peak.svg"));
+/// use ying_profiler::report::{ProcessId, SetName};
+/// let set = SetName::new("python3.11", 1234, 0, "20261202T115021Z").unwrap().of(Some(0xc0ffee));
+/// assert_eq!(set.to_string(), "ying.python3.11.1234-00c0ffee.0.20261202T115021Z");
+/// assert_eq!(set.file("pb.gz"), "ying.python3.11.1234-00c0ffee.0.20261202T115021Z.pb.gz");
+/// let (read, ext) =
+///     SetName::parse_file("ying.python3.11.1234-00c0ffee.0.20261202T115021Z.peak.svg").unwrap();
+/// assert_eq!((&read, ext), (&set, "peak.svg"));
+/// assert_eq!(read.process(), ProcessId { pid: 1234, instance: Some(0xc0ffee) });
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SetName {
@@ -32,6 +87,8 @@ pub struct SetName {
     pub exe: String,
     /// The process id.
     pub pid: u32,
+    /// The process's instance (see [`ProcessId`]); `None` in names written before instances.
+    pub instance: Option<u32>,
     /// The set's sequence number in its process (0 for the first).
     pub seq: u64,
     /// When the set was taken, UTC, `yyyymmddThhmmssZ`.
@@ -44,7 +101,11 @@ pub struct NotASetName(String);
 
 impl fmt::Display for NotASetName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} is not a report set's name (ying.<exe>.<pid>.<seq>.<time>)", self.0)
+        write!(
+            f,
+            "{:?} is not a report set's name (ying.<exe>.<pid>-<instance>.<seq>.<time>)",
+            self.0
+        )
     }
 }
 
@@ -57,9 +118,21 @@ impl SetName {
         (!exe.is_empty() && !exe.contains('/') && is_stamp(stamp)).then(|| SetName {
             exe: exe.to_string(),
             pid,
+            instance: None,
             seq,
             stamp: stamp.to_string(),
         })
+    }
+
+    /// The same set of the process with `instance`.
+    pub fn of(mut self, instance: Option<u32>) -> Self {
+        self.instance = instance;
+        self
+    }
+
+    /// The process the set is of.
+    pub fn process(&self) -> ProcessId {
+        ProcessId { pid: self.pid, instance: self.instance }
     }
 
     /// The name of the set's file with extension `ext` (`txt`, `pb.gz`, `peak.svg`, ...).
@@ -88,21 +161,22 @@ impl SetName {
 
 impl fmt::Display for SetName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ying.{}.{}.{}.{}", self.exe, self.pid, self.seq, self.stamp)
+        write!(f, "ying.{}.{}.{}.{}", self.exe, self.process(), self.seq, self.stamp)
     }
 }
 
 impl FromStr for SetName {
     type Err = NotASetName;
 
-    /// Reads a set's name without extension, `ying.<exe>.<pid>.<seq>.<yyyymmddThhmmssZ>`.
+    /// Reads a set's name without extension, `ying.<exe>.<pid>-<instance>.<seq>.<time>` (or
+    /// `ying.<exe>.<pid>.<seq>.<time>`, from before instances).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parse = || {
             let mut parts = s.strip_prefix("ying.")?.rsplitn(4, '.');
             let stamp = parts.next()?;
             let seq = canonical_number(parts.next()?)?;
-            let pid = u32::try_from(canonical_number(parts.next()?)?).ok()?;
-            SetName::new(parts.next()?, pid, seq, stamp)
+            let process: ProcessId = parts.next()?.parse().ok()?;
+            Some(SetName::new(parts.next()?, process.pid, seq, stamp)?.of(process.instance))
         };
         parse().ok_or_else(|| NotASetName(s.to_string()))
     }
@@ -193,11 +267,23 @@ mod tests {
             "ying.app.42.7.20261202T115021Z.txt",
             "yang.app.42.7.20261202T115021Z",
             ".ying.app.42.7.20261202T115021Z",
+            // Instances: exactly 8 lowercase hex digits.
+            "ying.app.42-abc.7.20261202T115021Z",
+            "ying.app.42-0000000G.7.20261202T115021Z",
+            "ying.app.42-0000ABCD.7.20261202T115021Z",
+            "ying.app.42-000000abc.7.20261202T115021Z",
+            "ying.app.-0000abcd.7.20261202T115021Z",
         ] {
             assert!(bad.parse::<SetName>().is_err(), "{bad:?}");
         }
+        let good = "ying.app.42-0000abcd.7.20261202T115021Z".parse::<SetName>().unwrap();
+        assert_eq!(good.process(), ProcessId { pid: 42, instance: Some(0xabcd) });
+        assert_eq!(good.to_string(), "ying.app.42-0000abcd.7.20261202T115021Z", "one to one");
         let e = "ying.x".parse::<SetName>().unwrap_err().to_string();
-        assert!(e.contains("\"ying.x\"") && e.contains("ying.<exe>.<pid>.<seq>.<time>"), "{e}");
+        assert!(
+            e.contains("\"ying.x\"") && e.contains("ying.<exe>.<pid>-<instance>.<seq>.<time>"),
+            "{e}"
+        );
         assert_eq!(SetName::new("", 1, 1, TS), None);
         assert_eq!(SetName::new("a/b", 1, 1, TS), None);
         assert_eq!(SetName::new("a", 1, 1, "2026"), None);

@@ -432,8 +432,10 @@ impl Timeline {
             fold_framework_frames: view.fold_framework,
             ..ReportOptions::default()
         };
+        // Names nothing (`stem` is given): no instance needed.
         let process = crate::report::ReportContext {
             pid: self.pid,
+            instance: None,
             exe: self.exe.clone(),
             rss_kib: None,
             anon_rss_kib: None,

@@ -311,7 +311,7 @@ impl Lifecycle {
                     let abandon = || {
                         if let Ok(dir) = runner.reporting_dir() {
                             let ctx = ReportContext::current();
-                            let _ = dir.abandon_others(&ctx.exe_name(), ctx.pid);
+                            let _ = dir.abandon_others(&ctx.exe_name(), ctx.process());
                         }
                     };
                     let _ = guarded(*source, abandon, |_| ());

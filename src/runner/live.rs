@@ -183,7 +183,7 @@ static WROTE: AtomicU32 = AtomicU32::new(0);
 /// This process's live file name.
 fn live_name() -> String {
     let ctx = ReportContext::current();
-    crate::report::live::file_name(&ctx.exe_name(), ctx.pid)
+    crate::report::live::file_name(&ctx.exe_name(), ctx.process())
 }
 
 /// One line per process when the live file cannot be written: the profiler goes on in memory.

@@ -325,13 +325,13 @@ impl ProfilerRunner {
         let exe = ctx.exe_name();
         let mut result = Ok(());
         if self.max_report_sets > 0 {
-            result = dir.remove_old_sets(&exe, ctx.pid, self.max_report_sets).map(drop);
+            result = dir.remove_old_sets(&exe, ctx.process(), self.max_report_sets).map(drop);
         }
-        result = result.and(dir.retain(&exe, ctx.pid, self.retention).map(drop));
+        result = result.and(dir.retain(&exe, ctx.process(), self.retention).map(drop));
         if let Some(Ok(live)) = self.live_dir()
             && live.path() != dir.path()
         {
-            result = result.and(live.retain(&exe, ctx.pid, self.retention).map(drop));
+            result = result.and(live.retain(&exe, ctx.process(), self.retention).map(drop));
         }
         if let Err(e) = result
             && !WARNED.swap(true, Ordering::Relaxed)

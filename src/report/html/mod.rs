@@ -32,9 +32,9 @@ use super::{human_bytes, utc_timestamp};
 const SCRIPT: &str = include_str!("ying.js");
 const STYLE: &str = include_str!("ying.css");
 
-/// The file name of a process's HTML report: `ying.<exe>.<pid>.html`.
-pub fn file_name(exe_name: &str, pid: u32) -> String {
-    format!("ying.{exe_name}.{pid}.html")
+/// The file name of a process's HTML report: `ying.<exe>.<pid>-<instance>.html`.
+pub fn file_name(exe_name: &str, process: super::ProcessId) -> String {
+    format!("ying.{exe_name}.{process}.html")
 }
 
 /// Escapes text for HTML.
@@ -376,9 +376,12 @@ mod tests {
 
     #[test]
     fn the_page_is_no_file_of_a_set_so_the_set_limit_keeps_it() {
-        let name = file_name("app", 42);
-        assert_eq!(name, "ying.app.42.html");
-        assert_eq!(crate::report::files::set_seq_of(&name, "app", 42), None);
-        assert_eq!(crate::report::files::set_seq_of(VIEW_FILE, "view", 0), None);
+        use crate::report::ProcessId;
+        let app = ProcessId { pid: 42, instance: Some(0xab) };
+        let name = file_name("app", app);
+        assert_eq!(name, "ying.app.42-000000ab.html");
+        assert_eq!(crate::report::files::set_seq_of(&name, "app", app), None);
+        let view = ProcessId { pid: 0, instance: None };
+        assert_eq!(crate::report::files::set_seq_of(VIEW_FILE, "view", view), None);
     }
 }

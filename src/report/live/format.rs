@@ -117,6 +117,10 @@ pub(crate) struct Process {
     pub(crate) rss_kib: u64,
     #[prost(uint64, tag = "8")]
     pub(crate) anon_rss_kib: u64,
+    /// The process's instance (`report::ProcessId`), in its file names; absent in files
+    /// written before instances.
+    #[prost(uint32, optional, tag = "9")]
+    pub(crate) instance: Option<u32>,
 }
 
 /// Exact totals and counters.

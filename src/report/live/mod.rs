@@ -65,9 +65,10 @@ pub(crate) const VERSION: u32 = 1;
 /// The extension of live files.
 pub const EXTENSION: &str = "live";
 
-/// The live file's name for the process `pid` running `exe_name`: `ying.<exe>.<pid>.live`.
-pub fn file_name(exe_name: &str, pid: u32) -> String {
-    format!("ying.{exe_name}.{pid}.{EXTENSION}")
+/// The live file's name for the process `process` running `exe_name`:
+/// `ying.<exe>.<pid>-<instance>.live`.
+pub fn file_name(exe_name: &str, process: super::ProcessId) -> String {
+    format!("ying.{exe_name}.{process}.{EXTENSION}")
 }
 
 /// Whether `name` is a process's live file (`ying.<exe>.<pid>.live`), not a report set's raw

@@ -161,7 +161,7 @@ impl LiveProfile {
         // A set's raw profile becomes its own set; a live file's set takes a free number.
         let seq = match self.is_set_profile() {
             true => self.live.next_seq,
-            false => free_seq(out, &ctx.exe_name(), ctx.pid, self.live.next_seq),
+            false => free_seq(out, &ctx.exe_name(), ctx.process(), self.live.next_seq),
         };
         // The page: the recent points and this one dump.
         let ctx = &report.facts.process;
@@ -303,6 +303,7 @@ impl LiveProfile {
         table.name_locations(|ip| names.get(&ip).cloned());
         let ctx = ReportContext {
             pid: p.pid,
+            instance: p.instance,
             exe: p.exe.clone(),
             rss_kib: (p.rss_kib != 0).then_some(p.rss_kib),
             anon_rss_kib: (p.anon_rss_kib != 0).then_some(p.anon_rss_kib),
@@ -438,18 +439,18 @@ pub fn render_raw_sets(
         .collect())
 }
 
-/// The first sequence number from `seq` on that no set of process `pid` of `exe` in `dir` has:
+/// The first sequence number from `seq` on that no set of `process` of `exe` in `dir` has:
 /// the set of a live file never replaces one the process wrote itself (a process killed while
 /// its own set was being written took `seq` already), nor one an earlier `ying report` wrote.
 /// Raw profiles (`.live`) are not sets of their own: each is rendered as the set it names.
-fn free_seq(dir: &Path, exe: &str, pid: u32, seq: u64) -> u64 {
+fn free_seq(dir: &Path, exe: &str, process: crate::report::ProcessId, seq: u64) -> u64 {
     let Ok(entries) = crate::sys::dir::entries(dir) else { return seq };
     let taken = entries
         .iter()
         .filter_map(|e| crate::report::SetName::parse_file(&e.name))
         .filter(|(_, ext)| *ext != "live")
         .map(|(n, _)| n)
-        .filter(|n| n.exe == exe && n.pid == pid && n.seq >= seq)
+        .filter(|n| n.exe == exe && n.process() == process && n.seq >= seq)
         .map(|n| n.seq + 1)
         .max();
     taken.unwrap_or(seq).max(seq)
@@ -463,7 +464,8 @@ mod tests {
     fn a_set_read_from_a_live_file_takes_the_next_free_number() {
         let dir = std::env::temp_dir().join(format!("ying-free-seq-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(free_seq(&dir, "app", 42, 0), 0, "an empty directory");
+        let p = |pid| crate::report::ProcessId { pid, instance: None };
+        assert_eq!(free_seq(&dir, "app", p(42), 0), 0, "an empty directory");
         // The process's own set 0, written when it was killed; another process's set 5; an
         // older set of this one below the number asked for.
         for name in [
@@ -475,9 +477,11 @@ mod tests {
         ] {
             std::fs::write(dir.join(name), "").unwrap();
         }
-        assert_eq!(free_seq(&dir, "app", 42, 0), 1, "set 0 is the process's own");
-        assert_eq!(free_seq(&dir, "app", 42, 3), 3, "nothing at 3 or above");
-        assert_eq!(free_seq(&dir, "app", 43, 2), 6, "a set at 5");
+        assert_eq!(free_seq(&dir, "app", p(42), 0), 1, "set 0 is the process's own");
+        assert_eq!(free_seq(&dir, "app", p(42), 3), 3, "nothing at 3 or above");
+        assert_eq!(free_seq(&dir, "app", p(43), 2), 6, "a set at 5");
+        let other = crate::report::ProcessId { pid: 42, instance: Some(7) };
+        assert_eq!(free_seq(&dir, "app", other, 0), 0, "another process with pid 42");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -403,6 +403,7 @@ fn identity() -> format::Process {
     let start_ticks = crate::sys::state_and_start("self").map_or(0, |(_, t)| t);
     format::Process {
         pid: std::process::id(),
+        instance: Some(crate::report::instance()),
         cmdline,
         start_ticks,
         start_ms: crate::sys::start_ms(start_ticks).unwrap_or(0),
@@ -436,6 +437,7 @@ pub(crate) fn write_raw_set(
     let stem = crate::report::SetName {
         exe: facts.process.exe_name(),
         pid: facts.process.pid,
+        instance: facts.process.instance,
         seq,
         stamp: crate::report::utc_timestamp(facts.taken_at, false),
     }
