@@ -342,38 +342,45 @@ impl Lifecycle {
         if self.exit_reported.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Whether the heap at exit is on disk as a complete set (or there was nothing to write).
-        let mut reported = true;
-        if let Some((runner, source)) = self.exit_runner() {
-            let report = || {
-                if !runner.worth_a_report() {
-                    return true;
+        // What there is to do, looked at before a thread is made for it: most processes of a
+        // fork storm or a build took no sample and have no live file.
+        let exit = self.exit_runner().filter(|(runner, _)| runner.worth_a_report());
+        let live = self.live_runner.get().filter(|(runner, _)| runner.has_live_file());
+        if let Some(source) = exit.or(live).map(|(_, source)| *source) {
+            // Both on one private thread. Whether the heap at exit is on disk as a complete
+            // set (or there was nothing to write).
+            let work = || {
+                let reported = match exit {
+                    Some((runner, source)) => match runner.write_now(*source) {
+                        Ok(paths) => {
+                            if runner.announce_exit_report {
+                                announce(&paths);
+                            }
+                            true
+                        }
+                        Err(e) => {
+                            let kept = live.and_then(|(r, _)| r.live_file_path());
+                            let what = match kept {
+                                Some(p) => format!(
+                                    "final report (the heap at exit stays in {} for `ying report`)",
+                                    p.display()
+                                ),
+                                None => "final report".to_string(),
+                            };
+                            runner.warn_not_written(&what, &e);
+                            false
+                        }
+                    },
+                    None => true,
+                };
+                // The exit report replaces the live file: a file left is a process that did
+                // not exit, or one whose exit report could not be written (the file is then
+                // the only copy of its heap at exit).
+                if reported && let Some((runner, _)) = live {
+                    runner.remove_live_file();
                 }
-                match runner.write_now(*source) {
-                    Ok(paths) if runner.announce_exit_report => announce(&paths),
-                    Ok(_) => {}
-                    Err(e) => {
-                        let kept = self.live_runner.get().and_then(|(r, _)| r.live_file_path());
-                        let what = match kept {
-                            Some(p) => format!(
-                                "final report (the heap at exit stays in {} for `ying report`)",
-                                p.display()
-                            ),
-                            None => "final report".to_string(),
-                        };
-                        runner.warn_not_written(&what, &e);
-                        return false;
-                    }
-                }
-                true
             };
-            reported = super::privately(*source, report, |ok| *ok).unwrap_or(false);
-        }
-        // The exit report replaces the live file: a file left is a process that did not exit,
-        // or one whose exit report could not be written (the file is then the only copy of its
-        // heap at exit).
-        if reported && let Some((runner, source)) = self.live_runner.get() {
-            super::privately(*source, || runner.remove_live_file(), |_| ());
+            super::privately(source, work, |_| ());
         }
         self.exit_done.store(true, Ordering::SeqCst);
     }
@@ -472,7 +479,7 @@ pub fn exiting() -> bool {
 /// caller holds the guard, in the process that wrote the file (never a `vfork` child).
 #[doc(hidden)]
 pub fn before_exec() {
-    if let Some((runner, source)) = LIFE.live_runner.get() {
+    if let Some((runner, source)) = LIFE.live_runner.get().filter(|(r, _)| r.has_live_file()) {
         super::privately(*source, || runner.remove_live_file(), |_| ());
     }
 }

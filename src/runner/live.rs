@@ -152,11 +152,17 @@ impl ProfilerRunner {
         }
     }
 
+    /// Whether this process wrote a live file that a normal exit removes (not one to be kept,
+    /// nor a parent's that a `fork` child inherited the record of).
+    pub(super) fn has_live_file(&self) -> bool {
+        !self.live.keep && WROTE.load(Ordering::Relaxed) == std::process::id()
+    }
+
     /// Removes this process's live file (a normal exit, after the exit report), unless it is to
     /// be kept.
     pub(super) fn remove_live_file(&self) {
         // Only a process that wrote one (not each of a shell's forked subshells).
-        if self.live.keep || WROTE.load(Ordering::Relaxed) != std::process::id() {
+        if !self.has_live_file() {
             return;
         }
         if let Some(Ok(dir)) = self.live_dir() {
