@@ -130,22 +130,15 @@ pub(crate) fn on_private_thread<R: Send, F: FnOnce(bool) -> R + Send>(
     }
     let mut job: Job<F, R> = Job { f: Some(f), out: None };
     let arg: *mut Job<F, R> = &mut job;
-    // SAFETY: the signal sets are initialised by sigfillset / pthread_sigmask before use;
-    // `tid` is a valid out-pointer; `arg` points to `job`, alive until the join below (a
-    // failed create leaves it untouched); the thread is joined exactly once.
-    let created = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let mut tid: libc::pthread_t = std::mem::zeroed();
-        let rc = libc::pthread_create(&mut tid, std::ptr::null(), main::<F, R>, arg.cast());
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if rc == 0 {
-            libc::pthread_setname_np(tid, name.as_ptr());
-            libc::pthread_join(tid, std::ptr::null_mut());
+    // SAFETY: `arg` points to `job`, alive until the join below (a failed create leaves it
+    // untouched); the thread is joined exactly once.
+    let created = match unsafe { super::create_blocked(name, main::<F, R>, arg.cast()) } {
+        Ok(tid) => {
+            // SAFETY: `tid` was just created and is joined once, here.
+            unsafe { libc::pthread_join(tid, std::ptr::null_mut()) };
+            true
         }
-        rc == 0
+        Err(_) => false,
     };
     if !created {
         let f = job.f.take()?;

@@ -441,25 +441,49 @@ pub(crate) fn spawn_profiler_thread_in(
     body: ThreadBody,
 ) -> std::io::Result<()> {
     let arg = Box::into_raw(Box::new((table, body)));
+    // SAFETY: the start routine takes ownership of `arg` only if the thread was created,
+    // otherwise it is reclaimed here, once.
+    let tid = match unsafe { create_blocked(name, profiler_thread_main, arg.cast()) } {
+        Ok(tid) => tid,
+        Err(e) => {
+            // SAFETY: `arg` came from `Box::into_raw` above and no thread took it.
+            drop(unsafe { Box::from_raw(arg) });
+            return Err(e);
+        }
+    };
+    // SAFETY: `tid` is a thread just created and not yet detached or joined.
+    unsafe { libc::pthread_detach(tid) };
+    Ok(())
+}
+
+/// Creates a thread named `name` running `start(arg)`, with every signal blocked from its first
+/// instruction (the caller's mask is restored at once), and returns its id, to be detached or
+/// joined by the caller: the one way Ying's threads are made ([`spawn_profiler_thread_in`],
+/// `fds::on_private_thread`).
+///
+/// # Safety
+/// `arg` must stay valid for as long as `start` uses it.
+pub(crate) unsafe fn create_blocked(
+    name: &std::ffi::CStr,
+    start: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
+    arg: *mut libc::c_void,
+) -> std::io::Result<libc::pthread_t> {
     // SAFETY: `all` and `old` are valid sigset_t values initialised by sigfillset /
-    // pthread_sigmask; `tid` is a valid out-pointer; the start routine takes ownership of `arg`
-    // only if pthread_create succeeds, otherwise it is reclaimed here.
+    // pthread_sigmask; `tid` is a valid out-pointer; `arg` is the caller's to vouch for.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let mut tid: libc::pthread_t = std::mem::zeroed();
-        let rc = libc::pthread_create(&mut tid, std::ptr::null(), profiler_thread_main, arg.cast());
+        let rc = libc::pthread_create(&mut tid, std::ptr::null(), start, arg);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if rc != 0 {
-            drop(Box::from_raw(arg));
             return Err(std::io::Error::from_raw_os_error(rc));
         }
         libc::pthread_setname_np(tid, name.as_ptr());
-        libc::pthread_detach(tid);
+        Ok(tid)
     }
-    Ok(())
 }
 
 /// The calling thread's stack as (lowest address, one past the highest), without I/O and
