@@ -332,6 +332,19 @@ pub struct Stacks {
     pub giant_refused: u64,
 }
 
+/// The manifest's `memory_limit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct MemoryLimit {
+    /// The limit, bytes.
+    pub bytes: u64,
+    /// `cgroup` or `YING_MEMORY_LIMIT_BYTES`.
+    pub source: String,
+    /// The near-limit report's level, percent (0: off).
+    pub near_limit_pct: u64,
+    /// When the resident set reached that level (and has not fallen back), if it did.
+    pub near_limit_since: Option<String>,
+}
+
 /// A report set's manifest, `<set>.json` (schema: `src/report/manifest.rs`): the figures tests
 /// compare with the programs' own arithmetic, read without parsing the human text report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -375,6 +388,9 @@ pub struct Manifest {
     /// The resident set cut into parts (`src/report/model/rss.rs`), part name -> bytes.
     #[serde(default)]
     pub rss_breakdown: Option<std::collections::BTreeMap<String, u64>>,
+    /// The memory limit and the near-limit state, when the process had a limit.
+    #[serde(default)]
+    pub memory_limit: Option<MemoryLimit>,
     /// Stack counts.
     pub stacks: Stacks,
     /// `retained` or `allocated`: what `entries` is ranked by.

@@ -22,6 +22,8 @@
 //!  "rss_bytes":.. | null, "rss_breakdown":{"heap_in_use":..,"allocator_overhead":..,
 //!    "mmaps_counted":..,"thread_stacks":..,"binaries":..,"file_mappings":..,"profiler":..,
 //!    "unseen_anonymous":..} | null, "heap_not_resident_bytes":.. | null,
+//!  "memory_limit":{"bytes":..,"source":"cgroup"|"YING_MEMORY_LIMIT_BYTES",
+//!    "near_limit_pct":.. (0: off),"near_limit_since":".." | null} | null,
 //!  "foreign_malloc":".." | null,
 //!  "allocator":".." | null,
 //!  "stacks":{"sampled":..,"entries":..,"live_samples":..,"dropped_samples":..,"lost_for_memory":..,
@@ -91,6 +93,8 @@ struct Manifest<'a> {
     rss_breakdown: Option<Breakdown<'a>>,
     /// Retained heap bytes that are not resident (never touched, or swapped).
     heap_not_resident_bytes: Option<u64>,
+    /// The memory limit and the near-limit trigger's state (`triggers/limit.rs`).
+    memory_limit: Option<MemoryLimit>,
     foreign_malloc: Option<&'a str>,
     /// The allocator under the shim (`glibc (path)`, or the chained allocator's path).
     allocator: Option<&'a str>,
@@ -147,6 +151,15 @@ struct Peak {
 struct Mapped {
     bytes: u64,
     regions: u64,
+}
+
+#[derive(Serialize)]
+struct MemoryLimit {
+    bytes: u64,
+    source: &'static str,
+    near_limit_pct: u64,
+    /// When the resident set reached the near-limit level (and stayed above 95 % of it).
+    near_limit_since: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -312,6 +325,14 @@ pub(crate) fn write(
         rss_bytes: f.rss.as_ref().map(|b| b.rss),
         rss_breakdown: f.rss.as_ref().map(Breakdown),
         heap_not_resident_bytes: f.rss.as_ref().map(|b| b.heap_not_resident),
+        memory_limit: f.limit.map(|l| MemoryLimit {
+            bytes: l.bytes,
+            source: if l.cgroup { "cgroup" } else { "YING_MEMORY_LIMIT_BYTES" },
+            near_limit_pct: l.pct,
+            near_limit_since: l.near_since_ms.map(|ms| {
+                utc_timestamp(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms), true)
+            }),
+        }),
         foreign_malloc: f.foreign_malloc.as_deref(),
         allocator: f.allocator.as_deref(),
         stacks: Stacks {

@@ -242,6 +242,12 @@ pub(crate) fn render_report(r: &Report) -> String {
             let _ = writeln!(o, "rss:                unknown");
         }
     }
+    if let Some(l) = &f.limit {
+        // The resident set read with the figures (`statm`), fresher than a breakdown a live
+        // file's version may carry from a little before.
+        let rss = ctx.rss_kib.map(|k| k * 1024).or(f.rss.as_ref().map(|b| b.rss));
+        o.push_str(&limit_line(l, rss));
+    }
     let _ = writeln!(
         o,
         "stacks:             {} sampled, {} entries as printed ({} live samples, {} dropped samples, {} address conflicts, {} giant allocations refused)",
@@ -457,12 +463,45 @@ impl std::fmt::Display for crate::engine::histogram::MillisHistogram {
     }
 }
 
+/// The `memory limit:` line: the limit, how close the resident set `rss` is to it, and the
+/// near-limit trigger's state.
+fn limit_line(l: &crate::triggers::limit::LimitState, rss: Option<u64>) -> String {
+    let source = if l.cgroup { "the cgroup's" } else { "YING_MEMORY_LIMIT_BYTES" };
+    let mut o = format!("memory limit:       {} ({source})", human_bytes(l.bytes));
+    if let Some(rss) = rss {
+        let _ = write!(o, "; the rss is {} % of it", rss as u128 * 100 / l.bytes.max(1) as u128);
+    }
+    match (l.pct, l.near_since_ms) {
+        (0, _) => o.push_str("; the near-limit report is off"),
+        (pct, Some(ms)) => {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            let _ = write!(
+                o,
+                "; above the near-limit level ({pct} %) since {}",
+                utc_timestamp(at, true)
+            );
+        }
+        (pct, None) => {
+            let _ = write!(o, "; below the near-limit level ({pct} %)");
+        }
+    }
+    o.push('\n');
+    o
+}
+
 /// The resident set's lines: the total, then one line per part (kB, as the kernel counts),
 /// with its meaning, and the notes on the heap.
 fn rss_lines(b: &crate::report::model::rss::RssBreakdown) -> String {
     let mut o = String::new();
-    let _ =
-        writeln!(o, "rss:                {} kB, from /proc/self/smaps: the sum of", b.rss / 1024);
+    let when = match b.age_ms {
+        0 => String::new(),
+        ms => format!(" {ms} ms before the figures above"),
+    };
+    let _ = writeln!(
+        o,
+        "rss:                {} kB, from /proc/self/smaps{when}: the sum of",
+        b.rss / 1024
+    );
     for (part, bytes) in b.iter() {
         let _ = writeln!(o, "  {:<17}{:>10} kB  {}", part.label(), bytes / 1024, part.meaning());
     }

@@ -23,6 +23,7 @@
 //! trigger, which is about the program's own memory, compares the exact retained total.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often the cgroup limit is read again.
@@ -134,6 +135,46 @@ pub(crate) fn rss_bytes() -> Option<u64> {
     Some(pages * u64::try_from(page).unwrap_or(4096))
 }
 
+/// The memory limit as reports show it (the header's `memory limit:` line, the manifest's
+/// `memory_limit`, the live file): the limit, where it came from, and the near-limit
+/// trigger's state. Published by the report thread's trigger, read by any report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LimitState {
+    /// The limit, bytes.
+    pub(crate) bytes: u64,
+    /// Whether it is the cgroup's (else `YING_MEMORY_LIMIT_BYTES`).
+    pub(crate) cgroup: bool,
+    /// The near-limit trigger's level, percent of the limit (0: off).
+    pub(crate) pct: u64,
+    /// When the resident set reached that level and has not fallen back below 95 % of it since
+    /// (ms since the Unix epoch); None when it is below.
+    pub(crate) near_since_ms: Option<u64>,
+}
+
+/// [`LimitState`] as published: the limit (0: none), the source and level (`pct << 1 |
+/// cgroup`), the time the level was reached (0: below it).
+static PUBLISHED: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// The memory limit and the near-limit state the report thread last published; None when the
+/// process has no limit, or no report thread.
+pub(crate) fn state() -> Option<LimitState> {
+    let bytes = PUBLISHED[0].load(Ordering::Relaxed);
+    let how = PUBLISHED[1].load(Ordering::Relaxed);
+    let since = PUBLISHED[2].load(Ordering::Relaxed);
+    (bytes != 0).then_some(LimitState {
+        bytes,
+        cgroup: how & 1 == 1,
+        pct: how >> 1,
+        near_since_ms: (since != 0).then_some(since),
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis().max(1) as u64)
+}
+
 /// The near-limit trigger's state.
 #[derive(Debug)]
 pub(crate) struct NearLimit {
@@ -153,14 +194,21 @@ impl NearLimit {
         s
     }
 
+    /// Reads the limit (also with the trigger off: reports show it) and publishes it.
     fn read_limit(&mut self) {
-        self.limit = if self.pct == 0 { None } else { self.fake.or_else(cgroup_limit) };
+        self.limit = self.fake.or_else(cgroup_limit);
         self.read_at = Instant::now();
+        PUBLISHED[1].store(self.pct << 1 | u64::from(self.fake.is_none()), Ordering::Relaxed);
+        PUBLISHED[0].store(self.limit.unwrap_or(0), Ordering::Relaxed);
+        if self.limit.is_none() {
+            self.fired = false;
+            PUBLISHED[2].store(0, Ordering::Relaxed);
+        }
     }
 
     /// Whether the trigger watches a limit.
     pub(crate) fn armed(&self) -> bool {
-        self.limit.is_some()
+        self.pct != 0 && self.limit.is_some()
     }
 
     /// One tick: the reason for a dump when the RSS first crosses the threshold.
@@ -184,6 +232,7 @@ impl NearLimit {
         if self.fired {
             if (rss as u128) * 100 < threshold as u128 * 95 {
                 self.fired = false;
+                PUBLISHED[2].store(0, Ordering::Relaxed);
             }
             return None;
         }
@@ -191,6 +240,7 @@ impl NearLimit {
             return None;
         }
         self.fired = true;
+        PUBLISHED[2].store(now_ms(), Ordering::Relaxed);
         Some(format!(
             "near memory limit: rss {rss} bytes is {}% of the limit {limit} bytes (threshold {}%)",
             rss as u128 * 100 / limit.max(1) as u128,

@@ -113,9 +113,11 @@ pub(crate) struct Facts {
     pub(crate) mapped: MappedState,
     /// The loaded modules, for the pprof profiles' mappings.
     pub(crate) modules: Vec<Module>,
-    /// The resident set cut into parts (`model/rss.rs`), when read (reports, not the live
-    /// file's versions).
+    /// The resident set cut into parts (`model/rss.rs`), when read.
     pub(crate) rss: Option<RssBreakdown>,
+    /// The memory limit and the near-limit trigger's state (`triggers/limit.rs`), when the
+    /// process has a limit and a report thread that read it.
+    pub(crate) limit: Option<crate::triggers::limit::LimitState>,
 }
 
 impl Facts {
@@ -143,6 +145,7 @@ impl Facts {
             mapped: MappedState::NotSeen,
             modules: Vec::new(),
             rss: None,
+            limit: None,
         }
     }
 
@@ -165,6 +168,7 @@ impl Facts {
             allocator: crate::report::allocator().map(str::to_string),
             python: crate::engine::python::status(),
             mapped: crate::engine::mapped::state(),
+            limit: crate::triggers::limit::state(),
             ..Self::empty(ReportContext::current())
         }
     }
