@@ -220,6 +220,10 @@ struct Death {
     on_top: bool,
     /// The manifest's `ended`.
     ended: Option<String>,
+    /// The set's manifest.
+    manifest: preload_tests::Manifest,
+    /// Its text report.
+    text: String,
 }
 
 /// Reads the live file of `pid` in `dir`, writes its report set into `out`, and reads that.
@@ -230,10 +234,13 @@ fn heap_at_death(dir: &Path, pid: u32, out: &Path, ended: Option<&str>, func: &s
     let live = LiveProfile::read(&file).unwrap_or_else(|e| panic!("unreadable live file: {e}"));
     assert_eq!(live.pid(), pid);
     assert!(!live.is_running(), "pid {pid} is dead but its file says it runs");
+    let before: Vec<String> = report_sets(out).into_iter().map(|s| s.stem).collect();
     let written = live.write_report_set(out, ended).unwrap_or_else(|e| panic!("{e}"));
     assert!(written.warnings.is_empty(), "{:?}", written.warnings);
     let sets = report_sets(out);
-    let set = sets.iter().find(|s| s.pid == pid).expect("the set written");
+    // The new set (`out` may hold sets the process wrote itself).
+    let set =
+        sets.iter().find(|s| s.pid == pid && !before.contains(&s.stem)).expect("the set written");
     for ext in ["txt", "folded", "pb.gz", "peak.pb.gz", "json"] {
         assert!(set.has(ext), "no .{ext} in {}", preload_tests::list_dir(out));
     }
@@ -248,6 +255,8 @@ fn heap_at_death(dir: &Path, pid: u32, out: &Path, ended: Option<&str>, func: &s
         exact: m.totals.retained_bytes,
         on_top,
         ended: m.ended.clone(),
+        manifest: m,
+        text: set.text(),
     }
 }
 
@@ -735,6 +744,42 @@ fn an_oom_kill_of_a_rust_program_profiling_itself_leaves_its_heap() {
     oom_kill(&dir, &exe, &args, &reports, false, "heap_at_death::rust_grow");
 }
 
+/// With the near-limit report at its default (90 % of the cgroup's limit) the process writes a
+/// set as it nears the limit, then the OOM killer ends it: `ying report`'s heap at death goes
+/// beside that set in the same directory under the next free number, the process's set left
+/// as it was, and says how close to the limit the process was and since when.
+#[test]
+fn an_oom_kill_after_a_near_limit_set_replaces_no_file_of_the_process() {
+    let dir = TestDir::new("death-oom-near");
+    let exe = dir.compile_c("heap_at_death.c", &[]);
+    let reports = dir.reports("r");
+    let args = ["pause", "100000", "8", &BLOCK.to_string(), "5000"];
+    let Some((pid, death)) = oom_kill_in(&exe, &args, &reports, true, &[], &reports, "death_grow")
+    else {
+        return;
+    };
+    let sets: Vec<_> = report_sets(&reports).into_iter().filter(|s| s.pid == pid).collect();
+    let near = sets
+        .iter()
+        .find(|s| s.manifest().reason.is_some_and(|r| r.contains("near memory limit")))
+        .unwrap_or_else(|| panic!("no near-limit set\n{}", preload_tests::list_dir(&reports)));
+    let at_death = sets.iter().find(|s| s.manifest().ended.is_some()).expect("the heap at death");
+    assert!(at_death.seq > near.seq, "the heap at death took number {}", at_death.seq);
+    // The near-limit set is still the process's own: its text says so, and it is complete.
+    let text = near.text();
+    assert!(text.contains("reason:") && !text.contains("process ended:"), "{text}");
+    for ext in ["txt", "folded", "pb.gz", "json"] {
+        assert!(near.has(ext), "the near-limit set lost .{ext}");
+    }
+    let limit = death.manifest.memory_limit.as_ref().expect("no memory limit at death");
+    assert_eq!(
+        (limit.bytes, limit.source.as_str(), limit.near_limit_pct),
+        (OOM_LIMIT, "cgroup", 90)
+    );
+    assert!(limit.near_limit_since.is_some(), "the near-limit state is lost: {limit:?}");
+    assert!(death.text.contains("above the near-limit level (90 %) since"), "{}", death.text);
+}
+
 /// `examples/heap_at_death.rs` (the `#[global_allocator]` front end), built by cargo now;
 /// None (with a line saying why) when it cannot be built.
 fn rust_example() -> Option<PathBuf> {
@@ -755,24 +800,64 @@ fn rust_example() -> Option<PathBuf> {
     exe
 }
 
-/// Runs `exe args` (under the shim when `preload`) in a cgroup of 96 MiB until the OOM
-/// killer ends it, then checks its heap at death: `func` on top, most of the limit there.
-/// Skips with one line when no cgroup can be made.
+/// The cgroup limit of the OOM tests.
+const OOM_LIMIT: u64 = 96 << 20;
+
+/// Runs `exe args` (under the shim when `preload`, the near-limit report off) in a cgroup of
+/// [`OOM_LIMIT`] until the OOM killer ends it, then checks its heap at death: `func` on top,
+/// most of the limit there, most of it resident, the resident set explained and the limit
+/// shown. Skips with one line when no cgroup can be made.
 fn oom_kill(dir: &TestDir, exe: &Path, args: &[&str], reports: &Path, preload: bool, func: &str) {
-    let limit = 96u64 << 20;
-    let cg = match Cgroup::new(limit, func.rsplit("::").next().unwrap_or(func)) {
+    let vars = [("YING_MEMORY_LIMIT_PCT", "0")];
+    let out = dir.reports("out");
+    let Some((_, d)) = oom_kill_in(exe, args, reports, preload, &vars, &out, func) else {
+        return;
+    };
+    assert!(d.on_top, "{func} is not on top");
+    // The file is a version or two behind the kill: most of the limit is there.
+    let limit = OOM_LIMIT;
+    assert!(d.exact >= limit / 2, "the heap at death holds {} of a {limit}-byte limit", d.exact);
+    // The blocks are written as they are made: most of what the top stack holds is resident.
+    let top = &d.manifest.entries[0];
+    let resident = top.resident_bytes.unwrap_or_else(|| panic!("no residency\n{}", d.text));
+    assert!(resident >= top.retained_bytes / 2, "{resident} of {} resident", top.retained_bytes);
+    let parts = d.manifest.rss_breakdown.as_ref().expect("no RSS breakdown at death");
+    assert_eq!(parts.values().sum::<u64>(), d.manifest.rss_bytes.unwrap());
+    assert!(parts["heap_in_use"] >= limit / 4, "{parts:?}");
+    let l = d.manifest.memory_limit.as_ref().expect("no memory limit at death");
+    assert_eq!((l.bytes, l.source.as_str()), (limit, "cgroup"));
+    // The shim's near-limit report is off (YING_MEMORY_LIMIT_PCT=0); the Rust example's
+    // runner keeps its default.
+    assert_eq!(l.near_limit_pct, if preload { 0 } else { 90 });
+    assert!(d.text.contains("memory limit:       96.0 MiB (the cgroup's)"), "{}", d.text);
+}
+
+/// [`oom_kill`]'s run: `exe args` with `vars` in a cgroup of [`OOM_LIMIT`] until it is killed,
+/// its heap at death written into `out` (`func` the grower); None (with one line) when no
+/// cgroup can be made.
+fn oom_kill_in(
+    exe: &Path,
+    args: &[&str],
+    reports: &Path,
+    preload: bool,
+    vars: &[(&str, &str)],
+    out: &Path,
+    func: &str,
+) -> Option<(u32, Death)> {
+    let limit = OOM_LIMIT;
+    let name = exe.file_name().unwrap().to_string_lossy().to_string() + &vars.len().to_string();
+    let cg = match Cgroup::new(limit, &name) {
         Ok(cg) => cg,
         Err(why) => {
             eprintln!("SKIPPED: {why}");
-            return;
+            return None;
         }
     };
     // The program joins the cgroup before it execs (the shell's own pid is the program's).
     let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.path.display());
     let mut sh_args = vec!["-c", &script, "sh", exe.to_str().unwrap()];
     sh_args.extend_from_slice(args);
-    let vars = [("YING_MEMORY_LIMIT_PCT", "0")];
-    let r = Running::spawn(Path::new("/bin/sh"), &sh_args, reports, &vars, preload);
+    let r = Running::spawn(Path::new("/bin/sh"), &sh_args, reports, vars, preload);
     let pid = r.pid();
     // On a loaded machine the kernel can keep reclaiming the program's text and page cache at
     // the limit instead of choosing a victim (usage at the limit, no OOM kill, for minutes): that
@@ -802,11 +887,9 @@ fn oom_kill(dir: &TestDir, exe: &Path, args: &[&str], reports: &Path, preload: b
     );
     let ended =
         if thrashed { "killed by SIGKILL (at its limit)" } else { "killed by SIGKILL (OOM)" };
-    let d = heap_at_death(reports, pid, &dir.reports("out"), Some(ended), func);
-    assert!(d.on_top, "{func} is not on top");
-    // The file is a version or two behind the kill: most of the limit is there.
-    assert!(d.exact >= limit / 2, "the heap at death holds {} of a {limit}-byte limit", d.exact);
+    let d = heap_at_death(reports, pid, out, Some(ended), func);
     drop(cg);
+    Some((pid, d))
 }
 
 #[test]

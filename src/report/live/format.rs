@@ -77,6 +77,45 @@ pub(crate) struct Live {
     /// for the Rust front end.
     #[prost(string, tag = "24")]
     pub(crate) allocator: String,
+    /// The resident set cut into parts as of `written_ms` (`model/rss.rs`), when read.
+    #[prost(message, optional, tag = "25")]
+    pub(crate) rss: Option<Rss>,
+    /// The memory limit and the near-limit state as of `written_ms`, when the process had one.
+    #[prost(message, optional, tag = "26")]
+    pub(crate) limit: Option<Limit>,
+}
+
+/// The resident set's parts (`model/rss.rs`'s `RssBreakdown`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Rss {
+    #[prost(uint64, tag = "1")]
+    pub(crate) rss: u64,
+    /// Bytes of each part, in `rss::Part::ALL`'s order.
+    #[prost(uint64, repeated, tag = "2")]
+    pub(crate) parts: Vec<u64>,
+    #[prost(uint64, tag = "3")]
+    pub(crate) heap_not_resident: u64,
+    #[prost(bool, tag = "4")]
+    pub(crate) allocator_known: bool,
+    /// How long before `Live::written_ms` it was read, ms.
+    #[prost(uint64, tag = "5")]
+    pub(crate) age_ms: u64,
+}
+
+/// The memory limit (`triggers/limit.rs`'s `LimitState`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Limit {
+    #[prost(uint64, tag = "1")]
+    pub(crate) bytes: u64,
+    /// The cgroup's (else `YING_MEMORY_LIMIT_BYTES`).
+    #[prost(bool, tag = "2")]
+    pub(crate) cgroup: bool,
+    /// The near-limit level, percent (0: off).
+    #[prost(uint64, tag = "3")]
+    pub(crate) pct: u64,
+    /// When the resident set reached the level (ms since the Unix epoch; 0: below it).
+    #[prost(uint64, tag = "4")]
+    pub(crate) near_since_ms: u64,
 }
 
 /// One code object of the interpreter's: the id its frames' words carry, its qualified name
@@ -203,6 +242,10 @@ pub(crate) struct Row {
     /// not write them: read as zero).
     #[prost(double, repeated, tag = "8")]
     pub(crate) var: Vec<f64>,
+    /// Resident and swapped bytes of the stack's live blocks when the version was written
+    /// (`model/resident.rs`); empty when not measured.
+    #[prost(double, repeated, tag = "9")]
+    pub(crate) res: Vec<f64>,
 }
 
 /// A weighted histogram of milliseconds.

@@ -18,11 +18,13 @@ use crate::engine::totals::Totals;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir};
 use crate::report::model::Report;
 use crate::report::model::facts::{Facts, GiantRefusal, Occasion};
+use crate::report::model::rss::RssBreakdown;
 use crate::report::model::table::{self, Figures, Histograms, RawRow, StackTable};
 use crate::report::timeline::{Point, Timeline};
 use crate::report::{ReportContext, ReportOptions, ReportPaths, utc_timestamp};
 use crate::spans::SpanInfo;
 use crate::symbols::symbolize::Module;
+use crate::triggers::limit::LimitState;
 
 /// A live file, read and decoded.
 #[derive(Debug, Clone)]
@@ -288,7 +290,12 @@ impl LiveProfile {
                         var,
                         samples: r.samples,
                         live_samples: r.live_samples,
-                        res: None,
+                        res: match r.res[..] {
+                            [res, swapped] if res.is_finite() && swapped.is_finite() => {
+                                Some([res.max(0.0), swapped.max(0.0)])
+                            }
+                            _ => None,
+                        },
                     },
                     locs: r.locs.clone(),
                     spans: r.spans,
@@ -368,6 +375,23 @@ impl LiveProfile {
             _ => crate::engine::mapped::MappedState::NotSeen,
         };
         facts.modules = modules;
+        facts.rss = l.rss.as_ref().filter(|r| r.parts.len() == 8).map(|r| {
+            let mut parts = [0u64; 8];
+            parts.copy_from_slice(&r.parts);
+            RssBreakdown {
+                rss: r.rss,
+                parts,
+                heap_not_resident: r.heap_not_resident,
+                allocator_known: r.allocator_known,
+                age_ms: r.age_ms,
+            }
+        });
+        facts.limit = l.limit.as_ref().filter(|m| m.bytes != 0).map(|m| LimitState {
+            bytes: m.bytes,
+            cgroup: m.cgroup,
+            pct: m.pct.min(100),
+            near_since_ms: (m.near_since_ms != 0).then_some(m.near_since_ms),
+        });
         let o = l.options.clone().unwrap_or_default();
         let opts = ReportOptions {
             measurement: if o.measure_allocated {
@@ -483,5 +507,71 @@ mod tests {
         let other = crate::report::ProcessId { pid: 42, instance: Some(7) };
         assert_eq!(free_seq(&dir, "app", other, 0), 0, "another process with pid 42");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What a live file says of residency, the resident set and the memory limit reaches the
+    /// report of it, and so its text and manifest.
+    #[test]
+    fn residency_the_resident_set_and_the_limit_reach_the_report() {
+        let row = |loc: u32, res: Vec<f64>| format::Row {
+            est: vec![4096.0; 8],
+            var: vec![0.0; 8],
+            samples: 1,
+            live_samples: 1,
+            locs: vec![loc],
+            res,
+            ..Default::default()
+        };
+        let live = format::Live {
+            version: super::super::VERSION,
+            process: Some(format::Process { pid: 7, exe: "/bin/x".into(), ..Default::default() }),
+            sample_interval: 1,
+            ips: vec![0, 0x1000, 0x2000, 0x3000],
+            rows: vec![
+                row(1, vec![1024.0, 512.0]),
+                row(2, Vec::new()),
+                row(3, vec![f64::NAN, 1.0]),
+            ],
+            rss: Some(format::Rss {
+                rss: 10 << 20,
+                parts: vec![6 << 20, 1 << 20, 0, 1 << 20, 2 << 20, 0, 0, 0],
+                heap_not_resident: 3 << 20,
+                allocator_known: true,
+                age_ms: 400,
+            }),
+            limit: Some(format::Limit {
+                bytes: 64 << 20,
+                cgroup: true,
+                pct: 90,
+                near_since_ms: 1_796_000_000_000,
+            }),
+            ..Default::default()
+        };
+        let p = LiveProfile {
+            live,
+            path: PathBuf::from("/nonexistent/ying.x.7.live"),
+            modified: UNIX_EPOCH,
+        };
+        let (r, _) = p.report(Some("killed".into()));
+        let res: Vec<_> = (0..r.table.len() as u32).map(|i| r.table.row(i).fig.res).collect();
+        assert_eq!(res.len(), 3);
+        assert_eq!(res.iter().filter(|r| **r == Some([1024.0, 512.0])).count(), 1, "{res:?}");
+        assert_eq!(res.iter().filter(|r| r.is_none()).count(), 2, "unmeasured or not finite");
+        let rss = r.facts.rss.as_ref().expect("the resident set");
+        assert_eq!(
+            (rss.rss, rss.parts[4], rss.heap_not_resident, rss.age_ms),
+            (10 << 20, 2 << 20, 3 << 20, 400)
+        );
+        let l = r.facts.limit.expect("the limit");
+        assert_eq!(
+            (l.bytes, l.cgroup, l.pct, l.near_since_ms),
+            (64 << 20, true, 90, Some(1_796_000_000_000))
+        );
+        let text = crate::report::text::render_report(&r);
+        assert!(text.contains("from /proc/self/smaps 400 ms before the figures above"), "{text}");
+        assert!(
+            text.contains("memory limit:       64.0 MiB (the cgroup's); the rss is 15 % of it; above the near-limit level (90 %) since 2026-"),
+            "{text}"
+        );
     }
 }

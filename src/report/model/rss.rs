@@ -142,6 +142,9 @@ pub(crate) struct RssBreakdown {
     pub(crate) heap_not_resident: u64,
     /// Whether `malloc`'s regions were told apart (glibc's); otherwise they count as unseen.
     pub(crate) allocator_known: bool,
+    /// How long before the report's other figures it was read, ms: 0 for a report, up to a
+    /// second or so in a version of the live file (which reads it at most once a second).
+    pub(crate) age_ms: u64,
 }
 
 impl RssBreakdown {
@@ -457,6 +460,7 @@ pub(crate) fn breakdown(
         ],
         heap_not_resident: if allocator_known { heap_retained - in_use } else { 0 },
         allocator_known,
+        age_ms: 0,
     }
 }
 

@@ -612,7 +612,7 @@ impl StackTable {
     /// the live sampled blocks, each block's figures added to the row of its stack. Rows left
     /// unmeasured (None) when the pagemap cannot be read. The caller holds the re-entrancy
     /// guard.
-    fn measure_residency(&mut self) {
+    pub(crate) fn measure_residency(&mut self) {
         let row_of = rows_of_entries(&self.rows, &self.extra_entries);
         let mut res: ArenaVec<[f64; 2]> = ArenaVec::with_capacity_in(self.rows.len(), Arena);
         res.resize(self.rows.len(), [0.0; 2]);
