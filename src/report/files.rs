@@ -549,7 +549,10 @@ impl ReportDir {
     ///
     /// A pid is looked up in this process's pid namespace: another namespace's process
     /// writing in the same directory counts as ended (its oldest sets may be removed, never
-    /// its temporary files while it writes them).
+    /// its temporary files while it writes them, nor its live file while its heartbeat moves
+    /// it). A live file of an ended process that no set was written from since (a heap at
+    /// death nobody read yet) is removed last, only when every set and read live file of
+    /// ended processes is gone and the output is still over `keep`.
     pub(crate) fn retain(
         &self,
         exe: &str,
@@ -613,8 +616,21 @@ impl ReportDir {
             outputs.push(Output { process, mtime, bytes, names: vec![name], live: true });
         }
         outputs.extend(sets.into_values());
+        // A live file whose process ended and that no set was written from since (its heap at
+        // death, not read yet) goes last, after every set and every read live file.
+        let unread: Vec<bool> = outputs
+            .iter()
+            .map(|o| {
+                o.live
+                    && !outputs
+                        .iter()
+                        .any(|s| !s.live && s.process == o.process && s.mtime >= o.mtime)
+            })
+            .collect();
+        let mut outputs: Vec<(bool, Output)> = unread.into_iter().zip(outputs).collect();
         // Oldest first; a set and its process's live file of the same second: the set first.
-        outputs.sort_by_key(|o| (o.mtime, o.live));
+        outputs.sort_by_key(|(unread, o)| (*unread, o.mtime, o.live));
+        let outputs: Vec<Output> = outputs.into_iter().map(|(_, o)| o).collect();
         // A page counts with its process's output and goes with the last of it.
         let mut count = outputs.len();
         let mut bytes = outputs.iter().map(|o| o.bytes).sum::<u64>()
@@ -630,7 +646,9 @@ impl ReportDir {
             if !over(count, bytes) {
                 break;
             }
-            if alive_at(o.process) {
+            // A live file moved within [`LIVE_FRESH`] may be a running process's that this
+            // one cannot see (another pid namespace): its heartbeat says it is alive.
+            if alive_at(o.process) || (o.live && now - o.mtime < LIVE_FRESH) {
                 continue;
             }
             for name in &o.names {
@@ -661,6 +679,10 @@ impl ReportDir {
         Ok(done)
     }
 }
+
+/// A live file modified this recently (seconds) may be a running process's: its versions
+/// and its heartbeat (every 5 s) move its modification time while the process lives.
+const LIVE_FRESH: i64 = 60;
 
 /// The extensions of a report set's files (see [`crate::report`]).
 pub(crate) const SET_EXTENSIONS: [&str; 9] =
@@ -869,19 +891,19 @@ mod tests {
         let alive_old = tmp(&format!("ying.app.{me}.html"), 7200);
         let alive_young = tmp(&format!("ying.app.{me}.3.{ts}.svg"), 120);
 
-        // 7 outputs of `app`, keep 3: dead[0]'s two sets, dead[1]'s live file and dead[2]'s set
-        // go (pid 1's, running, stays although older than dead[2]'s).
+        // 7 outputs of `app`, keep 3: dead[0]'s two sets, dead[2]'s and dead[3]'s go (pid 1's,
+        // running, stays although older than dead[2]'s); dead[1]'s live file, a heap at death
+        // nobody read, goes last and is not reached.
         let done = d.retain("app", old(me), Retention { sets: 3, bytes: 0 }).unwrap();
-        assert_eq!(done, Retained { sets: 3, live_files: 1, temporary: 2 });
+        assert_eq!(done, Retained { sets: 4, live_files: 0, temporary: 2 });
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
         let mut expect: Vec<String> = vec!["notes.txt".into(), dead_young, alive_young];
-        for (pid, seq, exe) in
-            [(1, 0, "app"), (me, 0, "app"), (dead[3], 0, "app"), (dead[0], 5, "other")]
-        {
+        expect.push(format!("ying.app.{}.live", dead[1]));
+        for (pid, seq, exe) in [(1, 0, "app"), (me, 0, "app"), (dead[0], 5, "other")] {
             for ext in ["txt", "pb.gz", "json"] {
                 expect.push(format!("ying.{exe}.{pid}.{seq}.{ts}.{ext}"));
             }
@@ -891,11 +913,25 @@ mod tests {
             left, expect,
             "dead[0]'s page went with its sets, {dead_old} and {alive_old} by age"
         );
-        // By bytes: each set is 30 bytes; 60 bytes keep two, and only dead[3]'s may go.
+        // By bytes: each set is 30 bytes, the live file 10; 60 bytes keep two sets, and only
+        // the unread live file may go, now that no set of an ended process is left.
         let done = d.retain("app", old(me), Retention { sets: 0, bytes: 60 }).unwrap();
-        assert_eq!(done.sets, 1);
-        assert!(!dir.join(format!("ying.app.{}.0.{ts}.txt", dead[3])).exists());
+        assert_eq!((done.sets, done.live_files), (0, 1));
         assert!(dir.join(format!("ying.app.1.0.{ts}.txt")).exists());
+        // A live file read (a set of its process written after it) goes before an older set;
+        // one moved within a minute (a running process's, perhaps in another pid namespace)
+        // never goes.
+        put(&format!("ying.app.{}.live", dead[0]), at(100));
+        set(dead[0], 7, at(110));
+        put(&format!("ying.app.{}.live", dead[1]), at(90));
+        put(&format!("ying.app.{}.live", dead[2]), std::time::SystemTime::now());
+        let done = d.retain("app", old(me), Retention { sets: 2, bytes: 0 }).unwrap();
+        assert_eq!(
+            (done.sets, done.live_files),
+            (1, 2),
+            "dead[0]'s read live file and set, then dead[1]'s, and not dead[2]'s"
+        );
+        assert!(dir.join(format!("ying.app.{}.live", dead[2])).exists(), "a fresh live file went");
         // No limits: nothing more goes.
         assert_eq!(
             d.retain("app", old(me), Retention { sets: 0, bytes: 0 }).unwrap(),
