@@ -37,6 +37,9 @@ pub struct ReportDir {
     id: (u64, u64),
     /// Mode of the files written.
     file_mode: u32,
+    /// Whether [`ReportDir::write_atomic_with`] may replace a file of the same name (see
+    /// [`ReportDir::replacing`]); by default it never does.
+    replace: bool,
 }
 
 fn with_path(e: io::Error, p: &Path) -> io::Error {
@@ -168,7 +171,15 @@ impl ReportDir {
         let id = file_id(fd.as_raw_fd()).map_err(|e| with_path(e, &abs))?;
         // Closed here: nothing of Ying's stays in the program's descriptor table.
         drop(fd);
-        Ok(Self { path: abs, id, file_mode: file_mode & 0o777 })
+        Ok(Self { path: abs, id, file_mode: file_mode & 0o777, replace: false })
+    }
+
+    /// The same directory, its writes allowed to replace files of the same name: for a file
+    /// its writer owns and rewrites (a path the caller chose, a set's raw files named by
+    /// `ying report`). By default a write never replaces a file it did not write.
+    pub(crate) fn replacing(mut self) -> Self {
+        self.replace = true;
+        self
     }
 
     /// The directory's absolute path (as opened; its components are real directories).
@@ -259,10 +270,32 @@ impl ReportDir {
 
     /// Writes the file `name` (one path component) in this directory atomically with what
     /// `write` writes to it, through a buffer: the file does not have to be held in memory
-    /// first. Errors name the path at fault.
+    /// first. A file already named so is not replaced (an error saying so) unless the
+    /// directory is [`ReportDir::replacing`]: two processes whose names collide, or `ying
+    /// report` and the process, never overwrite each other's files. Errors name the path at
+    /// fault.
     pub fn write_atomic_with(
         &self,
         name: &str,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<PathBuf> {
+        self.write_into(name, self.replace, write)
+    }
+
+    /// [`ReportDir::write_atomic_with`] for a file this process owns and rewrites (its live
+    /// file, its HTML page): the last version is replaced.
+    pub(crate) fn rewrite_atomic_with(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<PathBuf> {
+        self.write_into(name, true, write)
+    }
+
+    fn write_into(
+        &self,
+        name: &str,
+        replace: bool,
         write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> io::Result<PathBuf> {
         let target = self.path.join(name);
@@ -285,10 +318,24 @@ impl ReportDir {
             unlink();
             return Err(with_path(e, &tmp));
         }
-        // SAFETY: both names are NUL-terminated and relative to the same open directory.
-        if unsafe { libc::renameat(dir, tmp_c.as_ptr(), dir, target_c.as_ptr()) } != 0 {
-            let e = io::Error::last_os_error();
+        let renamed = if replace {
+            // SAFETY: both names are NUL-terminated and relative to the same open directory.
+            match unsafe { libc::renameat(dir, tmp_c.as_ptr(), dir, target_c.as_ptr()) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
+        } else {
+            rename_no_replace(dir, &tmp_c, &target_c)
+        };
+        if let Err(e) = renamed {
             unlink();
+            let e = match e.raw_os_error() {
+                Some(libc::EEXIST) => io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "a file of that name exists (another process's?): not replaced",
+                ),
+                _ => e,
+            };
             return Err(with_path(e, &target));
         }
         Ok(target)
@@ -336,6 +383,39 @@ impl ReportDir {
         }
         Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
     }
+}
+
+/// Renames `tmp` to `target` in `dir` unless `target` exists (`EEXIST` then):
+/// `renameat2(RENAME_NOREPLACE)`, or where the filesystem lacks it (`EINVAL`: some network
+/// and FUSE filesystems) a hard link then the temporary name's removal, which fails the same
+/// way. The temporary file stays on an error (the caller removes it).
+fn rename_no_replace(dir: RawFd, tmp: &CString, target: &CString) -> io::Result<()> {
+    // SAFETY: both names are NUL-terminated and relative to the same open directory; the
+    // syscall reads them and nothing else.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            dir,
+            tmp.as_ptr(),
+            dir,
+            target.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+        return Err(e);
+    }
+    // SAFETY: as above; linkat does not follow `tmp` (no AT_SYMLINK_FOLLOW).
+    if unsafe { libc::linkat(dir, tmp.as_ptr(), dir, target.as_ptr(), 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `tmp` is NUL-terminated; the file stays under `target`.
+    unsafe { libc::unlinkat(dir, tmp.as_ptr(), 0) };
+    Ok(())
 }
 
 /// The thread that alone may still create report files (0: any thread): set by the exit path
@@ -712,8 +792,9 @@ impl ReportTarget for ReportDir {
 }
 
 impl ReportTarget for Path {
+    /// A path the caller chose: the file there is replaced.
     fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-        ReportDir::open(self, DEFAULT_FILE_MODE)?.write_atomic(name, bytes)
+        ReportDir::open(self, DEFAULT_FILE_MODE)?.replacing().write_atomic(name, bytes)
     }
 }
 
@@ -766,6 +847,34 @@ mod tests {
         let names: Vec<_> =
             std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "{names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A reporting directory's writes never replace a file of the same name (a file planted,
+    /// or another process's), and leave no temporary file; a replacing one, and a file the
+    /// process rewrites, do.
+    #[test]
+    fn a_write_never_replaces_a_file_it_did_not_write() {
+        let dir = std::env::temp_dir().join(format!("ying-noreplace-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = ReportDir::open(&dir, DEFAULT_FILE_MODE).unwrap();
+        std::fs::write(dir.join("set.txt"), b"another process's").unwrap();
+        let e = d.write_atomic("set.txt", b"mine").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert!(e.to_string().contains("set.txt") && e.to_string().contains("not replaced"), "{e}");
+        assert_eq!(std::fs::read(dir.join("set.txt")).unwrap(), b"another process's");
+        let p = d.rewrite_atomic_with("set.live", |w| w.write_all(b"v1")).unwrap();
+        d.rewrite_atomic_with("set.live", |w| w.write_all(b"v2")).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"v2");
+        let d = d.replacing();
+        d.write_atomic("set.txt", b"named").unwrap();
+        assert_eq!(std::fs::read(dir.join("set.txt")).unwrap(), b"named");
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["set.live", "set.txt"], "a temporary file left");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -353,7 +353,7 @@ pub(crate) fn write_set_numbered(
     }
     if let Some(page) = html {
         let name = html::file_name(&ctx.exe_name(), ctx.process());
-        match files::write_atomic(dir, &name, page.as_bytes()) {
+        match dir.rewrite_atomic_with(&name, |w| w.write_all(page.as_bytes())) {
             Ok(p) => paths.html = Some(p),
             Err(e) => page_not_written(&e),
         }

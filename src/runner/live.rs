@@ -116,8 +116,9 @@ impl ProfilerRunner {
                     let (interval, unit) = (source.sample_interval(), source.unit());
                     let opts = self.report_options();
                     let seq = crate::report::next_seq();
-                    let written = dir
-                        .write_atomic_with(&name, |w| writer.encode(interval, unit, &opts, seq, w));
+                    let written = dir.rewrite_atomic_with(&name, |w| {
+                        writer.encode(interval, unit, &opts, seq, w)
+                    });
                     if let Ok(path) = &written {
                         WROTE.store(std::process::id(), Ordering::Relaxed);
                         Writing::LiveVersion.wrote(std::iter::once(path.as_path()));

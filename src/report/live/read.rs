@@ -158,7 +158,9 @@ impl LiveProfile {
         };
         let (mut report, warnings) = self.report(ended.clone());
         let ended = ended.unwrap_or_default();
+        // A set's raw profile is named over its own raw files; a live file's set is new.
         let dir = ReportDir::open(out, DEFAULT_FILE_MODE)?;
+        let dir = if self.is_set_profile() { dir.replacing() } else { dir };
         let ctx = &report.facts.process;
         // A set's raw profile becomes its own set; a live file's set takes a free number.
         let seq = match self.is_set_profile() {
