@@ -6,7 +6,8 @@
 //! none of its own; an allocated-ranked exit report leads each entry with the allocated figure;
 //! threads still allocating while `main` returns do not stop the exit report. The exit report
 //! says once on stderr where it went (its text report and the process's page), unless the
-//! builder's `announce_exit_report(false)` asked for silence.
+//! builder's `announce_exit_report(false)` asked for silence. The quick start killed by
+//! `SIGKILL` leaves its heap at death (the live file, on by default) naming what it kept.
 //! (`exit_report_no_sample.rs` checks that a process that took no sample writes nothing.)
 //!
 //! Runs without libtest's harness (`harness = false`): the exit report is written by the
@@ -132,6 +133,15 @@ fn child(case: &str) {
                 });
             }
             work(0);
+        }
+        // The quick start in a program killed with its memory held: its heap at death.
+        "quick_start_killed" => {
+            YING_ALLOC.start_profiling();
+            let kept = exit_report_marker_kept();
+            println!("kept {} MiB", kept.len());
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
         }
         other => panic!("unknown case {other}"),
     }
@@ -372,7 +382,60 @@ fn parent() {
     assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     println!("exit report while other threads allocate: ok");
 
+    killed_with_defaults();
+
     let _ = std::fs::remove_dir_all(
         std::env::temp_dir().join(format!("ying-exit-report-{}", std::process::id())),
     );
+}
+
+/// The quick start with nothing configured, in a program killed by `SIGKILL` while it holds
+/// its memory: its live file is there within a second of its first sample, and the report of
+/// it names what the program kept.
+fn killed_with_defaults() {
+    let dir = std::env::temp_dir()
+        .join(format!("ying-exit-report-{}", std::process::id()))
+        .join("killed");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = common::this_test_binary();
+    common::without_ying_vars(&mut cmd);
+    cmd.env(CASE_VAR, "quick_start_killed").current_dir(&dir);
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("kept "), "{line:?}");
+    let reports = dir.join("ying-profiles");
+    let start = std::time::Instant::now();
+    let live = loop {
+        let found = files(&reports).into_iter().find(|n| n.ends_with(".live"));
+        if let Some(name) = found {
+            break reports.join(name);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("no live file within 10 s: {:?}", files(&reports));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // A version written after the kept memory was: the file is at least as new as the line.
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let profile = ying_profiler::report::live::LiveProfile::read(&live).unwrap();
+    assert_eq!(profile.pid(), child.id());
+    let out = dir.join("out");
+    let set = profile.write_report_set(&out, Some("killed by SIGKILL")).unwrap();
+    let text = std::fs::read_to_string(set.paths.text.as_ref().unwrap()).unwrap();
+    assert!(text.contains("process ended:      killed by SIGKILL"), "{text}");
+    let first = entries(&text);
+    assert!(!first.is_empty(), "{text}");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(set.paths.manifest.as_ref().unwrap()).unwrap(),
+    )
+    .unwrap();
+    assert!(entry_names(&manifest["entries"][0], "exit_report_marker_kept"), "{manifest:#}");
+    println!("quick start killed by SIGKILL: its heap at death, written by default: ok");
 }
