@@ -129,3 +129,57 @@ fn valid_profile_gz() -> Vec<u8> {
     };
     encode_gzip(&p).unwrap()
 }
+
+/// Files planted to make a reader take memory out of proportion to their size (a gzip bomb, a
+/// protobuf of millions of empty elements, as a profile and as a live file) are refused with one
+/// line naming the file and the setting, before the memory is taken: `ying` runs under a 512 MiB
+/// address-space limit with the decoding limit set to 256 MiB (the default, 1 GiB, is the same
+/// code; a debug build inflates a bigger bomb too slowly for a test), and reading any of them
+/// whole would break it (before the bound: "corrupt gzip data: out of memory").
+#[test]
+fn planted_bombs_are_refused_within_the_decoding_limit() {
+    use std::io::Write;
+    let dir = TestDir::new("cli-bombs");
+    // 8 gzip members of 64 MiB of zeros each (concatenated members are one gzip stream):
+    // 512 MiB inflated from about 0.5 MB.
+    let mut member = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    member.write_all(&vec![0u8; 64 << 20]).unwrap();
+    let member = member.finish().unwrap();
+    let bomb: Vec<u8> = std::iter::repeat_n(member.as_slice(), 8).flatten().copied().collect();
+    // 4 million empty `sample`s (field 2), and as a live file 4 million empty rows (field 11):
+    // 8 MB each, 290 MB and more once decoded.
+    let samples: Vec<u8> = std::iter::repeat_n([0x12u8, 0x00], 4_000_000).flatten().collect();
+    let rows: Vec<u8> = std::iter::repeat_n([0x5au8, 0x00], 4_000_000).flatten().collect();
+    let limited = |args: &[&str]| {
+        let mut all =
+            vec!["-c", "ulimit -v 524288 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_ying")];
+        all.extend_from_slice(args);
+        preload_tests::Run::new("/bin/sh")
+            .args(&all)
+            .env("YING_MAX_DECODED_BYTES", "256MiB")
+            .timeout(std::time::Duration::from_secs(120))
+            .run()
+    };
+    for (name, bytes, cmd) in [
+        ("bomb.pb.gz", &bomb, "top"),
+        ("samples.pb", &samples, "top"),
+        ("ying.x.7.live", &rows, "report"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let p = path.to_str().unwrap();
+        let o = limited(&[cmd, p]);
+        assert_one_error_line(&o, p, "YING_MAX_DECODED_BYTES raises it");
+    }
+    let bomb_path = dir.join("bomb.pb.gz");
+    let b = bomb_path.to_str().unwrap();
+    assert_one_error_line(&limited(&["diff", b, b]), b, "YING_MAX_DECODED_BYTES raises it");
+    // Under a raised limit, the element bomb is read (and found to be no profile).
+    let samples = dir.join("samples.pb");
+    let s = samples.to_str().unwrap();
+    let o = preload_tests::Run::new(env!("CARGO_BIN_EXE_ying"))
+        .args(&["top", s])
+        .env("YING_MAX_DECODED_BYTES", "2GiB")
+        .run();
+    assert_one_error_line(&o, s, "no string table");
+}

@@ -26,6 +26,7 @@
 //!
 //! Files are written atomically (`files.rs`), so a reader never sees half a report.
 
+pub mod bounded;
 pub(crate) mod files;
 pub mod flamegraph;
 pub mod folded;

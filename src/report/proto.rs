@@ -31,9 +31,8 @@
 //! (the `ying` command, the HTML report).
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
-use flate2::read::MultiGzDecoder;
 use prost::Message;
 
 /// A whole profile (`perftools.profiles.Profile`).
@@ -273,6 +272,9 @@ pub enum ReadProfileError {
     Decode(prost::DecodeError),
     /// A `Profile` message that breaks one of profile.proto's rules; the text says which.
     Invalid(String),
+    /// More to inflate or decode than the limit allows (`report/bounded.rs`); the text says
+    /// how much and how to raise it.
+    TooLarge(String),
 }
 
 impl fmt::Display for ReadProfileError {
@@ -284,6 +286,7 @@ impl fmt::Display for ReadProfileError {
                 write!(f, "not a pprof profile (protobuf decoding failed: {e})")
             }
             ReadProfileError::Invalid(why) => write!(f, "not a valid pprof profile: {why}"),
+            ReadProfileError::TooLarge(why) => f.write_str(why),
         }
     }
 }
@@ -305,10 +308,13 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, ReadProfileError> {
     if bytes.is_empty() {
         return Err(ReadProfileError::Empty);
     }
+    let limit = super::bounded::max_decoded_bytes();
     let inflated;
     let raw = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        MultiGzDecoder::new(bytes).read_to_end(&mut out).map_err(ReadProfileError::Gzip)?;
+        let out = super::bounded::inflate(bytes, limit).map_err(|e| match e.kind() {
+            io::ErrorKind::InvalidData => ReadProfileError::TooLarge(e.to_string()),
+            _ => ReadProfileError::Gzip(e),
+        })?;
         if out.is_empty() {
             return Err(ReadProfileError::Empty);
         }
@@ -317,9 +323,20 @@ pub fn read_profile(bytes: &[u8]) -> Result<Profile, ReadProfileError> {
     } else {
         bytes
     };
+    // What decoding may take, bounded before it starts (a planted file of empty samples).
+    let bound = super::bounded::decoded_bound(raw).saturating_add(inflated_len(raw, bytes));
+    if bound > limit {
+        let e = super::bounded::over_bound("the profile", bound, limit);
+        return Err(ReadProfileError::TooLarge(e.to_string()));
+    }
     let profile = Profile::decode(raw).map_err(ReadProfileError::Decode)?;
     check(&profile).map_err(ReadProfileError::Invalid)?;
     Ok(profile)
+}
+
+/// The inflated copy's size when `raw` is one (it is held while the profile decodes).
+fn inflated_len(raw: &[u8], bytes: &[u8]) -> u64 {
+    if std::ptr::eq(raw, bytes) { 0 } else { raw.len() as u64 }
 }
 
 /// Serialises `profile` and gzips it, as `.pb.gz` files are.

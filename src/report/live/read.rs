@@ -61,9 +61,20 @@ impl LiveProfile {
         if !md.is_file() {
             return Err(bad(path, "not a regular file"));
         }
+        let limit = crate::report::bounded::max_decoded_bytes();
+        if md.len().saturating_mul(9) > limit {
+            let e = crate::report::bounded::over_bound("the live file", md.len() * 9, limit);
+            return Err(bad(path, e));
+        }
         let bytes = std::fs::read(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         let modified = md.modified().unwrap_or(UNIX_EPOCH);
+        // What decoding may take, bounded before it starts (a planted file; `bounded`).
+        let bound = crate::report::bounded::decoded_bound(&bytes);
+        if bound > limit {
+            let e = crate::report::bounded::over_bound("the live file", bound, limit);
+            return Err(bad(path, e));
+        }
         let live: format::Live = prost::Message::decode(bytes.as_slice())
             .map_err(|e| bad(path, format!("not a Ying live file ({e})")))?;
         if live.version == 0 || live.process.is_none() {
