@@ -3,10 +3,10 @@
 //! analyst's machine. Two ways such a file asks for memory out of proportion to its size:
 //!
 //! - **Inflation.** gzip inflates up to about 1,000 times: a 4 MB `.pb.gz` of zeros is 4 GiB.
-//!   [`inflate`] counts first, into no memory, and stops at the limit.
+//!   `inflate` counts first, into no memory, and stops at the limit.
 //! - **Elements.** Protobuf's repeated fields cost a few bytes each on the wire and a whole
 //!   struct each in memory: an empty `Sample` is 2 bytes in the file and 72 in a `Vec`, so 40
-//!   MB of them decode to 1.4 GB. [`decoded_bound`] walks the message's wire format before
+//!   MB of them decode to 1.4 GB. `decoded_bound` walks the message's wire format before
 //!   decoding (no allocation) and bounds what decoding it may take.
 //!
 //! The limit is [`max_decoded_bytes`]: 1 GiB, or `YING_MAX_DECODED_BYTES` (bytes, `KiB` to
