@@ -205,6 +205,21 @@ impl Running {
     }
 }
 
+/// Waits (at most 10 s) until `pid` has ended: gone, or a zombie.
+fn wait_dead(pid: u32) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return,
+            Ok(stat) if stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with(['Z', 'X'])) => {
+                return;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    panic!("pid {pid} still runs 10 s after SIGKILL");
+}
+
 /// The live file of `pid` in `dir`.
 fn live_file(dir: &Path, pid: u32) -> Option<PathBuf> {
     preload_tests::live_file_of(dir, pid)
@@ -662,6 +677,9 @@ fn a_fork_child_keeps_its_own_file() {
     let parent = r.pid();
     r.signal(libc::SIGKILL);
     r.wait();
+    // The child is not ours to reap: wait until it is dead (a zombie, or reaped by init) before
+    // its file is read, since SIGKILL ends a process a little after `kill` returns.
+    wait_dead(child);
     // The child holds its parent's 80 blocks (inherited) and its own 80: both are in its file.
     let c = heap_at_death(&reports, child, &dir.reports("child"), None, "death_grow_child");
     assert!(c.through >= 40 * CHUNK, "the child's file holds {} in death_grow_child", c.through);
