@@ -118,6 +118,52 @@ fn parse_live_file(s: &str) -> Result<LiveFile, String> {
     }
 }
 
+/// The endpoint's bearer token (`YING_HTTP_TOKEN`): never printed (its `Debug` and the
+/// README's default show no character of it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpToken(pub(crate) String);
+
+impl std::fmt::Debug for HttpToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpToken(..)")
+    }
+}
+
+impl Shown for HttpToken {
+    fn shown(&self) -> String {
+        "(set)".to_string()
+    }
+}
+
+impl HttpToken {
+    /// A token for the endpoint: at least 16 visible ASCII characters (no spaces).
+    pub fn new(token: &str) -> Result<Self, String> {
+        if token.len() < 16 {
+            return Err("a token of at least 16 characters".to_string());
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("a token of visible ASCII characters, no spaces".to_string());
+        }
+        Ok(Self(token.to_string()))
+    }
+}
+
+/// `YING_HTTP_TOKEN`: the token, or `@PATH` for a file holding it (a trailing newline
+/// removed); empty means unset.
+fn parse_http_token(s: &str) -> Result<Option<HttpToken>, String> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    match s.strip_prefix('@') {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("token file {}: {e}", one_line(path)))?;
+            HttpToken::new(text.trim_end_matches(['\n', '\r'])).map(Some)
+        }
+        None => HttpToken::new(s).map(Some),
+    }
+}
+
 /// The free space a reporting directory's filesystem keeps (`YING_MIN_FREE_SPACE`): Ying writes
 /// a report set or a live-file version only while the space free to unprivileged writers is at
 /// least the largest of `bytes`, `percent` % of the filesystem's size and four times the size of
@@ -467,9 +513,17 @@ settings! {
     http_addr: Option<SocketAddr> = None, "YING_HTTP_ADDR", parse_http_addr,
         "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes over HTTP at \
          this address, e.g. `127.0.0.1:6060` (a bare port or `localhost:PORT` means loopback; \
-         an address other than loopback is served only when given explicitly, and said on \
-         stderr); unset or empty serves nothing. Its listening socket and connections are in the \
+         an address other than loopback is served only when given explicitly and with \
+         `YING_HTTP_TOKEN` set, and said on stderr); unset or empty serves nothing. It answers \
+         the process's own user and root (see `YING_HTTP_TOKEN`). Its listening socket and connections are in the \
          endpoint thread's own descriptor table: the program never sees them.";
+    http_token: Option<HttpToken> = None, "YING_HTTP_TOKEN", parse_http_token,
+        "A bearer token for the endpoint (`Authorization: Bearer TOKEN`), at least 16 \
+         characters, or `@PATH` for a file holding it: with it, a request that carries it may \
+         read the profiles (`GET`) from any peer. Without it only the process's own user and \
+         root may use the endpoint (the peer's user is read from the kernel's socket table), \
+         and an address other than loopback is refused. `POST` routes (a dump) answer only the \
+         process's own user and root, token or not.";
     push_url: Option<String> = None, "YING_PUSH_URL", parse_push_url,
         "Push the heap profile (allocations as a delta since the last push) every \
          `YING_PUSH_INTERVAL_SECS` to this Pyroscope-compatible server's `/ingest` API, e.g. \
@@ -966,6 +1020,7 @@ mod tests {
             ("YING_MAX_ALLOC_BYTES", "1 TiB"),
             ("YING_MAX_STACKS", "16"),
             ("YING_HTTP_ADDR", "6061"),
+            ("YING_HTTP_TOKEN", "a-token-of-16-chars"),
             ("YING_PUSH_URL", "http://127.0.0.1:4040/"),
             ("YING_PUSH_INTERVAL_SECS", "60"),
             ("YING_PUSH_LABELS", "service_name=api, env=prod"),
@@ -1005,6 +1060,7 @@ mod tests {
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
             http_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6061))),
+            http_token: Some(HttpToken("a-token-of-16-chars".to_string())),
             push_url: Some("http://127.0.0.1:4040".to_string()),
             push_interval_secs: 60,
             push_labels: vec![
@@ -1377,6 +1433,7 @@ mod tests {
                 "YING_MAX_ALLOC_BYTES",
                 "YING_MAX_STACKS",
                 "YING_HTTP_ADDR",
+                "YING_HTTP_TOKEN",
                 "YING_PUSH_URL",
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
@@ -1396,9 +1453,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 37 fields (checked by the
+        // One row per field: a Config literal must name all 38 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 37);
+        assert_eq!(VARIABLES.len(), 38);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1472,6 +1529,7 @@ mod tests {
                 "64MiB,1%",
                 "64GiB",
                 "400000",
+                "unset",
                 "unset",
                 "unset",
                 "15",

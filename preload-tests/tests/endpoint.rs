@@ -353,14 +353,24 @@ fn a_busy_port_is_one_warning_and_the_program_runs_on() {
         format!("the line names the address: {lines:#?}"),
     );
     drop(taken);
-    // An explicit address other than loopback is served, and said.
+    // An explicit address other than loopback is served only with a token, and said; without
+    // one it is refused in one line.
     let port = free_port();
     let any = format!("0.0.0.0:{port}");
-    let c = compare(&run, &[("YING_HTTP_ADDR", &any)], &dir.reports("any"));
+    let token = [("YING_HTTP_ADDR", any.as_str()), ("YING_HTTP_TOKEN", "0123456789abcdef-token")];
+    let c = compare(&run, &token, &dir.reports("any"));
     let lines = c.with.ying_lines();
     c.check(
         lines.len() == 1 && lines[0].contains("not loopback") && lines[0].contains(&any),
         format!("expected one line saying the address is not loopback: {lines:#?}"),
+    );
+    let c = compare(&run, &[("YING_HTTP_ADDR", &any)], &dir.reports("any-no-token"));
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.len() == 1
+            && lines[0].starts_with("ying: warning: HTTP endpoint not started")
+            && lines[0].contains("YING_HTTP_TOKEN"),
+        format!("expected one line refusing a non-loopback address without a token: {lines:#?}"),
     );
     // A bad value is one warning too.
     let c = compare(&run, &[("YING_HTTP_ADDR", "nonsense")], &dir.reports("bad"));

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use crate::callstack::Measurement;
 use crate::config::{
     Config, DEFAULT_DISK_FLOOR, DEFAULT_LIVE_INTERVAL_MS, DEFAULT_RETAIN_BYTES,
-    DEFAULT_RETAIN_SETS, DiskFloor, LiveFile,
+    DEFAULT_RETAIN_SETS, DiskFloor, HttpToken, LiveFile,
 };
 use crate::report::ReportOptions;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir, Retention};
@@ -306,6 +306,15 @@ impl ProfilerRunnerBuilder {
         self
     }
 
+    /// A bearer token for the endpoint (`YING_HTTP_TOKEN`): requests carrying
+    /// `Authorization: Bearer TOKEN` may read the profiles from any peer, and an address other
+    /// than loopback is served only with one. Without it the endpoint answers the process's
+    /// own user and root only; `POST` routes answer only them, token or not.
+    pub fn http_token(&mut self, token: HttpToken) -> &mut Self {
+        self.runner_mut().services.http_token = Some(token);
+        self
+    }
+
     /// Push the heap profile every [`push_interval_secs`](Self::push_interval_secs) to the
     /// Pyroscope-compatible server at `url` (`http://host:port`, see [`crate::serve::push`];
     /// `YING_PUSH_URL`).
@@ -400,6 +409,7 @@ pub fn apply_sampling_config(cfg: &Config, settings: &crate::engine::hooks::Sett
 fn services_from_config(cfg: &Config) -> Services {
     Services {
         http_addr: cfg.http_addr,
+        http_token: cfg.http_token.clone(),
         push_url: cfg.push_url.clone(),
         push_interval_secs: cfg.push_interval_secs.max(1),
         push_labels: cfg.push_labels.clone(),

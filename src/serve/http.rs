@@ -1,6 +1,13 @@
-//! The endpoint's HTTP/1.1 server: one thread, one connection at a time, one request per
-//! connection (`Connection: close`), request heads parsed by `httparse`, every read and write
-//! bounded in size and time. Nothing here panics on what a client sends.
+//! The endpoint's HTTP/1.1 server: one thread, one request per connection (`Connection:
+//! close`), request heads parsed by `httparse`, every read and write bounded in size and time.
+//! Nothing here panics on what a client sends.
+//!
+//! The thread waits on the listening socket and on every connection whose request is still
+//! arriving at once (`poll`), each with its own deadline ([`READ_TIMEOUT`] from its accept), so
+//! that clients who send their requests slowly (a slowloris) hold nothing but their own
+//! connections: at most [`MAX_PENDING`] wait, the oldest closed when another arrives, and a
+//! request that has arrived whole is answered at once. A peer that may not use the endpoint
+//! (`access.rs`) and could not be admitted by a token is refused as it is accepted.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -42,6 +49,8 @@ pub(crate) struct Request {
     pub(crate) method: String,
     pub(crate) path: String,
     pub(crate) query: Vec<(String, String)>,
+    /// The `Authorization` header's value, if any.
+    pub(crate) authorization: Option<String>,
 }
 
 impl Request {
@@ -83,6 +92,8 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -107,6 +118,13 @@ pub(crate) fn start(
 ) {
     let body = Box::new(move || {
         source.enter_profiler_thread();
+        if !addr.ip().is_loopback() && services.http_token.is_none() {
+            return crate::sys::warn(&format!(
+                "HTTP endpoint not started: {addr} is not a loopback address and YING_HTTP_TOKEN \
+                 is not set (without a token, a peer on another host could read the profile); \
+                 the program runs on without it"
+            ));
+        }
         let listener = match TcpListener::bind(addr) {
             Ok(l) => l,
             Err(e) => {
@@ -123,7 +141,7 @@ pub(crate) fn start(
         if !addr.ip().is_loopback() {
             crate::sys::write_stderr(
                 format!(
-                    "ying: serving profiles at http://{bound}/debug/pprof/ to every host that can reach this address (not loopback)\n"
+                    "ying: serving profiles at http://{bound}/debug/pprof/ to every host that can reach this address (not loopback) with YING_HTTP_TOKEN's token\n"
                 )
                 .as_bytes(),
             );
@@ -155,7 +173,19 @@ pub(crate) fn stop() {
     STOPPING.store(true, Ordering::SeqCst);
 }
 
-/// Accepts and answers connections, one at a time, until [`stop`] (or for the rest of the
+/// The most connections whose requests are still arriving; the oldest is closed when another
+/// arrives beyond it.
+pub(crate) const MAX_PENDING: usize = 64;
+
+/// A connection whose request is still arriving.
+struct Pending {
+    stream: TcpStream,
+    peer: super::access::Peer,
+    buf: Vec<u8>,
+    deadline: Instant,
+}
+
+/// Accepts connections and answers their requests until [`stop`] (or for the rest of the
 /// process, or until the program closes the listening socket).
 fn serve(listener: &TcpListener, ctx: &Ctx) {
     let id = crate::sys::fd_id(listener.as_raw_fd());
@@ -166,6 +196,8 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
     if listener.set_nonblocking(true).is_err() {
         return crate::sys::warn("HTTP endpoint stopped: its socket cannot be made non-blocking");
     }
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut fds: Vec<libc::pollfd> = Vec::new();
     loop {
         // A program that closed every descriptor (as daemons do) may have reused the number:
         // never accept on a socket of its own. (A close between this check and `accept` is the
@@ -175,103 +207,163 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
                 "HTTP endpoint stopped: the program closed its listening socket",
             );
         }
-        let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: `pfd` is one valid pollfd; a closed descriptor only sets POLLNVAL.
-        let ready = unsafe { libc::poll(&mut pfd, 1, STOP_POLL_MS) };
+        fds.clear();
+        fds.push(libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        fds.extend(pending.iter().map(|p| libc::pollfd {
+            fd: p.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        let now = Instant::now();
+        let wait = pending
+            .iter()
+            .map(|p| p.deadline.saturating_duration_since(now).as_millis() as i32 + 1)
+            .fold(STOP_POLL_MS, i32::min);
+        // SAFETY: `fds` holds `fds.len()` valid pollfds; a closed descriptor only sets POLLNVAL.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
         if STOPPING.load(Ordering::SeqCst) {
             return;
         }
-        if pfd.revents & (libc::POLLNVAL | libc::POLLERR) != 0 && ready > 0 {
+        let listening = fds[0].revents;
+        if ready > 0 && listening & (libc::POLLNVAL | libc::POLLERR) != 0 {
             // Closed under us: the check above ends the loop; never spin on it.
             std::thread::sleep(Duration::from_millis(100));
             continue;
         }
-        if ready <= 0 || pfd.revents & libc::POLLIN == 0 {
+        // The connections that can be read, newest last (indices into `pending`).
+        let readable: Vec<usize> =
+            fds[1..].iter().enumerate().filter(|(_, f)| f.revents != 0).map(|(i, _)| i).collect();
+        let mut done = vec![false; pending.len()];
+        for i in readable {
+            done[i] = progress(&mut pending[i], ctx);
+        }
+        let now = Instant::now();
+        for (p, d) in pending.iter().zip(done.iter_mut()) {
+            if !*d && now >= p.deadline {
+                let r = Response::text(408, "request not received within 5 seconds");
+                let _ = write_response(&p.stream, &r, Duration::from_secs(1));
+                *d = true;
+            }
+        }
+        let mut d = done.into_iter();
+        pending.retain(|_| !d.next().unwrap_or(true));
+        if ready > 0 && listening & libc::POLLIN != 0 {
+            accept_some(listener, ctx, &mut pending);
+        }
+    }
+}
+
+/// Accepts the connections waiting (at most 16 at a wake-up), refusing at once a peer that
+/// may not use the endpoint, and adds the others to `pending`, the oldest closed beyond
+/// [`MAX_PENDING`].
+fn accept_some(listener: &TcpListener, ctx: &Ctx, pending: &mut Vec<Pending>) {
+    for _ in 0..16 {
+        let (stream, peer_addr) = match listener.accept() {
+            Ok(c) => c,
+            // None left, or the client went away before: wait again.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            // Out of descriptors or a connection reset before it was accepted: no busy loop.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(100));
+                return;
+            }
+        };
+        // The connection moved high too, for as long as it is answered.
+        let stream = TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream)));
+        let peer = super::access::peer_of(stream.local_addr().unwrap_or(ctx.addr), peer_addr);
+        if super::access::refused_at_once(peer, ctx.services.http_token.as_ref()) {
+            if let Err(r) = super::access::check(peer, "GET", None, None) {
+                let _ = write_response(&stream, &refusal(r), Duration::from_millis(100));
+            }
+            let _ = stream.shutdown(std::net::Shutdown::Both);
             continue;
         }
-        match listener.accept() {
-            // Another connection took it, or the client went away before: wait again.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            // The connection moved high too, for as long as it is answered.
-            Ok((stream, _)) => answer(
-                TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream))),
-                ctx,
-            ),
-            // Out of descriptors or a connection reset before it was accepted: no busy loop.
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        if stream.set_nonblocking(true).is_err() {
+            continue;
         }
+        if pending.len() >= MAX_PENDING {
+            pending.remove(0);
+        }
+        let deadline = Instant::now() + READ_TIMEOUT;
+        pending.push(Pending { stream, peer, buf: Vec::new(), deadline });
     }
 }
 
-fn answer(mut stream: TcpStream, ctx: &Ctx) {
-    let response = match read_request(&mut stream) {
-        Ok(Some(req)) => (ctx.route)(&req, ctx),
-        Ok(None) => return, // The client went away.
+/// Reads what arrived on `p`; when its request is whole (or cannot be), answers it. Whether the
+/// connection is done with.
+fn progress(p: &mut Pending, ctx: &Ctx) -> bool {
+    let mut chunk = [0u8; 4096];
+    let n = loop {
+        // At most one byte beyond the limit: the head is then too large (431).
+        let room = MAX_REQUEST_BYTES.saturating_sub(p.buf.len()).clamp(1, chunk.len());
+        match (&p.stream).read(&mut chunk[..room]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) | Ok(0) => return true, // The client went away.
+            Ok(n) => break n,
+        }
+    };
+    p.buf.extend_from_slice(&chunk[..n]);
+    let response = match parse_head(&p.buf) {
+        Ok(None) => return false,
+        Ok(Some((req, head, body_len))) => {
+            // Read the (ignored) body so that closing the socket does not reset it before the
+            // answer is read.
+            let _ = p.stream.set_nonblocking(false);
+            let mut have = p.buf.len() - head;
+            while have < body_len {
+                match read_until(&mut p.stream, &mut chunk, p.deadline) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => have += n,
+                }
+            }
+            let token = ctx.services.http_token.as_ref();
+            match super::access::check(p.peer, &req.method, req.authorization.as_deref(), token) {
+                Ok(()) => (ctx.route)(&req, ctx),
+                Err(r) => refusal(r),
+            }
+        }
         Err(r) => r,
     };
-    let _ = write_response(&mut stream, &response);
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = p.stream.set_nonblocking(false);
+    let _ = write_response(&p.stream, &response, WRITE_TIMEOUT);
+    let _ = p.stream.shutdown(std::net::Shutdown::Both);
+    true
 }
 
-/// Reads a request's head (and discards a small body), within [`READ_TIMEOUT`] and
-/// [`MAX_REQUEST_BYTES`]; the error is the answer to send.
-fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, Response> {
-    let deadline = Instant::now() + READ_TIMEOUT;
-    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
-    let mut len = 0;
-    loop {
-        let n = match read_until(stream, &mut buf[len..], deadline) {
-            Ok(0) if len == 0 => return Ok(None),
-            Ok(0) => return Err(Response::text(400, "incomplete request")),
-            Ok(n) => n,
-            Err(e) if is_timeout(&e) => {
-                return Err(Response::text(408, "request not received within 5 seconds"));
+/// The answer to a refused request.
+fn refusal(r: super::access::Refused) -> Response {
+    let answer = Response::text(r.status, r.why);
+    if r.status == 401 { answer.header("WWW-Authenticate", "Bearer") } else { answer }
+}
+
+/// The request whose head `buf` starts with, the head's length and the body's announced
+/// length, once the head is whole (None before); the answer to send when it cannot be one.
+fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, usize)>, Response> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(head)) => {
+            let body_len = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if body_len > MAX_REQUEST_BYTES {
+                return Err(Response::text(413, "request body too large"));
             }
-            Err(_) => return Ok(None),
-        };
-        len += n;
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf[..len]) {
-            Ok(httparse::Status::Complete(head)) => {
-                let body_len = req
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                if body_len > MAX_REQUEST_BYTES {
-                    return Err(Response::text(413, "request body too large"));
-                }
-                let parsed = to_request(&req);
-                // Read the (ignored) body so that closing the socket does not reset it
-                // before the answer is read.
-                let mut have = len - head;
-                while have < body_len {
-                    match read_until(stream, &mut buf[..], deadline) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => have += n,
-                    }
-                }
-                return parsed.map(Some);
-            }
-            Ok(httparse::Status::Partial) if len < buf.len() => continue,
-            Ok(httparse::Status::Partial) => {
-                return Err(Response::text(
-                    431,
-                    format!("request head larger than {MAX_REQUEST_BYTES} bytes"),
-                ));
-            }
-            Err(httparse::Error::TooManyHeaders) => {
-                return Err(Response::text(431, format!("more than {MAX_HEADERS} headers")));
-            }
-            Err(e) => return Err(Response::text(400, format!("malformed request: {e}"))),
+            to_request(&req).map(|r| Some((r, head, body_len)))
         }
+        Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST_BYTES => Ok(None),
+        Ok(httparse::Status::Partial) => {
+            Err(Response::text(431, format!("request head larger than {MAX_REQUEST_BYTES} bytes")))
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            Err(Response::text(431, format!("more than {MAX_HEADERS} headers")))
+        }
+        Err(e) => Err(Response::text(400, format!("malformed request: {e}"))),
     }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
 /// One read into `buf`, waiting at most until `deadline`.
@@ -307,7 +399,13 @@ fn to_request(req: &httparse::Request<'_, '_>) -> Result<Request, Response> {
             (percent_decode(k), percent_decode(v))
         })
         .collect();
-    Ok(Request { method, path: percent_decode(path), query })
+    let authorization = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+        .and_then(|h| std::str::from_utf8(h.value).ok())
+        .map(str::to_string);
+    Ok(Request { method, path: percent_decode(path), query, authorization })
 }
 
 /// `%XX` escapes and `+` (in queries) decoded; invalid escapes kept as they are.
@@ -336,8 +434,8 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn write_response(stream: &mut TcpStream, r: &Response) -> io::Result<()> {
-    let deadline = Instant::now() + WRITE_TIMEOUT;
+fn write_response(stream: &TcpStream, r: &Response, within: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + within;
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
         r.status,
@@ -354,7 +452,7 @@ fn write_response(stream: &mut TcpStream, r: &Response) -> io::Result<()> {
 }
 
 /// Writes all of `data` by pieces, giving up at `deadline` (a client that reads too slowly).
-fn write_until(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
+fn write_until(mut stream: &TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
     while !data.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -13,7 +13,9 @@
 //!
 //! # The endpoint
 //!
-//! One small HTTP/1.1 server thread, one connection at a time, one request per connection:
+//! One small HTTP/1.1 server thread, one request per connection, every connection whose request
+//! is arriving waited on at once (`http.rs`), answering only the process's own user and root,
+//! and token bearers for reading (`access.rs`):
 //!
 //! | route | answer |
 //! |---|---|
@@ -30,14 +32,15 @@
 //!
 //! A request is at most 16 KiB of head (32 headers) and must arrive within 5 s; an answer is
 //! abandoned after 30 s. Malformed
-//! requests get 400, 404, 405 or 431 with a one-line body saying why. The address is loopback
-//! unless an explicit other address is given, which is said on stderr; a port already in use
-//! is one `ying: warning:` line and no endpoint.
+//! requests get 400, 404, 405 or 431 with a one-line body saying why; a refused peer 401 or
+//! 403. The address is loopback unless an explicit other address is given with a token, which
+//! is said on stderr; a port already in use is one `ying: warning:` line and no endpoint.
 //!
 //! # Pushes
 //!
 //! See [`push`].
 
+mod access;
 pub(crate) mod http;
 pub mod push;
 mod routes;
@@ -61,6 +64,7 @@ pub use crate::config::DEFAULT_PUSH_INTERVAL_SECS;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Services {
     pub(crate) http_addr: Option<SocketAddr>,
+    pub(crate) http_token: Option<crate::config::HttpToken>,
     pub(crate) push_url: Option<String>,
     pub(crate) push_interval_secs: u64,
     pub(crate) push_labels: Vec<(String, String)>,
@@ -70,6 +74,7 @@ impl Default for Services {
     fn default() -> Self {
         Self {
             http_addr: None,
+            http_token: None,
             push_url: None,
             push_interval_secs: DEFAULT_PUSH_INTERVAL_SECS,
             push_labels: Vec::new(),
