@@ -447,6 +447,15 @@ impl ReportDir {
 
     /// The names of the directory's entries (`.` and `..` left out), read through the open
     /// directory `dir`.
+    /// Whether a file whose name starts with `stem` and a dot is in the directory (a set's file
+    /// someone else put there first: the set takes another number).
+    pub(crate) fn has_set_file(&self, stem: &str) -> bool {
+        let Ok(dir) = self.checked_fd() else { return false };
+        let prefix = format!("{stem}.");
+        Self::names_at(dir.as_raw_fd())
+            .is_ok_and(|names| names.iter().any(|n| n.starts_with(&prefix)))
+    }
+
     fn names_at(dir: RawFd) -> io::Result<Vec<String>> {
         Ok(crate::sys::dir::entries_at(dir, c".")?.into_iter().map(|e| e.name).collect())
     }

@@ -48,6 +48,7 @@ pub mod text;
 // (`html::render` of it) without running a program that long. Not an API.
 #[doc(hidden)]
 pub mod timeline;
+pub(crate) mod trust;
 
 #[cfg(test)]
 mod render_tests;
@@ -296,7 +297,24 @@ pub(crate) fn write_set(
     dir: &files::ReportDir,
     in_timeline: bool,
 ) -> io::Result<ReportPaths> {
-    let seq = take_seq();
+    let mut seq = take_seq();
+    // A number whose files someone else put there first (planted in a shared directory) is
+    // passed over, said once: the set is written under the next free one, never over them.
+    for _ in 0..16 {
+        let stem = set_stem(r, seq);
+        if !dir.has_set_file(&stem) {
+            break;
+        }
+        static SAID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        if SAID.swap(std::process::id(), Ordering::Relaxed) != std::process::id() {
+            crate::sys::warn(&format!(
+                "{}: files named {stem}.* are there and were not written by this process: \
+                 the set takes the next free number",
+                dir.path().display()
+            ));
+        }
+        seq = take_seq();
+    }
     print_new_refusals(&r.facts.giant_refusals);
     let page = if in_timeline { Page::Process } else { Page::None };
     write_set_numbered(r, dir, seq, true, page)

@@ -351,6 +351,15 @@ type ThreadBody = Box<dyn FnOnce() + Send>;
 /// [`only_profiler_threads_left`]).
 static PROFILER_TIDS: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 
+/// Whether a file owned by `uid` may be trusted as this process's or its user's: owned by the
+/// process's effective user, or by root. In a directory other users can write (a 1777
+/// reporting directory), a file owned by anyone else was planted: it is never taken for a set,
+/// a death, a control-file request or a file to write over.
+pub(crate) fn trusted_owner(uid: u32) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    uid == 0 || uid == unsafe { libc::geteuid() }
+}
+
 /// The calling thread's kernel id.
 pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no arguments and cannot fail.

@@ -10,7 +10,8 @@
 //!   from an earlier run is ignored). `touch` it again for another round.
 //!
 //! Both are looked at every tick (100 ms) with one `lstat` each, without following a symbolic
-//! link; only regular files count, and their content is ignored.
+//! link; only regular files owned by the process's user or root count (in a directory other
+//! users can write, another user's `dump` asks for nothing), and their content is ignored.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -32,10 +33,14 @@ impl ControlFiles {
 
     /// One tick: the reason for a dump if a control file asks for one.
     pub(crate) fn tick(&mut self) -> Option<String> {
-        let own = std::fs::symlink_metadata(&self.own).is_ok_and(|m| m.file_type().is_file())
+        use std::os::unix::fs::MetadataExt;
+        // A file another user planted (a shared directory) asks for nothing.
+        let ours =
+            |m: &std::fs::Metadata| m.file_type().is_file() && crate::sys::trusted_owner(m.uid());
+        let own = std::fs::symlink_metadata(&self.own).is_ok_and(|m| ours(&m))
             && std::fs::remove_file(&self.own).is_ok();
         let shared = match std::fs::symlink_metadata(&self.shared) {
-            Ok(m) if m.file_type().is_file() => match m.modified() {
+            Ok(m) if ours(&m) => match m.modified() {
                 Ok(t) if t > self.seen => {
                     self.seen = t;
                     true

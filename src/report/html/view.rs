@@ -132,7 +132,13 @@ fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, (Vec
 
 /// Reads the set `set` of `dir` into `t` as one dump.
 fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
-    let read = |ext: &str| std::fs::read(dir.join(format!("{}{}.{ext}", set.sub, set.stem)));
+    let read = |ext: &str| {
+        let path = dir.join(format!("{}{}.{ext}", set.sub, set.stem));
+        match crate::report::trust::untrusted_owner(&path) {
+            Some(uid) => Err(crate::report::trust::untrusted_error(&path, uid)),
+            None => std::fs::read(&path),
+        }
+    };
     let bytes = read("pb.gz")?;
     let p = read_profile(&bytes).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("{}.pb.gz: {e}", set.stem))

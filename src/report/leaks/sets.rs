@@ -49,8 +49,15 @@ pub fn manifests(args: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
             }
             for d in dirs {
                 for e in std::fs::read_dir(&d)?.flatten() {
-                    if is_manifest(&e.path()) {
-                        out.push(e.path());
+                    if !is_manifest(&e.path()) {
+                        continue;
+                    }
+                    // Another user's manifest planted in a shared directory: left out, said.
+                    match crate::report::trust::untrusted_owner(&e.path()) {
+                        Some(uid) => crate::sys::warn(
+                            &crate::report::trust::untrusted_error(&e.path(), uid).to_string(),
+                        ),
+                        None => out.push(e.path()),
                     }
                 }
             }

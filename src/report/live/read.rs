@@ -61,6 +61,9 @@ impl LiveProfile {
         if !md.is_file() {
             return Err(bad(path, "not a regular file"));
         }
+        if let Some(uid) = crate::report::trust::untrusted_owner(path) {
+            return Err(crate::report::trust::untrusted_error(path, uid));
+        }
         let limit = crate::report::bounded::max_decoded_bytes();
         if md.len().saturating_mul(9) > limit {
             let e = crate::report::bounded::over_bound("the live file", md.len() * 9, limit);
