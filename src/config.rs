@@ -510,13 +510,15 @@ settings! {
          bytes and one or two a frame, 240 to 300 bytes for a stack of 46 frames, so the \
          default holds at most about 120 MB (each thread counts its samples in one of 8 \
          stripes, so a stack sampled on several threads can take up to 8 entries).";
-    http_addr: Option<SocketAddr> = None, "YING_HTTP_ADDR", parse_http_addr,
+    http_addr: Option<HttpAddr> = None, "YING_HTTP_ADDR", parse_http_addr,
         "Serve `/debug/pprof/heap`, `/debug/pprof/allocs` and Ying's own routes over HTTP at \
          this address, e.g. `127.0.0.1:6060` (a bare port or `localhost:PORT` means loopback; \
          an address other than loopback is served only when given explicitly and with \
-         `YING_HTTP_TOKEN` set, and said on stderr); unset or empty serves nothing. It answers \
-         the process's own user and root (see `YING_HTTP_TOKEN`). Its listening socket and connections are in the \
-         endpoint thread's own descriptor table: the program never sees them.";
+         `YING_HTTP_TOKEN` set, and said on stderr), or `unix:PATH` for a unix socket (made \
+         mode 0600; a stale socket there is replaced, any other file is not); unset or empty \
+         serves nothing. It answers the process's own user and root (see `YING_HTTP_TOKEN`). \
+         Its listening socket and connections are in the endpoint thread's own descriptor \
+         table: the program never sees them.";
     http_token: Option<HttpToken> = None, "YING_HTTP_TOKEN", parse_http_token,
         "A bearer token for the endpoint (`Authorization: Bearer TOKEN`), at least 16 \
          characters, or `@PATH` for a file holding it: with it, a request that carries it may \
@@ -826,23 +828,55 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// `YING_HTTP_ADDR`: an IP address and port, `localhost:PORT` or a bare port (both loopback);
-/// empty means unset.
-fn parse_http_addr(s: &str) -> Result<Option<SocketAddr>, String> {
+/// Where the endpoint listens (`YING_HTTP_ADDR`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpAddr {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A unix socket at this path (`unix:PATH`), made mode 0600; the peer's user (its
+    /// credentials) decides access, as on loopback.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for HttpAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpAddr::Tcp(a) => write!(f, "{a}"),
+            HttpAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl Shown for HttpAddr {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// `YING_HTTP_ADDR`: an IP address and port, `localhost:PORT` or a bare port (both loopback),
+/// or `unix:PATH`; empty means unset.
+fn parse_http_addr(s: &str) -> Result<Option<HttpAddr>, String> {
     use std::net::Ipv4Addr;
     if s.is_empty() {
         return Ok(None);
     }
+    if let Some(path) = s.strip_prefix("unix:") {
+        if path.is_empty() || path.len() > 100 {
+            return Err("a unix socket path of 1 to 100 bytes after unix:".to_string());
+        }
+        return Ok(Some(HttpAddr::Unix(PathBuf::from(path))));
+    }
     let port = |p: &str| p.parse::<u16>().map_err(|_| format!("bad port \"{}\"", one_line(p)));
+    let tcp = |a| Ok(Some(HttpAddr::Tcp(a)));
     if let Some(p) = s.strip_prefix("localhost:").or_else(|| s.strip_prefix(':')) {
-        return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port(p)?))));
+        return tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port(p)?)));
     }
     if s.bytes().all(|b| b.is_ascii_digit()) {
-        return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port(s)?))));
+        return tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port(s)?)));
     }
     s.parse::<SocketAddr>()
-        .map(Some)
-        .map_err(|_| "expected IP:PORT such as 127.0.0.1:6060, or a port".to_string())
+        .map(|a| Some(HttpAddr::Tcp(a)))
+        .map_err(|_| "expected IP:PORT such as 127.0.0.1:6060, a port, or unix:PATH".to_string())
 }
 
 /// `YING_PUSH_URL`: `http://host[:port][/path]`; empty means unset.
@@ -1059,7 +1093,7 @@ mod tests {
             min_free_space: DiskFloor { bytes: 1 << 30, percent: 2 },
             max_alloc_bytes: 1 << 40,
             max_stacks: 16,
-            http_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6061))),
+            http_addr: Some(HttpAddr::Tcp(std::net::SocketAddr::from(([127, 0, 0, 1], 6061)))),
             http_token: Some(HttpToken("a-token-of-16-chars".to_string())),
             push_url: Some("http://127.0.0.1:4040".to_string()),
             push_interval_secs: 60,
@@ -1107,11 +1141,17 @@ mod tests {
     fn service_values() {
         use std::net::SocketAddr;
         let addr = |v: &str| parse_http_addr(v);
+        let tcp = |a: ([u8; 4], u16)| Ok(Some(HttpAddr::Tcp(SocketAddr::from(a))));
         assert_eq!(addr(""), Ok(None));
-        assert_eq!(addr("localhost:6060"), Ok(Some(SocketAddr::from(([127, 0, 0, 1], 6060)))));
-        assert_eq!(addr(":6060"), Ok(Some(SocketAddr::from(([127, 0, 0, 1], 6060)))));
-        assert_eq!(addr("0.0.0.0:80"), Ok(Some(SocketAddr::from(([0, 0, 0, 0], 80)))));
-        assert_eq!(addr("[::1]:80").map(|a| a.map(|a| a.port())), Ok(Some(80)));
+        assert_eq!(addr("localhost:6060"), tcp(([127, 0, 0, 1], 6060)));
+        assert_eq!(addr(":6060"), tcp(([127, 0, 0, 1], 6060)));
+        assert_eq!(addr("0.0.0.0:80"), tcp(([0, 0, 0, 0], 80)));
+        assert!(matches!(addr("[::1]:80"), Ok(Some(HttpAddr::Tcp(a))) if a.port() == 80));
+        assert_eq!(
+            addr("unix:/run/app/ying.sock"),
+            Ok(Some(HttpAddr::Unix("/run/app/ying.sock".into())))
+        );
+        assert!(addr("unix:").is_err() && addr(&format!("unix:/{}", "x".repeat(100))).is_err());
         assert!(addr("host:80").is_err() && addr("70000").is_err() && addr("1.2.3.4").is_err());
         assert!(parse_push_url("https://x:1").unwrap_err().contains("https"));
         assert!(parse_push_url("ftp://x").is_err() && parse_push_url("http://").is_err());

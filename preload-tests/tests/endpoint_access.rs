@@ -20,8 +20,22 @@ fn free_port() -> u16 {
 /// The host under the shim serving at a free loopback port with `vars`, and the plain run's
 /// output: `talk(port)` runs while it serves, then the host is stopped and both runs compared.
 fn serving(dir: &TestDir, vars: &[(&str, &str)], talk: impl FnOnce(u16)) -> Outcome {
+    serving_at(dir, vars, None, talk)
+}
+
+/// [`serving`] on the unix socket `unix` instead of a port when given (`talk` gets 0).
+fn serving_at(
+    dir: &TestDir,
+    vars: &[(&str, &str)],
+    unix: Option<&Path>,
+    talk: impl FnOnce(u16),
+) -> Outcome {
     let exe = dir.compile_c("endpoint_host.c", &[]);
-    let port = free_port();
+    let port = if unix.is_some() { 0 } else { free_port() };
+    let addr = match unix {
+        Some(p) => format!("unix:{}", p.display()),
+        None => format!("127.0.0.1:{port}"),
+    };
     let plain_stop = dir.join("stop-plain");
     std::fs::write(&plain_stop, "").unwrap();
     let plain = Run::new(&exe).arg(&plain_stop).arg("60").timeout(Duration::from_secs(90)).run();
@@ -32,14 +46,18 @@ fn serving(dir: &TestDir, vars: &[(&str, &str)], talk: impl FnOnce(u16)) -> Outc
         .arg("60")
         .with_preload()
         .envs(vars)
-        .env("YING_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("YING_HTTP_ADDR", &addr)
         .env("YING_REPORTING_PATH", dir.join("reports").display().to_string())
         .timeout(Duration::from_secs(90));
     let shim = std::thread::spawn(move || with.run());
     let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    let up = || match unix {
+        Some(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
+        None => TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    };
+    while !up() {
         assert!(!shim.is_finished(), "the program ended before its endpoint answered");
-        assert!(Instant::now() < deadline, "no endpoint on port {port} within 30 s");
+        assert!(Instant::now() < deadline, "no endpoint at {addr} within 30 s");
         std::thread::sleep(Duration::from_millis(50));
     }
     let talked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| talk(port)));
@@ -62,12 +80,27 @@ fn curl(
     url: &str,
     token: Option<&str>,
 ) -> (u16, String) {
+    curl_via(dir, user, method, url, token, None)
+}
+
+/// [`curl`] through the unix socket `unix` when given.
+fn curl_via(
+    dir: &Path,
+    user: Option<&str>,
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    unix: Option<&Path>,
+) -> (u16, String) {
     let out: PathBuf = dir.join(format!("curl-{}.out", user.unwrap_or("me")));
     let _ = std::fs::remove_file(&out);
     let mut args: Vec<String> =
         ["-sS", "--max-time", "20", "-X", method].map(String::from).to_vec();
     if let Some(t) = token {
         args.extend(["-H".to_string(), format!("Authorization: Bearer {t}")]);
+    }
+    if let Some(p) = unix {
+        args.extend(["--unix-socket".to_string(), p.display().to_string()]);
     }
     args.extend(["-o".to_string(), out.display().to_string(), "-w".into(), "%{http_code}".into()]);
     args.push(url.to_string());
@@ -181,4 +214,50 @@ fn a_hundred_half_requests_do_not_hold_a_scrape() {
         assert!(worst < Duration::from_secs(1), "a scrape waited {worst:?}");
         drop(held);
     });
+}
+
+/// On a unix socket (`YING_HTTP_ADDR=unix:PATH`): the socket is mode 0600 (nobody cannot even
+/// connect), and once opened to everyone the peer's credentials still refuse nobody; a stale
+/// socket left at the path is replaced, any other file is left and the endpoint not started
+/// (one line), the program running on.
+#[test]
+fn a_unix_socket_answers_its_owner_by_credentials() {
+    if !can_run() {
+        return;
+    }
+    let dir = TestDir::new("endpoint-unix");
+    let d = dir.path().to_path_buf();
+    std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let sock = dir.join("ying.sock");
+    // A stale socket from an earlier run.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    serving_at(&dir, &[], Some(&sock), |_| {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the socket's mode");
+        let url = "http://ying/debug/ying/status";
+        let (code, body) = curl_via(&d, None, "GET", url, None, Some(&sock));
+        assert_eq!(code, 200, "root: {body}");
+        let (code, _) = curl_via(&d, Some("65534"), "GET", url, None, Some(&sock));
+        assert_eq!(code, 0, "nobody connected to a 0600 socket");
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let (code, body) = curl_via(&d, Some("65534"), "GET", url, None, Some(&sock));
+        assert_eq!(code, 403, "nobody through an open socket: {body}");
+    });
+    // A regular file at the path is not replaced.
+    let other = dir.join("not-a-socket");
+    std::fs::write(&other, "mine").unwrap();
+    let exe = dir.compile_c("endpoint_host.c", &[]);
+    let stop = dir.join("stop-now");
+    std::fs::write(&stop, "").unwrap();
+    let o = Run::new(&exe)
+        .arg(&stop)
+        .arg("5")
+        .with_preload()
+        .env("YING_HTTP_ADDR", format!("unix:{}", other.display()))
+        .env("YING_CHECK_INTERVAL_SECS", "1")
+        .env("YING_REPORTING_PATH", dir.join("r2").display().to_string())
+        .run();
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "mine");
 }

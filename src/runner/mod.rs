@@ -62,7 +62,7 @@ mod report_loop;
 pub(crate) mod settings;
 mod write;
 
-pub use crate::config::{DiskFloor, HttpToken, LiveFile};
+pub use crate::config::{DiskFloor, HttpAddr, HttpToken, LiveFile};
 pub use crate::source::{DEFAULT_DUMP_TIMEOUT, Error, ProfileSource};
 pub use handle::RunnerHandle;
 pub use settings::{

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use crate::callstack::Measurement;
 use crate::config::{
     Config, DEFAULT_DISK_FLOOR, DEFAULT_LIVE_INTERVAL_MS, DEFAULT_RETAIN_BYTES,
-    DEFAULT_RETAIN_SETS, DiskFloor, HttpToken, LiveFile,
+    DEFAULT_RETAIN_SETS, DiskFloor, HttpAddr, HttpToken, LiveFile,
 };
 use crate::report::ReportOptions;
 use crate::report::files::{DEFAULT_FILE_MODE, ReportDir, Retention};
@@ -302,7 +302,15 @@ impl ProfilerRunnerBuilder {
     /// (`YING_HTTP_ADDR` for [`ProfilerRunner::from_env`]). An address other than loopback is
     /// said on stderr.
     pub fn http_addr(&mut self, addr: SocketAddr) -> &mut Self {
-        self.runner_mut().services.http_addr = Some(addr);
+        self.runner_mut().services.http_addr = Some(HttpAddr::Tcp(addr));
+        self
+    }
+
+    /// Serve the same routes on a unix socket at `path` (`YING_HTTP_ADDR=unix:PATH`), made mode
+    /// 0600: the peer's credentials decide access, as on loopback. A stale socket there is
+    /// replaced; any other file is left, and the endpoint not started (one line).
+    pub fn http_unix(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.runner_mut().services.http_addr = Some(HttpAddr::Unix(path.into()));
         self
     }
 
@@ -408,7 +416,7 @@ pub fn apply_sampling_config(cfg: &Config, settings: &crate::engine::hooks::Sett
 /// The service settings of a parsed configuration.
 fn services_from_config(cfg: &Config) -> Services {
     Services {
-        http_addr: cfg.http_addr,
+        http_addr: cfg.http_addr.clone(),
         http_token: cfg.http_token.clone(),
         push_url: cfg.push_url.clone(),
         push_interval_secs: cfg.push_interval_secs.max(1),
@@ -558,7 +566,18 @@ impl ProfilerRunner {
     }
     /// The endpoint's address, if it serves one.
     pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.services.http_addr
+        match &self.services.http_addr {
+            Some(HttpAddr::Tcp(a)) => Some(*a),
+            _ => None,
+        }
+    }
+
+    /// The unix socket the endpoint listens on, if that is where.
+    pub fn http_unix(&self) -> Option<&std::path::Path> {
+        match &self.services.http_addr {
+            Some(HttpAddr::Unix(p)) => Some(p),
+            _ => None,
+        }
     }
     /// The push target, if profiles are pushed.
     pub fn push_url(&self) -> Option<&str> {

@@ -6,7 +6,8 @@
 //! - **The owner** (the process's effective user, or root) may use every route. On a loopback
 //!   connection the peer's user is the one of the peer's socket in the kernel's socket table
 //!   (`/proc/net/tcp`, `/proc/net/tcp6`: the entry whose local address is the peer's and whose
-//!   remote address is ours), which the peer cannot forge.
+//!   remote address is ours), on a unix socket the peer's credentials (`SO_PEERCRED`): neither
+//!   can the peer forge.
 //! - **A bearer of the token** (`YING_HTTP_TOKEN`), when one is set, may read (`GET`) from any
 //!   peer; without a token an address other than loopback is not served at all.
 //! - **`POST`** (a dump: the process writes files) only the owner, token or not.
@@ -48,10 +49,19 @@ pub(crate) fn peer_of(local: SocketAddr, peer: SocketAddr) -> Peer {
         return Peer::Unknown(ip);
     }
     match socket_uid(local, peer) {
+        None => Peer::Unknown(ip),
+        uid => peer_of_uid(uid),
+    }
+}
+
+/// Who is at the other end of a unix socket whose peer's user is `uid` (its credentials; None
+/// when the kernel did not say).
+pub(crate) fn peer_of_uid(uid: Option<u32>) -> Peer {
+    match uid {
         // SAFETY: geteuid has no preconditions.
         Some(uid) if uid == 0 || uid == unsafe { libc::geteuid() } => Peer::Owner,
         Some(uid) => Peer::User(uid),
-        None => Peer::Unknown(ip),
+        None => Peer::Unknown(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
     }
 }
 

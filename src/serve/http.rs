@@ -7,17 +7,19 @@
 //! that clients who send their requests slowly (a slowloris) hold nothing but their own
 //! connections: at most [`MAX_PENDING`] wait, the oldest closed when another arrives, and a
 //! request that has arrived whole is answered at once. A peer that may not use the endpoint
-//! (`access.rs`) and could not be admitted by a token is refused as it is accepted.
+//! (`access.rs`) and could not be admitted by a token gets a second to send its request (and
+//! then its 403), not five.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use super::socket::{Conn, Listener};
 use super::{Runner, Services};
+use crate::config::HttpAddr;
 use crate::source::ProfileSource;
 
 /// The most bytes of a request's head (request line and headers), and of a body read.
@@ -31,7 +33,8 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the routes need.
 pub(crate) struct Ctx {
-    pub(crate) addr: SocketAddr,
+    /// The address listened at, as the status route shows it.
+    pub(crate) addr: String,
     pub(crate) services: Services,
     pub(crate) runner: Arc<dyn Runner>,
     pub(crate) source: &'static dyn ProfileSource,
@@ -110,7 +113,7 @@ fn reason(status: u16) -> &'static str {
 /// inherits the port, and a program that closes or `dup2`s over its descriptors cannot touch
 /// them); a failure is one warning and no endpoint. Runs as profiler code.
 pub(crate) fn start(
-    addr: SocketAddr,
+    addr: HttpAddr,
     services: Services,
     runner: Arc<dyn Runner>,
     source: &'static dyn ProfileSource,
@@ -118,14 +121,18 @@ pub(crate) fn start(
 ) {
     let body = Box::new(move || {
         source.enter_profiler_thread();
-        if !addr.ip().is_loopback() && services.http_token.is_none() {
+        let far = match &addr {
+            HttpAddr::Tcp(a) => !a.ip().is_loopback(),
+            HttpAddr::Unix(_) => false,
+        };
+        if far && services.http_token.is_none() {
             return crate::sys::warn(&format!(
                 "HTTP endpoint not started: {addr} is not a loopback address and YING_HTTP_TOKEN \
                  is not set (without a token, a peer on another host could read the profile); \
                  the program runs on without it"
             ));
         }
-        let listener = match TcpListener::bind(addr) {
+        let (listener, bound) = match Listener::bind(&addr) {
             Ok(l) => l,
             Err(e) => {
                 return crate::sys::warn(&format!(
@@ -133,12 +140,7 @@ pub(crate) fn start(
                 ));
             }
         };
-        // Close-on-exec (std's sockets are); on a thread left in the program's table (an old
-        // kernel), moved far above the numbers the program's own next `open` may expect.
-        let listener =
-            TcpListener::from(crate::sys::move_high(std::os::fd::OwnedFd::from(listener)));
-        let bound = listener.local_addr().unwrap_or(addr);
-        if !addr.ip().is_loopback() {
+        if far {
             crate::sys::write_stderr(
                 format!(
                     "ying: serving profiles at http://{bound}/debug/pprof/ to every host that can reach this address (not loopback) with YING_HTTP_TOKEN's token\n"
@@ -177,9 +179,12 @@ pub(crate) fn stop() {
 /// arrives beyond it.
 pub(crate) const MAX_PENDING: usize = 64;
 
+/// How long a peer that will be refused whatever it sends may take to send its request.
+const REFUSED_WAIT: Duration = Duration::from_secs(1);
+
 /// A connection whose request is still arriving.
 struct Pending {
-    stream: TcpStream,
+    stream: Conn,
     peer: super::access::Peer,
     buf: Vec<u8>,
     deadline: Instant,
@@ -187,13 +192,13 @@ struct Pending {
 
 /// Accepts connections and answers their requests until [`stop`] (or for the rest of the
 /// process, or until the program closes the listening socket).
-fn serve(listener: &TcpListener, ctx: &Ctx) {
+fn serve(listener: &Listener, ctx: &Ctx) {
     let id = crate::sys::fd_id(listener.as_raw_fd());
     // Never wait inside `accept`: Linux reserves the connection's descriptor number (the
     // lowest free one) when `accept` starts, so a blocked `accept` would hold a low number the
     // program's `open` or `dup2` (EBUSY) then cannot have. The listener is non-blocking and
     // the wait is `poll`, which reserves nothing.
-    if listener.set_nonblocking(true).is_err() {
+    if listener.set_nonblocking().is_err() {
         return crate::sys::warn("HTTP endpoint stopped: its socket cannot be made non-blocking");
     }
     let mut pending: Vec<Pending> = Vec::new();
@@ -256,9 +261,10 @@ fn serve(listener: &TcpListener, ctx: &Ctx) {
 /// Accepts the connections waiting (at most 16 at a wake-up), refusing at once a peer that
 /// may not use the endpoint, and adds the others to `pending`, the oldest closed beyond
 /// [`MAX_PENDING`].
-fn accept_some(listener: &TcpListener, ctx: &Ctx, pending: &mut Vec<Pending>) {
+fn accept_some(listener: &Listener, ctx: &Ctx, pending: &mut Vec<Pending>) {
     for _ in 0..16 {
-        let (stream, peer_addr) = match listener.accept() {
+        // The connection is moved high too, for as long as it is answered.
+        let (stream, peer) = match listener.accept() {
             Ok(c) => c,
             // None left, or the client went away before: wait again.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -268,23 +274,20 @@ fn accept_some(listener: &TcpListener, ctx: &Ctx, pending: &mut Vec<Pending>) {
                 return;
             }
         };
-        // The connection moved high too, for as long as it is answered.
-        let stream = TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream)));
-        let peer = super::access::peer_of(stream.local_addr().unwrap_or(ctx.addr), peer_addr);
-        if super::access::refused_at_once(peer, ctx.services.http_token.as_ref()) {
-            if let Err(r) = super::access::check(peer, "GET", None, None) {
-                let _ = write_response(&stream, &refusal(r), Duration::from_millis(100));
-            }
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            continue;
-        }
         if stream.set_nonblocking(true).is_err() {
             continue;
         }
         if pending.len() >= MAX_PENDING {
             pending.remove(0);
         }
-        let deadline = Instant::now() + READ_TIMEOUT;
+        // A peer no token could admit gets its 403 once its request is read (answered before
+        // it is read, a client still sending it may see the connection fail instead), but
+        // waits a second at most.
+        let wait = match super::access::refused_at_once(peer, ctx.services.http_token.as_ref()) {
+            true => REFUSED_WAIT,
+            false => READ_TIMEOUT,
+        };
+        let deadline = Instant::now() + wait;
         pending.push(Pending { stream, peer, buf: Vec::new(), deadline });
     }
 }
@@ -312,7 +315,7 @@ fn progress(p: &mut Pending, ctx: &Ctx) -> bool {
             let _ = p.stream.set_nonblocking(false);
             let mut have = p.buf.len() - head;
             while have < body_len {
-                match read_until(&mut p.stream, &mut chunk, p.deadline) {
+                match read_until(&p.stream, &mut chunk, p.deadline) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => have += n,
                 }
@@ -327,7 +330,7 @@ fn progress(p: &mut Pending, ctx: &Ctx) -> bool {
     };
     let _ = p.stream.set_nonblocking(false);
     let _ = write_response(&p.stream, &response, WRITE_TIMEOUT);
-    let _ = p.stream.shutdown(std::net::Shutdown::Both);
+    p.stream.shutdown();
     true
 }
 
@@ -367,7 +370,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Request, usize, usize)>, Response> {
 }
 
 /// One read into `buf`, waiting at most until `deadline`.
-fn read_until(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+fn read_until(mut stream: &Conn, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(io::ErrorKind::TimedOut.into());
@@ -434,7 +437,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn write_response(stream: &TcpStream, r: &Response, within: Duration) -> io::Result<()> {
+fn write_response(stream: &Conn, r: &Response, within: Duration) -> io::Result<()> {
     let deadline = Instant::now() + within;
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
@@ -452,7 +455,7 @@ fn write_response(stream: &TcpStream, r: &Response, within: Duration) -> io::Res
 }
 
 /// Writes all of `data` by pieces, giving up at `deadline` (a client that reads too slowly).
-fn write_until(mut stream: &TcpStream, mut data: &[u8], deadline: Instant) -> io::Result<()> {
+fn write_until(mut stream: &Conn, mut data: &[u8], deadline: Instant) -> io::Result<()> {
     while !data.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -44,8 +44,8 @@ mod access;
 pub(crate) mod http;
 pub mod push;
 mod routes;
+mod socket;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::io;
@@ -63,7 +63,7 @@ pub use crate::config::DEFAULT_PUSH_INTERVAL_SECS;
 /// The services a runner starts: part of its settings (set by `ProfilerRunnerBuilder`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Services {
-    pub(crate) http_addr: Option<SocketAddr>,
+    pub(crate) http_addr: Option<crate::config::HttpAddr>,
     pub(crate) http_token: Option<crate::config::HttpToken>,
     pub(crate) push_url: Option<String>,
     pub(crate) push_interval_secs: u64,
@@ -117,7 +117,7 @@ pub(crate) fn start(
         return;
     }
     let go = || {
-        if let Some(addr) = services.http_addr {
+        if let Some(addr) = services.http_addr.clone() {
             http::start(addr, services.clone(), Arc::clone(&runner), source, routes::route);
         }
         if let Some(url) = &services.push_url {

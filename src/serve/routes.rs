@@ -211,7 +211,7 @@ fn status(ctx: &Ctx) -> String {
         rss.as_ref().map(|b| b.json()).unwrap_or_else(|| "null".into()),
         snap.sample_interval,
         json_str(&format!("{:?}", snap.unit)),
-        json_str(&ctx.addr.to_string()),
+        json_str(&ctx.addr),
         json_str(&r.reporting_path().display().to_string()),
         r.check_interval_secs(),
         r.report_pct_change_trigger(),
