@@ -1,4 +1,4 @@
-//! The report thread's loop: wakes at each periodic check (and every `triggers::TICK` while a
+//! The report thread's loop: wakes at each periodic check (and every `triggers::TICK`, or `IDLE_TICK`, while a
 //! trigger is armed), serves the dumps asked through the handles (`handle`), and ends the
 //! process when the program's threads have all ended (`lifecycle`). Also the thread that only
 //! waits for that end when there is no report thread but the endpoint or pushes run.

@@ -4,7 +4,9 @@
 //! (`YING_MEMORY_LIMIT_PCT`), and new highs of the retained total (`YING_PEAK_DUMP_PCT`).
 //!
 //! All of them are looked at by the report thread ([`crate::runner`]), which wakes every
-//! [`TICK`] while any of them is armed (and only at its check interval otherwise). A set they
+//! [`TICK`] while any of them is armed and the program's memory moves or a memory limit is
+//! watched, every [`IDLE_TICK`] otherwise (an idle program is not woken ten times a second:
+//! measured by `bench/idle_wakeups.sh`), and only at its check interval when none is armed. A set they
 //! write names its reason in the text report's `reason:` header line. Nothing here runs in an
 //! allocation hook; the signal handler only stores to an atomic (see [`signal`]).
 
@@ -19,6 +21,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// How often the report thread looks at the triggers while one is armed.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
+
+/// How often instead while nothing was allocated or freed since the last look and no memory
+/// limit is watched: a signal or a control file is then served within a second. (With a
+/// limit watched, every [`TICK`]: a burst after a quiet spell, measured by the triggers tests,
+/// crossed the near-limit level 50 MiB past it when looked at a second late.)
+pub(crate) const IDLE_TICK: Duration = Duration::from_secs(1);
 
 /// The trigger settings of a runner (set by `ProfilerRunnerBuilder`, and from the `YING_*`
 /// table by `ProfilerRunner::from_config`).
@@ -95,6 +103,10 @@ pub(crate) struct Triggers {
     control: Option<control_file::ControlFiles>,
     near: limit::NearLimit,
     peak: limit::NewPeak,
+    /// The exact totals (allocated, freed bytes) at the last look, and whether they were the
+    /// same as at the look before.
+    last_totals: Option<(u64, u64)>,
+    quiet: bool,
 }
 
 impl Triggers {
@@ -113,6 +125,8 @@ impl Triggers {
                 .then(|| control_file::ControlFiles::new(dir, std::process::id(), since)),
             near: limit::NearLimit::new(s.memory_limit_pct, s.memory_limit_bytes),
             peak: limit::NewPeak::new(s.peak_dump_pct),
+            last_totals: None,
+            quiet: false,
         }
     }
 
@@ -127,11 +141,21 @@ impl Triggers {
     /// How long the report thread may wait now, with its next periodic check at `next_check`.
     pub(crate) fn wait(&self, next_check: Instant) -> Duration {
         let left = next_check.saturating_duration_since(Instant::now());
-        if self.armed() { left.min(TICK) } else { left }
+        // Near a memory limit a burst after a quiet spell must be seen at once (the OOM killer
+        // does not wait): while that trigger is armed, every TICK.
+        match (self.armed(), self.quiet && !self.near.armed()) {
+            (false, _) => left,
+            (true, false) => left.min(TICK),
+            (true, true) => left.min(IDLE_TICK),
+        }
     }
 
     /// One tick: the reasons of the triggers that fired (joined with `; `), if any.
     pub(crate) fn poll(&mut self) -> Option<String> {
+        let t = crate::engine::totals::read();
+        let now = (t.allocated_bytes, t.freed_bytes);
+        self.quiet = self.last_totals == Some(now);
+        self.last_totals = Some(now);
         let mut reasons: Vec<String> = Vec::new();
         if let Some(sig) = self.signal {
             match signal::tick(sig) {
@@ -155,7 +179,7 @@ impl Triggers {
             reasons.push(r);
         }
         if self.peak.armed()
-            && let Some(r) = self.peak.judge(crate::engine::totals::read().retained_bytes())
+            && let Some(r) = self.peak.judge(t.retained_bytes())
         {
             reasons.push(r);
         }
