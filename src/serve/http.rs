@@ -5,8 +5,9 @@
 //! The thread waits on the listening socket and on every connection whose request is still
 //! arriving at once (`poll`), each with its own deadline ([`READ_TIMEOUT`] from its accept), so
 //! that clients who send their requests slowly (a slowloris) hold nothing but their own
-//! connections: at most [`MAX_PENDING`] wait, the oldest closed when another arrives, and a
-//! request that has arrived whole is answered at once. A peer that may not use the endpoint
+//! connections: at most [`MAX_PENDING`] wait, at most [`MAX_PENDING_PER_PEER`] of one peer (a
+//! user, or a host), the oldest closed when another arrives, and a request that has arrived
+//! whole is answered at once. A peer that may not use the endpoint
 //! (`access.rs`) and could not be admitted by a token gets a second to send its request (and
 //! then its 403), not five.
 
@@ -179,6 +180,9 @@ pub(crate) fn stop() {
 /// arrives beyond it.
 pub(crate) const MAX_PENDING: usize = 64;
 
+/// The most connections of one peer whose requests are still arriving.
+pub(crate) const MAX_PENDING_PER_PEER: usize = MAX_PENDING / 4;
+
 /// How long a peer that will be refused whatever it sends may take to send its request.
 const REFUSED_WAIT: Duration = Duration::from_secs(1);
 
@@ -277,7 +281,13 @@ fn accept_some(listener: &Listener, ctx: &Ctx, pending: &mut Vec<Pending>) {
         if stream.set_nonblocking(true).is_err() {
             continue;
         }
-        if pending.len() >= MAX_PENDING {
+        // One peer (a user, or an address of another host) holds at most a quarter of the
+        // waiting places: its oldest goes first; then the oldest of all.
+        let theirs: Vec<usize> =
+            (0..pending.len()).filter(|&i| pending[i].peer == peer).collect();
+        if theirs.len() >= MAX_PENDING_PER_PEER {
+            pending.remove(theirs[0]);
+        } else if pending.len() >= MAX_PENDING {
             pending.remove(0);
         }
         // A peer no token could admit gets its 403 once its request is read (answered before
