@@ -606,6 +606,12 @@ impl Config {
     /// variable is reported as invalid and its default used.
     #[must_use = "the warnings should be shown to the user"]
     pub fn from_env() -> (Config, Vec<String>) {
+        Self::from_env_over(Config::default())
+    }
+
+    /// [`Config::from_env`] over `base` (see [`Config::from_vars_over`]).
+    #[must_use = "the warnings should be shown to the user"]
+    pub fn from_env_over(base: Config) -> (Config, Vec<String>) {
         // Not `std::env::vars()`, which panics if any variable at all (Ying's or not) is not
         // valid UTF-8.
         let mut warnings = Vec::new();
@@ -628,7 +634,7 @@ impl Config {
                 },
             }
         }
-        let (config, more) = Self::from_vars(vars);
+        let (config, more) = Self::from_vars_over(base, vars);
         warnings.extend(more);
         (config, warnings)
     }
@@ -640,6 +646,16 @@ impl Config {
     /// come first, in input order, then warnings for invalid values, in [`VARIABLES`] order.
     #[must_use = "the warnings should be shown to the user"]
     pub fn from_vars<I: IntoIterator<Item = (String, String)>>(vars: I) -> (Config, Vec<String>) {
+        Self::from_vars_over(Config::default(), vars)
+    }
+
+    /// [`Config::from_vars`] over `base` instead of the defaults: a variable set replaces its
+    /// field of `base` (an invalid value keeps `base`'s, with its warning); the others stay
+    /// `base`'s. `start_profiling()` reads the environment so over the seed's values.
+    pub fn from_vars_over<I: IntoIterator<Item = (String, String)>>(
+        base: Config,
+        vars: I,
+    ) -> (Config, Vec<String>) {
         let mut warnings = Vec::new();
         // Only exact names are known: not another case, not the prefix twice.
         let mut values: Vec<Option<String>> = vec![None; VARIABLES.len()];
@@ -652,7 +668,7 @@ impl Config {
                 None => warnings.push(unknown_warning(&name)),
             }
         }
-        let mut config = Config::default();
+        let mut config = base;
         for (var, value) in VARIABLES.iter().zip(values) {
             let Some(value) = value else { continue };
             if let Err(why) = (var.set)(&mut config, value.trim()) {

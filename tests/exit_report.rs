@@ -6,7 +6,8 @@
 //! none of its own; an allocated-ranked exit report leads each entry with the allocated figure;
 //! threads still allocating while `main` returns do not stop the exit report. The exit report
 //! says once on stderr where it went (its text report and the process's page), unless the
-//! builder's `announce_exit_report(false)` asked for silence. The quick start killed by
+//! builder's `announce_exit_report(false)` asked for silence; the quick start reads the `YING_*`
+//! variables set (its reporting path, its top K) over its own values. The quick start killed by
 //! `SIGKILL` leaves its heap at death (the live file, on by default) naming what it kept.
 //! (`exit_report_no_sample.rs` checks that a process that took no sample writes nothing.)
 //!
@@ -283,6 +284,8 @@ fn parent() {
         ("allocated", vec![]),
         ("fork", vec![]),
         ("busy_threads", vec![]),
+        // The quick start reads the YING_* variables set over its own values.
+        ("quick_start", vec![("YING_REPORTING_PATH", "elsewhere"), ("YING_TOP_K", "1")]),
     ];
     // The children run at the same time (each mostly sleeps).
     let runs: Vec<_> = cases
@@ -381,6 +384,18 @@ fn parent() {
     let (_, m) = children[7].only_set();
     assert!(names(&m, "exit_report_marker_kept"), "{m:#}");
     println!("exit report while other threads allocate: ok");
+
+    // The quick start with YING_REPORTING_PATH and YING_TOP_K set: its set where the variable
+    // says, one entry listed; nothing in the seed's ying-profiles.
+    let env = &children[8];
+    let there = files(&env.dir.join("elsewhere"));
+    let text = there.iter().find(|n| n.ends_with(".txt")).unwrap_or_else(|| {
+        panic!("no set in YING_REPORTING_PATH\n{}", env.describe());
+    });
+    let text = std::fs::read_to_string(env.dir.join("elsewhere").join(text)).unwrap();
+    assert_eq!(entries(&text).len(), 1, "YING_TOP_K=1 lists one entry\n{text}");
+    assert!(files(&env.dir.join("ying-profiles")).is_empty(), "{}", env.describe());
+    println!("quick start reads the YING_* variables set: ok");
 
     killed_with_defaults();
 

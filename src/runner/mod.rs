@@ -94,8 +94,13 @@ impl<A: GlobalAlloc + Send + Sync + 'static> YingProfiler<A> {
     /// Returns the handle of the runner it spawned, for on-demand report sets
     /// ([`RunnerHandle::dump_now`]) and its settings ([`RunnerHandle::runner`]); the report
     /// thread and the exit report need nothing kept, so the handle may be dropped.
+    ///
+    /// `YING_*` variables, where set, replace these values (the README's table: the endpoint,
+    /// pushes, triggers, the live file, the reporting path, ...), and replace the sampling
+    /// settings given in code (`with_sample_interval`); an invalid value is one warning line and
+    /// keeps the value it would have replaced.
     pub fn start_profiling(&'static self) -> RunnerHandle {
-        ProfilerRunner::seed_defaults().spawn(self)
+        ProfilerRunner::seed_from_env(self).spawn(self)
     }
 }
 
@@ -169,6 +174,25 @@ impl ProfilerRunner {
         let set = profiler.settings();
         apply_sampling_config(&cfg, set);
         set.set_enabled(cfg.enabled);
+        Self::from_config(&cfg)
+    }
+
+    /// The seed's values ([`ProfilerRunner::seed_defaults`]) with every `YING_*` variable set
+    /// in the environment applied over them, and over `profiler`'s sampling settings (only
+    /// those whose variable is set): what [`YingProfiler::start_profiling`] runs. Warnings
+    /// (an invalid value, an unknown name) go to stderr, one line each.
+    pub fn seed_from_env<A: GlobalAlloc>(profiler: &YingProfiler<A>) -> Self {
+        crate::sys::save_stderr();
+        let set: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .filter(|k| k.starts_with("YING_"))
+            .collect();
+        let (cfg, warnings) = crate::config::Config::from_env_over(ProfilerRunner::seed_config());
+        for w in warnings {
+            crate::sys::write_stderr(format!("{w}\n").as_bytes());
+        }
+        let is_set = |name: &str| set.iter().any(|k| k == name);
+        settings::apply_sampling_config_set(&cfg, profiler.settings(), &is_set);
         Self::from_config(&cfg)
     }
 

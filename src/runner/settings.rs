@@ -413,6 +413,36 @@ pub fn apply_sampling_config(cfg: &Config, settings: &crate::engine::hooks::Sett
     }
 }
 
+/// [`apply_sampling_config`] for the variables set only (`is_set` says which, by name): the
+/// sampling settings a program gave its profiler in code stay unless a variable replaces them.
+pub(crate) fn apply_sampling_config_set(
+    cfg: &Config,
+    settings: &crate::engine::hooks::Settings,
+    is_set: &dyn Fn(&str) -> bool,
+) {
+    if is_set("YING_SYMBOLIZE") {
+        crate::symbols::symbolize::set_offline(cfg.symbolize_offline);
+    }
+    if is_set("YING_RESIDENT") {
+        crate::report::model::resident::set_enabled(cfg.resident);
+    }
+    if is_set("YING_SAMPLE_INTERVAL_BYTES") {
+        settings.set_sample_interval(cfg.sample_interval_bytes);
+    }
+    if is_set("YING_MAX_ALLOC_BYTES") {
+        settings.set_max_alloc_bytes(cfg.max_alloc_bytes);
+    }
+    if is_set("YING_MAX_STACKS") {
+        settings.set_max_stacks(cfg.max_stacks);
+    }
+    if let (true, Some(seed)) = (is_set("YING_SEED"), cfg.seed) {
+        settings.set_seed(seed);
+    }
+    if is_set("YING_ENABLED") {
+        settings.set_enabled(cfg.enabled);
+    }
+}
+
 /// The service settings of a parsed configuration.
 fn services_from_config(cfg: &Config) -> Services {
     Services {
@@ -460,6 +490,13 @@ impl ProfilerRunner {
     /// and a report at exit.
     pub fn seed_defaults() -> Self {
         Self::new(300, 10, DEFAULT_REPORTING_PATH, false, true, false)
+    }
+
+    /// The seed's values as a configuration: the table's defaults, but a short process's exit
+    /// report written whole (`YING_SHORT_PROCESS_SECS=0`: a Rust program's exit report is read
+    /// without `ying report`). `ProfilerRunner::from_config` of it is [`seed_defaults`](Self::seed_defaults).
+    pub fn seed_config() -> Config {
+        Config { short_process_secs: 0, ..Config::default() }
     }
 
     /// A runner from a parsed [`crate::config::Config`].
@@ -737,5 +774,13 @@ mod tests {
         let r = ProfilerRunner::from_config(&cfg);
         assert_eq!(r.check_interval_secs(), 7);
         assert_eq!(r.services.push_interval_secs, 1);
+    }
+
+    /// `start_profiling()` reads the environment over the seed's values as a configuration:
+    /// that configuration must make the seed's runner.
+    #[test]
+    fn the_seed_config_makes_the_seed_runner() {
+        let seed = ProfilerRunner::seed_config();
+        assert_eq!(ProfilerRunner::seed_defaults(), ProfilerRunner::from_config(&seed));
     }
 }

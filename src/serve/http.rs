@@ -283,8 +283,7 @@ fn accept_some(listener: &Listener, ctx: &Ctx, pending: &mut Vec<Pending>) {
         }
         // One peer (a user, or an address of another host) holds at most a quarter of the
         // waiting places: its oldest goes first; then the oldest of all.
-        let theirs: Vec<usize> =
-            (0..pending.len()).filter(|&i| pending[i].peer == peer).collect();
+        let theirs: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].peer == peer).collect();
         if theirs.len() >= MAX_PENDING_PER_PEER {
             pending.remove(theirs[0]);
         } else if pending.len() >= MAX_PENDING {
