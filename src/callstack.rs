@@ -718,6 +718,76 @@ impl StackStats {
 /// a stack is named by the code that asked for the memory, not by the allocator's insides
 /// (`_PyObject_ArenaMmap` under `_PyObject_Malloc`).
 pub fn is_allocator_entry(function: &str) -> bool {
+    is_c_allocator_entry(function) || is_rust_allocator_entry(function)
+}
+
+/// Rust's allocation entry points, which call no code of the program's (so that dropping them
+/// with what they call loses none of its frames): the `alloc::alloc` functions and the global
+/// allocator's shims (`__rust_alloc`, `__rdl_*`, `__rg_*`), `RawVec`'s growth, `Vec`'s
+/// reservations and `push`, `vec![x; n]`, `Box::new`, `String`'s growth, and hashbrown's table
+/// growth. Iterator-driven growth (`Extend`, `collect`) is not among them: it calls the
+/// program's closures. The same list as `report::heap_profile::RUST_ALLOCATOR_FRAMES`.
+fn is_rust_allocator_entry(f: &str) -> bool {
+    const PREFIXES: [&str; 7] = [
+        "alloc::alloc::",
+        "<alloc::alloc::Global as ",
+        "alloc::raw_vec::",
+        "<alloc::raw_vec::",
+        "__rust_",
+        "__rdl_",
+        "__rg_",
+    ];
+    if PREFIXES.iter().any(|p| f.starts_with(p)) {
+        return true;
+    }
+    if f == "alloc::vec::from_elem"
+        || f.ends_with(" as alloc::vec::spec_from_elem::SpecFromElem>::from_elem")
+    {
+        return true;
+    }
+    // `Type(<generics>)?::method`, the method one of `methods`.
+    let method_of = |ty: &str, methods: &[&str]| {
+        let Some(rest) = f.strip_prefix(ty) else { return false };
+        let rest = match rest.strip_prefix('<') {
+            Some(generic) => match generic.rfind(">::") {
+                Some(end) => &generic[end + 1..],
+                None => return false,
+            },
+            None => rest,
+        };
+        rest.strip_prefix("::").is_some_and(|m| methods.contains(&m))
+    };
+    const VEC: [&str; 8] = [
+        "with_capacity",
+        "with_capacity_in",
+        "reserve",
+        "reserve_exact",
+        "push",
+        "insert",
+        "extend_from_slice",
+        "resize",
+    ];
+    const STRING: [&str; 7] =
+        ["with_capacity", "push", "push_str", "reserve", "reserve_exact", "insert", "insert_str"];
+    const BOX: [&str; 4] = ["new", "new_uninit", "new_zeroed", "try_new"];
+    if method_of("alloc::vec::Vec", &VEC)
+        || method_of("alloc::string::String", &STRING)
+        || method_of("alloc::boxed::Box", &BOX)
+    {
+        return true;
+    }
+    const HASHBROWN: [&str; 5] = [
+        "::reserve_rehash",
+        "::resize",
+        "::fallible_with_capacity",
+        "::new_uninitialized",
+        "::do_alloc",
+    ];
+    f.starts_with("hashbrown::raw::") && HASHBROWN.iter().any(|m| f.ends_with(m))
+}
+
+/// The C (and C++, CPython, SQLite) entry points of [`is_allocator_entry`].
+fn is_c_allocator_entry(function: &str) -> bool {
     const LIBC: [&str; 11] = [
         "malloc",
         "calloc",

@@ -78,6 +78,17 @@ fn go_tool_pprof_reads_our_profile() {
     let alloc = run("alloc_space");
     assert_eq!(common::cum_bytes(&alloc, "marker_pprof_keep"), Some(40 * 25_000), "{alloc}");
     assert_eq!(common::cum_bytes(&alloc, "marker_pprof_churn"), Some(30 * 100_000), "{alloc}");
+    // The flat view's first row is the function that asked for the memory, not the allocator
+    // (`alloc::alloc::alloc`, `RawVec`'s growth): the profile's drop_frames prune them.
+    let first_flat = |top: &str| {
+        top.lines()
+            .skip_while(|l| !l.trim_start().starts_with("flat"))
+            .nth(1)
+            .and_then(|l| l.split_whitespace().nth(5).map(str::to_string))
+            .unwrap_or_default()
+    };
+    assert!(first_flat(&alloc).starts_with("pprof_go_tool::marker_pprof_"), "{alloc}");
+    assert!(first_flat(&inuse).starts_with("pprof_go_tool::marker_pprof_"), "{inuse}");
     let objects = run("alloc_objects");
     assert!(objects.contains("marker_pprof_churn"), "{objects}");
     let resident = run("resident_space");

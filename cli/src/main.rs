@@ -442,8 +442,32 @@ mod tests {
             "malloc_usable_size",
             "sqlite3MallocSize",
             "sqlite3DbFree",
-            "alloc::vec::Vec<T>::push",
             "main",
+            // Rust's entry points.
+            "alloc::alloc::alloc",
+            "alloc::alloc::Global::alloc_impl_runtime",
+            "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+            "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+            "<alloc::raw_vec::RawVec<T,A> as core::ops::drop::Drop>::drop",
+            "__rust_alloc",
+            "__rdl_alloc",
+            "__rg_realloc",
+            "alloc::vec::from_elem",
+            "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+            "alloc::vec::Vec<T>::push",
+            "alloc::vec::Vec<T,A>::with_capacity_in",
+            "alloc::vec::Vec::reserve",
+            "alloc::string::String::push_str",
+            "alloc::boxed::Box<T>::new",
+            "hashbrown::raw::RawTable<T,A>::reserve_rehash",
+            "hashbrown::raw::RawTableInner::fallible_with_capacity",
+            // Not entry points: they call the program's code.
+            "<alloc::vec::Vec<T,A> as core::iter::traits::collect::Extend<T>>::extend",
+            "alloc::vec::Vec<T>::retain",
+            "alloc::string::String::from_utf8",
+            "hashbrown::map::HashMap<K,V,S,A>::insert",
+            "alloc::boxed::Box<T>::leak",
+            "my_crate::alloc::alloc::thing",
         ];
         for n in names {
             assert_eq!(is_allocator_entry(n), re.is_match(n), "{n}");

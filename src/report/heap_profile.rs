@@ -122,7 +122,15 @@ pub const ALLOCATOR_FRAMES: &str = concat!(
     r"(__libc_)?(malloc|calloc|realloc|reallocarray|free|cfree|memalign|posix_memalign|",
     r"aligned_alloc|valloc|pvalloc)|operator new.*|operator delete.*|",
     r"_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc)|pymalloc_alloc|",
-    r"sqlite3(Mem)?(Malloc|Realloc)(Zero)?|sqlite3DbMalloc\w*|sqlite3DbRealloc\w*"
+    r"sqlite3(Mem)?(Malloc|Realloc)(Zero)?|sqlite3DbMalloc\w*|sqlite3DbRealloc\w*|",
+    // Rust's (`callstack::is_allocator_entry`): a Rust heap profile's flat view then opens on
+    // the function that asked, not on `alloc::alloc::alloc (inline)`.
+    r"alloc::alloc::.*|<alloc::alloc::Global as .*|alloc::raw_vec::.*|<alloc::raw_vec::.*|",
+    r"__rust_.*|__rdl_.*|__rg_.*|alloc::vec::from_elem|.* as alloc::vec::spec_from_elem::SpecFromElem>::from_elem|",
+    r"alloc::vec::Vec(<.*>)?::(with_capacity|with_capacity_in|reserve|reserve_exact|push|insert|extend_from_slice|resize)|",
+    r"alloc::string::String(<.*>)?::(with_capacity|push|push_str|reserve|reserve_exact|insert|insert_str)|",
+    r"alloc::boxed::Box(<.*>)?::(new|new_uninit|new_zeroed|try_new)|",
+    r"hashbrown::raw::.*::(reserve_rehash|resize|fallible_with_capacity|new_uninitialized|do_alloc)"
 );
 
 fn write_with(
