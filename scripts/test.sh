@@ -68,26 +68,50 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-stage "cargo fmt --check"
-cargo fmt --all -- --check
+# Every stage runs even when one before it failed (a flake in one test binary must not hide the
+# rest: each test stage also runs every test binary, --no-fail-fast), and the end says which
+# stages failed; the script fails if any did.
+failed=()
+run() {
+    if ! "$@"; then
+        failed+=("$current: $*")
+        echo "== [$(date +%T)] FAILED: $*"
+    fi
+}
+begin() {
+    current=$1
+    stage "$1"
+}
+preload=(env YING_TEST_PRELOAD="$PWD/target/release/libying.so")
+
+begin "cargo fmt --check"
+run cargo fmt --all -- --check
 # --all-targets type-checks the benchmarks too (benches/, preload/benches): a separate
 # `cargo bench --no-run` compiled them optimized again for 70 s and checked nothing more.
-stage "cargo clippy (default features, then all features; benchmarks included)"
-cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy --workspace --all-targets --all-features -- -D warnings
-stage "cargo doc (the manual: ying_profiler's crate docs, every feature, no warnings)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
-stage "build libying.so and the ying command"
-cargo build --release -p ying-preload -p ying-cli
-stage "library, integration and doc tests"
-cargo test --workspace --exclude preload-tests
-stage "the 10k-stack, 100-dump HTML page and 400 report sets' memory (optimized: minutes unoptimized)"
-cargo test --release --test html_report ten_thousand
-cargo test --release --test report_soak
-stage "profile_spans feature"
-cargo test --features profile_spans --lib --test spans_attribution --test spans_teardown --test example_service
-stage "LD_PRELOAD tests"
-YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests -- --skip cpython_suite_
-stage "CPython's own suites under the shim (one at a time: they start hundreds of interpreters)"
-YING_TEST_PRELOAD="$PWD/target/release/libying.so" cargo test -p preload-tests --test cpython_suites -- --test-threads=1
+begin "cargo clippy (default features, then all features; benchmarks included)"
+run cargo clippy --workspace --all-targets -- -D warnings
+run cargo clippy --workspace --all-targets --all-features -- -D warnings
+begin "cargo doc (the manual: ying_profiler's crate docs, every feature, no warnings)"
+run env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features
+begin "build libying.so and the ying command"
+run cargo build --release -p ying-preload -p ying-cli
+begin "library, integration and doc tests"
+run cargo test --no-fail-fast --workspace --exclude preload-tests
+begin "the 10k-stack, 100-dump HTML page and 400 report sets' memory (optimized: minutes unoptimized)"
+run cargo test --release --test html_report ten_thousand
+run cargo test --release --test report_soak
+begin "profile_spans feature"
+run cargo test --no-fail-fast --features profile_spans --lib --test spans_attribution \
+    --test spans_teardown --test example_service
+begin "LD_PRELOAD tests"
+run "${preload[@]}" cargo test --no-fail-fast -p preload-tests -- --skip cpython_suite_
+begin "CPython's own suites under the shim (one at a time: they start hundreds of interpreters)"
+run "${preload[@]}" cargo test -p preload-tests --test cpython_suites -- --test-threads=1
+if [ "${#failed[@]}" -gt 0 ]; then
+    stage "FAILED: ${#failed[@]} step(s) (every stage ran)"
+    for f in "${failed[@]}"; do
+        echo "   $f"
+    done
+    exit 1
+fi
 stage "all tests passed"

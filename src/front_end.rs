@@ -94,12 +94,12 @@ pub mod snapshot {
     pub use crate::report::snapshot::take;
 }
 
-/// The program's seccomp filters: judging them, and the level the profiler works under.
 /// Python frames (`engine/python/`): the shim's constructor looks for an interpreter.
 pub mod python {
     pub use crate::engine::python::detect;
 }
 
+/// The program's seccomp filters: judging them, and the level the profiler works under.
 pub mod seccomp {
     pub use crate::sys::seccomp::{
         ALL_THREADS, EXIT_WAIT_CALLS, Insn, NONE, PROGRAM_THREADS, allows, harmless, level,

@@ -9,7 +9,8 @@
 //! and on the unsampled paths takes no lock, makes no system call and leaves `errno` alone. It
 //! never imports report-side code ([`crate::report`], [`crate::symbols`], the runner): a refused
 //! giant request names its frames `module+offset` with [`crate::stack`]'s lock-free lookup, and
-//! the fork handlers that also take the symbol cache's lock live above both sides (`lib.rs`).
+//! the fork handlers that also take the symbol cache's lock live above both sides
+//! (`front_end.rs`).
 //!
 //! # Layering
 //!
@@ -22,8 +23,10 @@
 //!    block, capture the stack, record it.
 //! 4. `giant` — refused giant requests (their raw stacks, kept for report time).
 //! 5. `capture` — the calling stack's instruction pointers.
-//! 6. `host` — what a front end provides (`Host`) and the sampling `Settings`.
-//! 7. `tables` (stacks and live records, `tables::arena` the profiler's heap), then `peak`
+//! 6. `python` — CPython's frames, read from the interpreter's thread state and spliced into
+//!    a captured stack (its code objects kept in the tables' arena).
+//! 7. `host` — what a front end provides (`Host`) and the sampling `Settings`.
+//! 8. `tables` (stacks and live records, `tables::arena` the profiler's heap), then `peak`
 //!    (each stripe of the tables carries its peak slot and tally, declared there with the
 //!    stripe count; a `fork` child's flush of every stripe is handed to the peak by `hooks`),
 //!    `histogram`, `sampler` (the statistics), `totals`, `thread_state`, `filter`.
