@@ -25,13 +25,13 @@ const STOP: u32 = 2;
 /// The process whose keeper is running (a `fork` child has none until it starts its own).
 static RUNNING_IN: AtomicU32 = AtomicU32::new(0);
 
-/// Starts this process's keeper unless it runs already; false when it cannot be started (then
-/// [`end_process`] calls `exit` on the calling thread, as before there was a keeper). Called,
+/// Starts this process's keeper unless it runs already. When it cannot be started,
+/// [`end_process`] calls `exit` on the calling thread, as before there was a keeper. Called,
 /// guarded, where a report thread or end watcher is started.
-pub(super) fn start(source: &'static dyn ProfileSource) -> bool {
+pub(super) fn start(source: &'static dyn ProfileSource) {
     let me = std::process::id();
     if RUNNING_IN.swap(me, Ordering::SeqCst) == me {
-        return true;
+        return;
     }
     WORD.store(WAIT, Ordering::SeqCst);
     let body = Box::new(move || {
@@ -41,9 +41,7 @@ pub(super) fn start(source: &'static dyn ProfileSource) -> bool {
     let table = crate::sys::Table::Programs;
     if crate::sys::spawn_profiler_thread_in(c"ying-keeper", table, body).is_err() {
         RUNNING_IN.store(0, Ordering::SeqCst);
-        return false;
     }
-    true
 }
 
 /// The keeper's body: waits until told to end the process or itself.
