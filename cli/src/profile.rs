@@ -62,7 +62,11 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, String> {
 /// Reads the profile `arg` names (see [`resolve`]); the error is one line naming the file.
 pub fn load(arg: &Path) -> Result<Loaded, String> {
     let path = resolve(arg)?;
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = ying_profiler::report::bounded::read_file(&path).map_err(|e| match e.kind() {
+        // Its message names the path already.
+        std::io::ErrorKind::InvalidData => e.to_string(),
+        _ => format!("{}: {e}", path.display()),
+    })?;
     let profile = read_profile(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Loaded { path, profile })
 }

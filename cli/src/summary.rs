@@ -60,7 +60,7 @@ struct Read {
 /// The figures of a set's manifest (`<set>.json`, see `ying_profiler::report::manifest`); None
 /// when the file is not a Ying manifest.
 fn read_set(path: &Path) -> Option<Read> {
-    let text = std::fs::read(path).ok()?;
+    let text = ying_profiler::report::bounded::read_manifest(path).ok()?;
     let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
     if doc["format"] != "ying-report-set" {
         return None;

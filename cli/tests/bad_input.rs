@@ -174,6 +174,19 @@ fn planted_bombs_are_refused_within_the_decoding_limit() {
     let bomb_path = dir.join("bomb.pb.gz");
     let b = bomb_path.to_str().unwrap();
     assert_one_error_line(&limited(&["diff", b, b]), b, "YING_MAX_DECODED_BYTES raises it");
+    // A manifest of ten million zeros (20 MB, over 300 MiB parsed): `ying leaks` leaves it out
+    // in one line before reading it.
+    let sets = dir.join("sets");
+    std::fs::create_dir(&sets).unwrap();
+    let zeros = format!("[{}0]", "0,".repeat(10_000_000));
+    std::fs::write(sets.join("ying.x.7.0.20261207T120000Z.json"), zeros).unwrap();
+    let o = limited(&["leaks", sets.to_str().unwrap()]);
+    let err = o.stderr_str();
+    assert!(
+        err.contains("the manifest may take up to") && err.lines().count() == 1,
+        "{}",
+        o.describe()
+    );
     // Under a raised limit, the element bomb is read (and found to be no profile).
     let samples = dir.join("samples.pb");
     let s = samples.to_str().unwrap();

@@ -9,6 +9,9 @@
 //!   MB of them decode to 1.4 GB. `decoded_bound` walks the message's wire format before
 //!   decoding (no allocation) and bounds what decoding it may take.
 //!
+//! - **Manifests.** JSON parsed into values takes up to 16 times its size: [`read_manifest`]
+//!   refuses a manifest that could take more than the limit before reading it.
+//!
 //! The limit is [`max_decoded_bytes`]: 1 GiB, or `YING_MAX_DECODED_BYTES` (bytes, `KiB` to
 //! `TiB` suffixes) for an analyst who trusts a larger file. A profile within it reads as
 //! before; one beyond it is one error line naming the file, the bound and the setting.
@@ -31,6 +34,31 @@ pub fn max_decoded_bytes() -> u64 {
         .and_then(|v| crate::config::parse_bytes(v.trim()).ok())
         .filter(|&b| b > 0)
         .unwrap_or(DEFAULT_MAX_DECODED_BYTES)
+}
+
+/// A profile file's bytes, refused (before reading) when the file alone is larger than the
+/// limit. Errors name the path.
+pub fn read_file(path: &std::path::Path) -> io::Result<Vec<u8>> {
+    let limit = max_decoded_bytes();
+    let len = std::fs::metadata(path)?.len();
+    if len > limit {
+        let e = too_large("the file", "would take more than that", limit);
+        return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+    }
+    std::fs::read(path)
+}
+
+/// A manifest's bytes (`<set>.json`), refused when parsing it could take more than the limit:
+/// JSON parsed into values takes up to 16 times its size (`[0,0,...]`: two bytes an element,
+/// 32 in memory). Errors name the path.
+pub fn read_manifest(path: &std::path::Path) -> io::Result<Vec<u8>> {
+    let limit = max_decoded_bytes();
+    let len = std::fs::metadata(path)?.len();
+    if len.saturating_mul(16) > limit {
+        let e = over_bound("the manifest", len.saturating_mul(16), limit);
+        return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+    }
+    std::fs::read(path)
 }
 
 /// The error of a file beyond the limit: `what` it is and what it would take (`"may take up to

@@ -134,9 +134,10 @@ fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, (Vec
 fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
     let read = |ext: &str| {
         let path = dir.join(format!("{}{}.{ext}", set.sub, set.stem));
-        match crate::report::trust::untrusted_owner(&path) {
-            Some(uid) => Err(crate::report::trust::untrusted_error(&path, uid)),
-            None => std::fs::read(&path),
+        match (crate::report::trust::untrusted_owner(&path), ext) {
+            (Some(uid), _) => Err(crate::report::trust::untrusted_error(&path, uid)),
+            (None, "json") => crate::report::bounded::read_manifest(&path),
+            (None, _) => crate::report::bounded::read_file(&path),
         }
     };
     let bytes = read("pb.gz")?;

@@ -90,7 +90,7 @@ struct Dump {
 }
 
 fn dump_of(path: &Path) -> io::Result<Dump> {
-    let bytes = std::fs::read(path)?;
+    let bytes = crate::report::bounded::read_manifest(path)?;
     let m: Value = serde_json::from_slice(&bytes).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
     })?;
