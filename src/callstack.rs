@@ -728,16 +728,16 @@ pub fn is_allocator_entry(function: &str) -> bool {
 /// growth. Iterator-driven growth (`Extend`, `collect`) is not among them: it calls the
 /// program's closures. The same list as `report::heap_profile::RUST_ALLOCATOR_FRAMES`.
 fn is_rust_allocator_entry(f: &str) -> bool {
-    const PREFIXES: [&str; 7] = [
-        "alloc::alloc::",
-        "<alloc::alloc::Global as ",
-        "alloc::raw_vec::",
-        "<alloc::raw_vec::",
-        "__rust_",
-        "__rdl_",
-        "__rg_",
-    ];
+    const PREFIXES: [&str; 4] =
+        ["alloc::alloc::", "<alloc::alloc::Global as ", "alloc::raw_vec::", "<alloc::raw_vec::"];
     if PREFIXES.iter().any(|p| f.starts_with(p)) {
+        return true;
+    }
+    // The global allocator's shims, and only them: `__rust_try` (under `catch_unwind`) and
+    // `__rust_begin_short_backtrace` run the program's code.
+    const SHIMS: [&str; 4] = ["alloc", "alloc_zeroed", "realloc", "dealloc"];
+    let shim = ["__rust_", "__rdl_", "__rg_"].iter().find_map(|p| f.strip_prefix(p));
+    if shim.is_some_and(|rest| SHIMS.contains(&rest)) {
         return true;
     }
     if f == "alloc::vec::from_elem"

@@ -468,6 +468,10 @@ mod tests {
             "hashbrown::map::HashMap<K,V,S,A>::insert",
             "alloc::boxed::Box<T>::leak",
             "my_crate::alloc::alloc::thing",
+            "__rust_try",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+            "__rust_begin_short_backtrace",
+            "__rust_alloc_error_handler_should_panic",
         ];
         for n in names {
             assert_eq!(is_allocator_entry(n), re.is_match(n), "{n}");

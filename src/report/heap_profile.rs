@@ -126,7 +126,7 @@ pub const ALLOCATOR_FRAMES: &str = concat!(
     // Rust's (`callstack::is_allocator_entry`): a Rust heap profile's flat view then opens on
     // the function that asked, not on `alloc::alloc::alloc (inline)`.
     r"alloc::alloc::.*|<alloc::alloc::Global as .*|alloc::raw_vec::.*|<alloc::raw_vec::.*|",
-    r"__rust_.*|__rdl_.*|__rg_.*|alloc::vec::from_elem|.* as alloc::vec::spec_from_elem::SpecFromElem>::from_elem|",
+    r"(__rust|__rdl|__rg)_(alloc|alloc_zeroed|realloc|dealloc)|alloc::vec::from_elem|.* as alloc::vec::spec_from_elem::SpecFromElem>::from_elem|",
     r"alloc::vec::Vec(<.*>)?::(with_capacity|with_capacity_in|reserve|reserve_exact|push|insert|extend_from_slice|resize)|",
     r"alloc::string::String(<.*>)?::(with_capacity|push|push_str|reserve|reserve_exact|insert|insert_str)|",
     r"alloc::boxed::Box(<.*>)?::(new|new_uninit|new_zeroed|try_new)|",
