@@ -42,7 +42,7 @@ pub fn read_file(path: &std::path::Path) -> io::Result<Vec<u8>> {
     let limit = max_decoded_bytes();
     let len = std::fs::metadata(path)?.len();
     if len > limit {
-        let e = too_large("the file", "would take more than that", limit);
+        let e = too_large("the file is larger than", limit);
         return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
     }
     std::fs::read(path)
@@ -61,14 +61,13 @@ pub fn read_manifest(path: &std::path::Path) -> io::Result<Vec<u8>> {
     std::fs::read(path)
 }
 
-/// The error of a file beyond the limit: `what` it is and what it would take (`"may take up to
-/// 2.4 GiB"`).
-pub(crate) fn too_large(what: &str, takes: &str, limit: u64) -> io::Error {
+/// The error of a file beyond the limit: `what` it is and what it would take, a phrase that
+/// ends before the limit (`"the profile may take up to 2.4 GiB to decode, more than"`).
+pub(crate) fn too_large(what: &str, limit: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         format!(
-            "{what} {takes} to decode, more than the limit of {} (YING_MAX_DECODED_BYTES raises \
-             it): not read",
+            "{what} the limit of {} (YING_MAX_DECODED_BYTES raises it): not read",
             crate::report::human_bytes(limit),
         ),
     )
@@ -76,7 +75,8 @@ pub(crate) fn too_large(what: &str, takes: &str, limit: u64) -> io::Error {
 
 /// [`too_large`] for a bound computed before decoding.
 pub(crate) fn over_bound(what: &str, bound: u64, limit: u64) -> io::Error {
-    too_large(what, &format!("may take up to {}", crate::report::human_bytes(bound)), limit)
+    let bound = crate::report::human_bytes(bound);
+    too_large(&format!("{what} may take up to {bound} to decode, more than"), limit)
 }
 
 /// Inflates the gzip stream `gz` (one or several members) when it holds at most `limit` bytes;
@@ -89,7 +89,7 @@ pub(crate) fn inflate(gz: &[u8], limit: u64) -> io::Result<Vec<u8>> {
         &mut io::sink(),
     )?;
     if counted > limit {
-        return Err(too_large("the gzip data", "inflates to more than that", limit));
+        return Err(too_large("the gzip data inflates to more than", limit));
     }
     let mut out = Vec::new();
     out.try_reserve_exact(counted as usize).map_err(|_| io::ErrorKind::OutOfMemory)?;
