@@ -33,9 +33,31 @@ fn named(dir: &Path, suffix: &str) -> Vec<String> {
     v
 }
 
+/// A program that waits to be killed, killed on drop (a failing assertion must not leave it
+/// running).
+struct Killed(std::process::Child);
+
+impl Killed {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Kills and reaps it.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// `heap_at_death.c` in `pause` mode under the shim writing into `reports`, after it printed
 /// `done`.
-fn start(exe: &Path, reports: &Path, vars: &[(&str, &str)]) -> std::process::Child {
+fn start(exe: &Path, reports: &Path, vars: &[(&str, &str)]) -> Killed {
     let mut c = Command::new(exe)
         .args(["pause", "10", "8", "49152", "2000"])
         .env("LD_PRELOAD", preload_lib())
@@ -46,6 +68,7 @@ fn start(exe: &Path, reports: &Path, vars: &[(&str, &str)]) -> std::process::Chi
         .spawn()
         .unwrap();
     let out = c.stdout.take().unwrap();
+    let c = Killed(c);
     let done = BufReader::new(out).lines().map_while(Result::ok).any(|l| l == "done");
     assert!(done, "the program did not grow");
     c
@@ -75,8 +98,7 @@ fn files_planted_by_another_user_are_not_taken_for_the_process_s() {
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(300));
-    a.kill().unwrap();
-    a.wait().unwrap();
+    a.kill();
     let forged = reports.join("ying.heap_at_death.4194001-0123abcd.live");
     plant(&forged, &std::fs::read(&real).unwrap());
     // A forged set: a manifest and a profile of a process that never ran.
@@ -102,8 +124,7 @@ fn files_planted_by_another_user_are_not_taken_for_the_process_s() {
         assert!(asked.elapsed() < Duration::from_secs(10), "root's dump made no set");
         std::thread::sleep(Duration::from_millis(50));
     }
-    b.kill().unwrap();
-    b.wait().unwrap();
+    b.kill();
 
     // `ying report` of the forged file: one line, nothing written.
     let f = forged.to_str().unwrap();
