@@ -149,10 +149,13 @@ fn a_limit_of_zero_keeps_every_set_and_a_handle_without_thread_writes_inline() {
 #[test]
 fn a_dump_that_outlasts_its_wait_is_an_error_not_a_hang() {
     let dir = common::fresh_dir("dump-timeout");
+    // No live file: `stop` does not wait for the thread, which could be writing a version into
+    // the directory while it is removed below (seen in CI: "Directory not empty").
     let handle = ProfilerRunnerBuilder::default()
         .check_interval_secs(3600usize)
         .reporting_path(dir.to_str().unwrap())
         .report_at_exit(false)
+        .live_file(ying_profiler::utils::LiveFile::Off)
         .build()
         .unwrap()
         .spawn(&A);
