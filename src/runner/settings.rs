@@ -403,14 +403,8 @@ impl ProfilerRunnerBuilder {
 /// preload shim's constructor), which each decide when sampling is turned on.
 #[doc(hidden)]
 pub fn apply_sampling_config(cfg: &Config, settings: &crate::engine::hooks::Settings) {
-    crate::symbols::symbolize::set_offline(cfg.symbolize_offline);
-    crate::report::model::resident::set_enabled(cfg.resident);
-    settings.set_sample_interval(cfg.sample_interval_bytes);
-    settings.set_max_alloc_bytes(cfg.max_alloc_bytes);
-    settings.set_max_stacks(cfg.max_stacks);
-    if let Some(seed) = cfg.seed {
-        settings.set_seed(seed);
-    }
+    // Every one, as if each variable were set (`enabled` is the caller's to apply).
+    apply_sampling_config_set(cfg, settings, &|name| name != "YING_ENABLED");
 }
 
 /// [`apply_sampling_config`] for the variables set only (`is_set` says which, by name): the

@@ -58,8 +58,7 @@ pub(crate) fn peer_of(local: SocketAddr, peer: SocketAddr) -> Peer {
 /// when the kernel did not say).
 pub(crate) fn peer_of_uid(uid: Option<u32>) -> Peer {
     match uid {
-        // SAFETY: geteuid has no preconditions.
-        Some(uid) if uid == 0 || uid == unsafe { libc::geteuid() } => Peer::Owner,
+        Some(uid) if crate::sys::trusted_owner(uid) => Peer::Owner,
         Some(uid) => Peer::User(uid),
         None => Peer::Unknown(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
     }
@@ -87,8 +86,8 @@ pub(crate) fn check(
         (Some(t), Some(b)) => same(t.0.as_bytes(), b.as_bytes()),
         _ => false,
     };
-    say_refused(peer);
     if method != "GET" && method != "HEAD" {
+        say_refused(peer);
         return Err(Refused {
             status: 403,
             why: "forbidden: only the process's own user and root may POST here",
@@ -97,6 +96,7 @@ pub(crate) fn check(
     if token_ok {
         return Ok(());
     }
+    say_refused(peer);
     Err(match token {
         Some(_) => Refused { status: 401, why: "unauthorized: send Authorization: Bearer <token>" },
         None => Refused {
