@@ -155,3 +155,34 @@ fn leak_suspects_are_the_leak_alone_not_the_churn_nor_the_filled_cache() {
         assert!(panel.contains("leak_slowly") && !panel.contains("fill_cache"), "{panel}");
     }
 }
+
+#[test]
+fn a_stack_that_grew_all_run_and_was_freed_before_exit_is_no_suspect() {
+    let dir = TestDir::new("noise-freed");
+    // Leaks for 6 s (a suspect at every dump), then frees every block before it exits: the
+    // exit set lists every stack that still retains bytes, and the leak is not among them.
+    let reports = run_noise(&dir, "freed", &["leak-freed", "6"]);
+    let sets = report_sets(&reports);
+    let exit = sets.last().expect("an exit set");
+    let manifest = std::fs::read_to_string(exit.path("json")).unwrap();
+    assert!(manifest.contains("\"entries_complete\":true"), "{manifest}");
+    let o = success(ying().arg("leaks").arg(&reports).run(), "ying leaks");
+    let text = o.stdout_str();
+    eprintln!("{text}");
+    assert!(text.starts_with("LEAK SUSPECTS of noise (pid "), "{text}");
+    assert!(text.contains("\n  none\n"), "a stack at 0 B is no suspect: {text}");
+    assert!(!text.contains("leak_slowly"), "{text}");
+    // Control: the dumps before the exit, without it, list the leak.
+    let before: Vec<PathBuf> = sets[..sets.len() - 1].iter().map(|s| s.path("json")).collect();
+    let o = success(ying().arg("leaks").args(&before).run(), "ying leaks (before the exit)");
+    assert!(o.stdout_str().contains("leak_slowly"), "{}", o.stdout_str());
+    // The process's own page, written at exit from its timeline, agrees.
+    let own = std::fs::read_dir(&reports).unwrap().map(|e| e.unwrap().path()).find(|p| {
+        let n = p.file_name().unwrap().to_str().unwrap();
+        n.starts_with("ying.noise.") && n.ends_with(".html")
+    });
+    let page = std::fs::read_to_string(own.expect("the process's page")).unwrap();
+    let panel = page.split("<h3>Leak suspects</h3>").nth(1).expect("the panel");
+    let panel = panel.split("</table>").next().unwrap();
+    assert!(!panel.contains("class=\"suspect\""), "{panel}");
+}

@@ -10,6 +10,9 @@
  *   fill_cache         keeps 4 MiB in 4 KiB blocks for good: all at the start, or spread over
  *                      the first FILL_SECS seconds (a cache that fills, then stays as it is)
  *   leak_slowly        MODE "leak" only: keeps 16 KiB blocks, 2 MiB per second, never freed
+ *
+ * MODE "leak-freed" leaks like "leak", then frees every block it holds before it exits: a
+ * stack that grew all run and ended at zero, which is no leak.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +83,8 @@ __attribute__((noinline)) void leak_slowly(long upto_bytes) {
 }
 
 int main(int argc, char **argv) {
-    int leak = argc > 1 && strcmp(argv[1], "leak") == 0;
+    int freed = argc > 1 && strcmp(argv[1], "leak-freed") == 0;
+    int leak = freed || (argc > 1 && strcmp(argv[1], "leak") == 0);
     double secs = argc > 2 ? atof(argv[2]) : 5;
     double fill_secs = argc > 3 ? atof(argv[3]) : 0;
     for (int k = 0; k < SLOTS; k++) slots[k] = malloc(SLOT_BYTES);
@@ -96,5 +100,12 @@ int main(int argc, char **argv) {
         nanosleep(&tick, NULL);
     }
     printf("leaked %ld bytes, cached %d blocks\n", leaked_n * LEAK_BLOCK, cached);
+    if (freed) {
+        for (long i = 0; i < leaked_n; i++) free(leaked[i]);
+        free(leaked);
+        for (int i = 0; i < cached; i++) free(cache[i]);
+        for (int k = 0; k < SLOTS; k++) free(slots[k]);
+        printf("freed every block\n");
+    }
     return 0;
 }

@@ -30,7 +30,7 @@
 //!            "address_conflicts":..,"giant_refused":..},
 //!  "files":{"text":"<set>.txt","folded":..,"svg":..,"pprof":..,"peak_folded":..,
 //!           "peak_svg":..,"peak_pprof":..,"raw":.. | null},
-//!  "ranked_by":"retained","entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
+//!  "ranked_by":"retained","entries_complete":true|false,"entries":[{"rank":1,"retained_bytes":..,"retained_count":..,
 //!    "allocated_bytes":..,"allocations":..,"freed_bytes":..,"frees":..,
 //!    "peak_retained_bytes":..,"samples":..,"live_samples":..,
 //!    "retained_age_ms":.. | null,"resident_bytes":.. | null,"swapped_bytes":.. | null,
@@ -39,6 +39,10 @@
 //!    "frames":["function (file:line)",..]}],
 //!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
 //! ```
+//!
+//! `entries_complete` is true when `entries` lists every stack whose `ranked_by` figure is not
+//! zero (none was cut at `YING_TOP_K`): a stack a complete list leaves out had none of it at
+//! this dump (the leak suspects count it as 0 B there, `report::leaks::sets`).
 //!
 //! Every figure is a JSON number (an integer); a missing one is `null`. A sampled figure's
 //! `_stderr` is its standard error (0 when it has none): the truth is within 1.96 of them 95
@@ -101,6 +105,8 @@ struct Manifest<'a> {
     stacks: Stacks,
     files: Files,
     ranked_by: &'static str,
+    /// Whether `entries` lists every stack whose `ranked_by` figure is not zero.
+    entries_complete: bool,
     entries: Entries<'a>,
     peak_entries: Entries<'a>,
 }
@@ -355,6 +361,7 @@ pub(crate) fn write(
             raw: name(&paths.raw),
         },
         ranked_by: r.opts.measurement.label(),
+        entries_complete: r.ranked_len(r.opts.measurement) <= r.opts.top_k,
         entries: Entries { r, m: r.opts.measurement, k: r.opts.top_k },
         peak_entries: Entries { r, m: Measurement::RetainedBytesAtPeak, k: r.opts.top_k },
     };

@@ -131,6 +131,9 @@ pub struct Dump {
     pub stacks_sampled: u64,
     /// The stacks kept, largest retained first.
     pub stacks: Vec<StackFigures>,
+    /// Whether `stacks` holds every stack that retained bytes at the dump: one it leaves out
+    /// retained none then (the leak suspects count it as 0 B there).
+    pub retained_complete: bool,
     /// Whether the dump still has its stacks in detail (else its chart stacks only).
     pub detail: bool,
     /// The resident set's parts at the dump (`model/rss.rs`), part key and bytes, in the
@@ -456,6 +459,7 @@ impl Timeline {
     /// bytes, then thins older dumps.
     pub(crate) fn add_dump(&mut self, r: &Report, seq: u64, stem: &str, at: Point) {
         let by_retained = r.ranked(Measurement::RetainedBytes);
+        let retained_complete = r.ranked_len(Measurement::RetainedBytes) <= RETAINED_STACKS;
         let mut rows: Vec<u32> = by_retained.iter().take(RETAINED_STACKS).copied().collect();
         let mut read: Vec<u32> = by_retained.iter().take(TABLE_STACKS).copied().collect();
         for m in [Measurement::AllocatedBytes, Measurement::RetainedBytesAtPeak] {
@@ -511,6 +515,7 @@ impl Timeline {
                 .map_or(0, |d| d.as_millis() as u64),
             stacks_sampled: r.stacks_sampled() as u64,
             stacks,
+            retained_complete,
             detail: true,
             rss_parts: r
                 .facts
@@ -531,6 +536,9 @@ impl Timeline {
             if d.detail {
                 d.detail = false;
                 d.stacks.sort_by_key(|s| std::cmp::Reverse(s.retained));
+                if d.stacks.get(CHART_STACKS).is_some_and(|s| s.retained > 0) {
+                    d.retained_complete = false;
+                }
                 d.stacks.truncate(CHART_STACKS);
                 d.stacks.shrink_to_fit();
                 changed = true;

@@ -47,7 +47,10 @@ pub(crate) fn of_timeline(t: &Timeline) -> Analysis {
         (Some(a), Some(b)) => b.at.t_ms.saturating_sub(a.at.t_ms),
         _ => 0,
     };
-    let series: Vec<Series> = series.into_values().collect();
+    let mut series: Vec<Series> = series.into_values().collect();
+    let complete: Vec<u64> =
+        t.dumps.iter().filter(|d| d.retained_complete).map(|d| d.at.t_ms).collect();
+    leaks::fill_absent(&mut series, &complete);
     leaks::analyse(&series, t.dumps.len(), window)
 }
 

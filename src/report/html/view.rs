@@ -226,6 +226,8 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
         peak_t_ms: mp["at"].as_str().map_or(0, extended_stamp_ms),
         stacks_sampled: cur.len() as u64,
         stacks: keep.iter().map(|s| all[s]).collect(),
+        // The page's leak panel tests the manifests (`leaks::sets`), not these stacks.
+        retained_complete: false,
         detail: true,
         rss_parts: manifest["rss_breakdown"]
             .as_object()

@@ -23,6 +23,11 @@
 //! one-sided p-value). Two dumps of one process share their older samples, so the first-to-last
 //! variance `Var(A) + Var(B)` overstates the scatter of the change: the tests are conservative.
 //!
+//! A stack a dump does not list is not seen there, unless the dump lists every stack that
+//! retained bytes (a manifest's `entries_complete`, a timeline dump's `retained_complete`):
+//! then it retained nothing there, and [`fill_absent`] says so with a 0 B point. A stack
+//! that ended at 0 B is never a suspect, however it grew before.
+//!
 //! Two sources feed the same test ([`Series`]): a process's own timeline (the HTML page's
 //! panel, `report::html`) and its report sets' manifests read back from disk ([`sets`], behind
 //! `ying leaks` and `ying view`).
@@ -104,6 +109,20 @@ pub struct Analysis {
     pub window_ms: u64,
 }
 
+/// Gives every series a 0 B point at each dump of `complete` (times, ms) that lists every
+/// stack that retained bytes and does not list it, and puts each series' points in time
+/// order.
+pub fn fill_absent(series: &mut [Series], complete: &[u64]) {
+    for s in series {
+        for &t_ms in complete {
+            if !s.points.iter().any(|p| p.t_ms == t_ms) {
+                s.points.push(Observation { t_ms, bytes: 0.0, stderr: 0.0, age_ms: None });
+            }
+        }
+        s.points.sort_by_key(|p| p.t_ms);
+    }
+}
+
 /// The least-squares slope of `points`' bytes over time, bytes per ms.
 fn slope(points: &[Observation]) -> f64 {
     let n = points.len() as f64;
@@ -134,7 +153,7 @@ pub fn analyse(series: &[Series], dumps: usize, window_ms: u64) -> Analysis {
         let pts = &s.points;
         let (first, last) = (&pts[0], &pts[pts.len() - 1]);
         let window = last.t_ms.saturating_sub(first.t_ms);
-        if window == 0 {
+        if window == 0 || last.bytes <= 0.0 {
             continue;
         }
         let middle_t = first.t_ms + window / 2;
@@ -283,5 +302,25 @@ mod tests {
         assert!(a.suspects.is_empty(), "{a:#?}");
         assert_eq!(a.tested, 1);
         assert!(text("x", &a).contains("  none\n"));
+    }
+
+    #[test]
+    fn a_stack_a_complete_dump_leaves_out_retained_nothing_there() {
+        let mib = 1048576.0;
+        let leak = || series("leak", 10, |i| 4.0 * mib * (i + 1) as f64, |i| i as f64 * 5000.0);
+        // The last dump (at 100 s) does not list it: not seen, when that dump was cut at top K.
+        let cut = analyse(&[leak()], 11, 100_000);
+        assert_eq!(cut.suspects.len(), 1, "{cut:#?}");
+        // When that dump listed every stack that retained bytes, the leak ended at 0 B.
+        let mut s = [leak()];
+        fill_absent(&mut s, &[100_000]);
+        assert_eq!(s[0].points.len(), 11);
+        assert_eq!(s[0].points.last().map(|p| p.bytes), Some(0.0));
+        let complete = analyse(&s, 11, 100_000);
+        assert!(complete.suspects.is_empty(), "{complete:#?}");
+        // A dump that lists it is left as it is; points stay in time order.
+        let mut s = [leak()];
+        fill_absent(&mut s, &[0, 50_000]);
+        assert_eq!(s[0].points, leak().points);
     }
 }

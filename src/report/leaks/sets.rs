@@ -5,8 +5,10 @@
 //! listed stack's retained bytes (`retained_age_ms`), which the leak test needs and a pprof
 //! sample has no place for, and they are small. They list only the report's top entries
 //! (`YING_TOP_K`, 20 by default): a stack outside a set's list is not seen at that dump, and
-//! a leak worth finding is among the largest retained stacks by the time it matters. A stack
-//! is keyed by its printed frames and spans.
+//! a leak worth finding is among the largest retained stacks by the time it matters. When the
+//! list ranked by retained bytes was not cut (`entries_complete`), a stack outside it retained
+//! nothing at that dump and counts as 0 B there. A stack is keyed by its printed frames and
+//! spans.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -86,6 +88,8 @@ struct Dump {
     exe: String,
     pid: u32,
     t_ms: u64,
+    /// Whether the entries list every stack that retained bytes at the dump.
+    complete: bool,
     stacks: Vec<(Vec<String>, Observation)>,
 }
 
@@ -107,6 +111,7 @@ fn dump_of(path: &Path) -> io::Result<Dump> {
     let pid = m["pid"].as_u64().and_then(|p| u32::try_from(p).ok()).unwrap_or(set.pid);
     let t_ms = m["taken_at_ms"].as_u64().unwrap_or_else(|| stamp_ms(&set.stamp));
     let period = m["sample_interval_bytes"].as_f64().unwrap_or(0.0);
+    let complete = m["ranked_by"] == "retained" && m["entries_complete"] == true;
     let mut stacks = Vec::new();
     for e in m["entries"].as_array().into_iter().flatten() {
         let text = |v: &Value| -> Vec<String> {
@@ -128,7 +133,7 @@ fn dump_of(path: &Path) -> io::Result<Dump> {
         };
         stacks.push((key, obs));
     }
-    Ok(Dump { exe: set.exe, pid, t_ms, stacks })
+    Ok(Dump { exe: set.exe, pid, t_ms, complete, stacks })
 }
 
 /// The frame that names a stack of printed frames: the first that is not the allocator's, the
@@ -185,7 +190,9 @@ pub fn read(manifests: &[PathBuf]) -> (Vec<ProcessLeaks>, Vec<String>) {
                 s.points.push(*obs);
             }
         }
-        let series: Vec<Series> = series.into_values().collect();
+        let mut series: Vec<Series> = series.into_values().collect();
+        let complete: Vec<u64> = dumps.iter().filter(|d| d.complete).map(|d| d.t_ms).collect();
+        super::fill_absent(&mut series, &complete);
         out.push(ProcessLeaks { exe, pid, analysis: analyse(&series, dumps.len(), window) });
     }
     (out, warnings)
