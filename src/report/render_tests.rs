@@ -167,3 +167,52 @@ fn the_header_peak_is_never_below_an_exact_figure_it_includes() {
         "{l}"
     );
 }
+
+/// The text opens on the answer: when retained at the report is under a tenth of the peak, a
+/// `first read:` line says so and the PEAK section comes before the stacks retained now;
+/// otherwise the order is as it was. An entry whose interval reaches zero is marked.
+#[test]
+fn the_text_leads_with_the_peak_when_little_is_left_and_marks_noise() {
+    use crate::engine::peak::Peak;
+    let mib = 1u64 << 20;
+    let render = |retained: u64, noisy: bool| {
+        let mut s = [stack(0x10, 7, 1), stack(0x11, 8, 2)];
+        // The first stack's estimate is one sample's weight: its interval reaches zero.
+        s[0].variance.retained_bytes = if noisy { 101.0 * 101.0 } else { 0.0 };
+        let mut r = Report::from_stacks(&s, &ReportOptions::default());
+        r.facts.occasion = Occasion { reason: None, exiting: true, ended: None };
+        r.facts.totals.allocated_bytes = retained;
+        r.facts.peak = Some(Peak {
+            since_start: None,
+            at: std::time::UNIX_EPOCH,
+            estimated_bytes: 99 * mib,
+            exact_bytes: Some(98 * mib),
+            high_water_bytes: 100 * mib,
+            captures: 1,
+        });
+        crate::report::text::render_report(&r)
+    };
+    let text = render(mib, true);
+    let second = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        second.starts_with(
+            "first read:         retained at exit is 1.0 % of the peak (100.0 MiB high-water)"
+        ),
+        "{text}"
+    );
+    let at = |what: &str| text.find(what).unwrap_or_else(|| panic!("{what:?} in:\n{text}"));
+    assert!(at("\nPEAK\n") < at("\nRETAINED AT EXIT\n"), "{text}");
+    assert!(at("\nRETAINED AT EXIT\n") < at("\n#1 retained"), "{text}");
+    // The noisy stack (101 bytes ± 198) is #2 by retained bytes; the other is clearly there.
+    let marked: Vec<&str> = text
+        .split("\n#")
+        .filter(|b| b.contains("within sampling noise: its 95 % interval reaches 0 (3 samples)"))
+        .collect();
+    assert_eq!(marked.len(), 1, "{text}");
+    assert!(marked[0].starts_with("2 retained 101 B"), "{text}");
+    // A third of the peak still held: the stacks retained now first, no `first read:` line.
+    let text = render(40 * mib, false);
+    assert!(!text.contains("first read:") && !text.contains("RETAINED AT EXIT"), "{text}");
+    assert!(text.find("\n#1 retained") < text.find("\nPEAK\n"), "{text}");
+    assert!(!text.contains("within sampling noise"), "{text}");
+}

@@ -1,6 +1,13 @@
 //! The human report: a header with exact totals and sampled estimates, then the top stacks,
 //! each with its figures, lifetime histogram, age of retained bytes and frames. The order is
 //! deterministic so golden files can pin the format.
+//!
+//! It opens on the answer. When what is retained at the report is a small part of the peak
+//! ([`PEAK_FIRST_BELOW_PCT`]: a program that frees its data before it exits, a service between
+//! bursts), the stacks retained now are not what the reader came for: a `first read:` line
+//! says so and the PEAK section comes before them. An entry whose 95 % interval reaches zero
+//! (one or two samples) is marked as within sampling noise, so that a reader does not take a
+//! single sample's weight for a culprit.
 
 use std::fmt::Write;
 
@@ -91,12 +98,48 @@ pub(crate) fn stack_block_in(
         Measurement::AllocatedBytes => (allocated, retained),
     };
     let _ = writeln!(o, "{head}{first}");
+    let (value, var) = match m {
+        Measurement::RetainedBytes => (s.retained_bytes, v.retained_bytes),
+        Measurement::RetainedBytesAtPeak => (s.peak_retained_bytes, v.peak_retained_bytes),
+        Measurement::AllocatedBytes => (s.allocated_bytes, v.allocated_bytes),
+    };
+    if rank.is_some() {
+        o.push_str(&noise_line(value, var, s.samples));
+    }
     let _ = writeln!(o, "   {second}");
     let _ = writeln!(o, "   samples: {} ({} live)", s.samples, s.live_samples);
     let _ = writeln!(o, "   lifetimes of freed allocations: {}", s.lifetimes);
     let _ = writeln!(o, "   age of retained bytes: {}", s.retained_age);
     write_spans_and_frames(&mut o, s, view, with_filenames);
     o
+}
+
+/// `   within sampling noise: ...` under a ranked entry whose 95 % interval for `value`
+/// (variance `var`) reaches zero; nothing otherwise.
+fn noise_line(value: u64, var: f64, samples: u64) -> String {
+    if value == 0 || super::Z95 * var.max(0.0).sqrt() < value as f64 {
+        return String::new();
+    }
+    let n = if samples == 1 { "1 sample".to_string() } else { format!("{samples} samples") };
+    format!("   within sampling noise: its 95 % interval reaches 0 ({n}); it may be nothing\n")
+}
+
+/// Below this share of the peak, the bytes retained at a report are not what its reader came
+/// for: the text report opens on its PEAK section (see the module documentation).
+pub const PEAK_FIRST_BELOW_PCT: f64 = 10.0;
+
+/// The share of the peak retained at `r` (exact retained bytes over the larger of the
+/// high-water mark and the kept peak's exact bytes), when the report should lead with its peak:
+/// ranked by retained bytes, a peak with stacks kept, and the share below
+/// [`PEAK_FIRST_BELOW_PCT`].
+pub(crate) fn peak_first(r: &Report) -> Option<f64> {
+    let p = r.facts.peak.as_ref()?;
+    if r.opts.measurement != Measurement::RetainedBytes || r.ranked_len(M) == 0 {
+        return None;
+    }
+    let peak = p.high_water_bytes.max(p.exact_bytes.unwrap_or(0));
+    let share = r.facts.totals.retained_bytes() as f64 * 100.0 / peak.max(1) as f64;
+    (peak > 0 && share < PEAK_FIRST_BELOW_PCT).then_some(share)
 }
 
 /// `, 12.0 MiB resident` (and `, 1.0 MiB swapped` when some is) after the retained figures of a
@@ -163,6 +206,17 @@ pub(crate) fn render_report(r: &Report) -> String {
     let mut o = String::new();
     let (est_alloc, est_ret) = r.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
+    let peak_first = peak_first(r);
+    if let (Some(share), Some(p)) = (peak_first, &f.peak) {
+        let _ = writeln!(
+            o,
+            "first read:         retained {} is {share:.1} % of the peak ({} high-water): the PEAK \
+             section comes first, the stacks retained {} follow it",
+            f.occasion.when(),
+            human_bytes(p.high_water_bytes.max(p.exact_bytes.unwrap_or(0))),
+            f.occasion.when()
+        );
+    }
     let _ = writeln!(o, "time:               {}", utc_timestamp(f.taken_at, true));
     if let Some(why) = &f.occasion.reason {
         let _ = writeln!(o, "reason:             {why}");
@@ -275,8 +329,12 @@ pub(crate) fn render_report(r: &Report) -> String {
         r.entries()
     );
     o.push('\n');
+    if peak_first.is_some() {
+        o.push_str(&peak_section(r, r.opts.top_k, view));
+        let _ = writeln!(o, "RETAINED {}\n", f.occasion.when().to_uppercase());
+    }
     if top.is_empty() {
-        match nothing_now(r, m) {
+        match nothing_now(r, m, peak_first.is_some()) {
             Some(note) => {
                 let _ = writeln!(o, "{note}\n");
             }
@@ -290,7 +348,9 @@ pub(crate) fn render_report(r: &Report) -> String {
         o.push_str(&stack_block_in(&s, Some((i + 1, est_alloc, est_ret)), m, true, view));
         o.push('\n');
     }
-    o.push_str(&peak_section(r, r.opts.top_k, view));
+    if peak_first.is_none() {
+        o.push_str(&peak_section(r, r.opts.top_k, view));
+    }
     o.push_str(&giant_refusals(&f.giant_refusals));
     o
 }
@@ -350,17 +410,18 @@ fn peak_header_line(r: &Report) -> String {
 /// What the text report says instead of its stacks when none has a non-zero `m` although
 /// stacks were sampled (a program that freed everything before its exit report): where to look
 /// instead. None when there is nothing to point at.
-fn nothing_now(r: &Report, m: Measurement) -> Option<String> {
+fn nothing_now(r: &Report, m: Measurement, peak_above: bool) -> Option<String> {
     if r.entries() == 0 || m == M {
         return None;
     }
     let when = r.facts.occasion.when();
     Some(format!(
         "nothing sampled is {} {when}: the {} sampled stacks freed what they held; the PEAK \
-         section below and the .peak.svg, .peak.folded and .peak.pb.gz files of this set show \
+         section {} and the .peak.svg, .peak.folded and .peak.pb.gz files of this set show \
          what they held at the peak",
         m.label(),
-        r.stacks_sampled()
+        r.stacks_sampled(),
+        if peak_above { "above" } else { "below" }
     ))
 }
 
@@ -421,6 +482,7 @@ fn peak_section(r: &Report, top_k: usize, view: FrameView) -> String {
             human_bytes(s.retained_bytes),
             plus_minus_bytes(s.variance.retained_bytes.sqrt()),
         );
+        o.push_str(&noise_line(at_peak, s.variance.peak_retained_bytes, s.samples));
         write_spans_and_frames(&mut o, &s, view, true);
         o.push('\n');
     }
