@@ -57,6 +57,10 @@ enum Cmd {
         /// Print no summary at the end.
         #[arg(long)]
         no_summary: bool,
+        /// List every process in the summary, small ones too (by default processes whose
+        /// peak is under 1 MiB and 1 % of the largest are folded into one line).
+        #[arg(long)]
+        all_processes: bool,
         /// The program and its arguments (after `--`).
         #[arg(
             required = true,
@@ -319,7 +323,16 @@ fn list_live_files(dir: &std::path::Path) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Run { interval, output, sample_interval, only_exe, lib, no_summary, command } => {
+        Cmd::Run {
+            interval,
+            output,
+            sample_interval,
+            only_exe,
+            lib,
+            no_summary,
+            all_processes,
+            command,
+        } => {
             let req = run::Request {
                 command,
                 interval,
@@ -328,6 +341,7 @@ fn main() -> ExitCode {
                 only_exe,
                 lib,
                 no_summary,
+                all_processes,
             };
             run::run(&req).map(ExitCode::from)
         }

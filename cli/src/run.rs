@@ -26,6 +26,8 @@ pub struct Request {
     pub lib: Option<PathBuf>,
     /// Print no summary.
     pub no_summary: bool,
+    /// List small processes in the summary too (`--all-processes`).
+    pub all_processes: bool,
 }
 
 /// The shim: `explicit` (`--lib`), else `$YING_LIB`, else `libying.so` next to this
@@ -215,7 +217,7 @@ pub fn run(req: &Request) -> Result<u8, String> {
         deaths.extend(heaps_at_death(&live_dir, &before_live, pid as u32, &status, &reports));
     }
     if !req.no_summary {
-        summary::print(&reports, &before, program);
+        summary::print(&reports, &before, program, req.all_processes);
     }
     for line in deaths {
         eprintln!("{line}");

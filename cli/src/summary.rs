@@ -1,6 +1,10 @@
 //! The summary `ying run` prints on stderr at the end (`scripts/run-with-ying.sh` runs `ying run`):
 //! the report sets this run wrote, one line per process, and the largest one's text report;
 //! when nothing was written, why it seems so.
+//!
+//! It leads with what matters: processes whose peak is under [`SMALL`] and under 1 % of the
+//! largest (a shell wrapper, a helper that took a sample or two) are folded into one line,
+//! unless `--all-processes` asks for them.
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -171,7 +175,35 @@ fn figures(group: &[Set], peak: Option<u64>, alive: bool) -> String {
     parts.join(", ")
 }
 
-fn summarize(reports: &Path, sets: Vec<Set>) {
+/// A process under this peak (and under 1 % of the largest) is folded into the summary's
+/// "small processes" line.
+pub const SMALL: u64 = 1 << 20;
+
+/// Whether a process of peak `size` is folded, beside the largest one's `largest`.
+fn is_small(size: u64, largest: u64) -> bool {
+    size < SMALL && size.saturating_mul(100) < largest
+}
+
+/// The line that stands for the folded processes `exes` (their executables' names).
+fn folded_line(exes: &[String]) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in exes {
+        *counts.entry(e.as_str()).or_default() += 1;
+    }
+    let names: Vec<String> = counts
+        .iter()
+        .map(|(e, n)| if *n == 1 { e.to_string() } else { format!("{e} ×{n}") })
+        .collect();
+    format!(
+        "  and {} small process{} under {} each ({}); --all-processes lists them",
+        exes.len(),
+        if exes.len() == 1 { "" } else { "es" },
+        human(SMALL),
+        names.join(", ")
+    )
+}
+
+fn summarize(reports: &Path, sets: Vec<Set>, all_processes: bool) {
     let count = sets.len();
     let mut by_pid: BTreeMap<u32, Vec<Set>> = BTreeMap::new();
     for s in sets {
@@ -199,18 +231,29 @@ fn summarize(reports: &Path, sets: Vec<Set>) {
         if procs == 1 { "" } else { "es" },
         reports.display()
     ));
-    let shown = &rows[..rows.len().min(10)];
     let base = |exe: &str| Path::new(exe).file_name().map(|n| n.to_string_lossy().into_owned());
+    let largest = rows[0].0;
+    let (listed, small): (Vec<_>, Vec<_>) = rows
+        .iter()
+        .enumerate()
+        .partition(|(i, r)| all_processes || *i == 0 || !is_small(r.0, largest));
+    let listed: Vec<_> = listed.into_iter().map(|(_, r)| r).collect();
+    let shown = &listed[..listed.len().min(10)];
     let width = shown.iter().map(|r| base(&r.2).unwrap_or_default().len()).max().unwrap_or(0);
-    for (_, pid, exe, text, n, _) in shown {
+    for (_, pid, exe, text, n, _) in shown.iter().copied() {
         say(&format!(
             "  {:<width$}  pid {pid:<7} {text}  ({n} set{})",
             base(exe).unwrap_or_default(),
             if *n == 1 { "" } else { "s" }
         ));
     }
-    if rows.len() > shown.len() {
-        say(&format!("  ... and {} more processes", rows.len() - shown.len()));
+    if listed.len() > shown.len() {
+        say(&format!("  ... and {} more processes", listed.len() - shown.len()));
+    }
+    if !small.is_empty() {
+        let exes: Vec<String> =
+            small.iter().map(|(_, r)| base(&r.2).unwrap_or_else(|| r.2.clone())).collect();
+        say(&folded_line(&exes));
     }
     say(&format!("largest: {}", rows[0].5.display()));
 }
@@ -387,12 +430,13 @@ fn explain(reports: &Path, program: &OsStr) {
 }
 
 /// Prints the summary of the sets written in `reports` since its listing was `before`.
-pub fn print(reports: &Path, before: &HashSet<OsString>, program: &OsStr) {
+/// `all_processes` lists small processes too (see [`SMALL`]).
+pub fn print(reports: &Path, before: &HashSet<OsString>, program: &OsStr, all_processes: bool) {
     let sets = new_sets(reports, before);
     if sets.is_empty() {
         explain(reports, program);
     } else {
-        summarize(reports, sets);
+        summarize(reports, sets, all_processes);
     }
 }
 
@@ -470,6 +514,19 @@ mod tests {
         let f = figures(&g, Some(20 * MIB), true);
         assert!(f.starts_with("peak ≥22.0 MiB (exact, retained at an earlier report;"), "{f}");
         assert!(f.ends_with("retained at its last report (still running) 2.0 MiB (exact)"), "{f}");
+    }
+
+    #[test]
+    fn small_processes_beside_a_large_one_are_folded_into_one_line() {
+        let kib = 1024;
+        assert!(is_small(512 * kib, 240 * MIB));
+        // Under 1 MiB but not under 1 % of the largest: a run of small processes lists them.
+        assert!(!is_small(512 * kib, 40 * MIB));
+        assert!(!is_small(2 * MIB, 1000 * MIB));
+        assert_eq!(
+            folded_line(&["bash".into(), "sh".into(), "bash".into()]),
+            "  and 3 small processes under 1.0 MiB each (bash ×2, sh); --all-processes lists them"
+        );
     }
 
     #[test]

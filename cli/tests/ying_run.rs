@@ -233,3 +233,52 @@ fn top_of_a_cxx_program_drops_operator_new_like_pprof() {
         assert!(flat_names.contains(&"keep_buffers()"), "{ours}");
     }
 }
+
+#[test]
+fn small_processes_beside_the_one_that_matters_are_folded_unless_asked_for() {
+    let dir = TestDir::new("cli-run-small");
+    let exe = leaky(&dir);
+    // A helper that takes a sample or two and exits: under 1 MiB, under 1 % of leaky's peak.
+    let tiny_c = dir.join("tiny.c");
+    std::fs::write(
+        &tiny_c,
+        "#include <stdlib.h>\nint main(void) { for (int i = 0; i < 4; i++) { void *volatile p = \
+         malloc(1000); (void)p; } return 0; }\n",
+    )
+    .unwrap();
+    let tiny = dir.join("tiny");
+    Run::new("cc").arg("-o").arg(&tiny).arg(&tiny_c).run().assert_success("cc tiny.c");
+    let script = format!("{t}; {t}; {t}; exec {e}", t = tiny.display(), e = exe.display());
+    let run = |reports: &Path, all: bool| {
+        let mut args = vec!["run", "--interval", "0", "--sample-interval", "1", "--lib"];
+        if all {
+            args.insert(1, "--all-processes");
+        }
+        let o = ying()
+            .args(&args)
+            .arg(preload_lib())
+            .arg("-o")
+            .arg(reports)
+            .args(&["--", "sh", "-c", &script])
+            .cwd(dir.path())
+            .run();
+        assert_eq!(o.code(), Some(3), "leaky's status\n{}", o.describe());
+        o
+    };
+    let rows = |o: &Outcome| -> Vec<String> {
+        o.stderr_str().lines().filter(|l| l.contains(" pid ")).map(str::to_string).collect()
+    };
+    let o = run(&dir.join("folded"), false);
+    let err = o.stderr_str();
+    let listed = rows(&o);
+    assert!(listed.iter().any(|l| l.starts_with("ying:   leaky ")), "{err}");
+    assert!(!listed.iter().any(|l| l.starts_with("ying:   tiny ")), "{err}");
+    let fold = err.lines().find(|l| l.contains("small process")).expect("the folded line");
+    assert!(fold.contains("tiny ×3"), "{err}");
+    assert!(fold.ends_with("--all-processes lists them"), "{err}");
+    // Asked for: every process has its line, and nothing is folded.
+    let o = run(&dir.join("all"), true);
+    let listed = rows(&o);
+    assert_eq!(listed.iter().filter(|l| l.starts_with("ying:   tiny ")).count(), 3, "{listed:?}");
+    assert!(!o.stderr_str().contains("small process"), "{}", o.describe());
+}
