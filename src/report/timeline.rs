@@ -340,6 +340,21 @@ impl Timeline {
         Self { exe: exe.to_string(), pid, ..Self::default() }
     }
 
+    /// The dump a page opens on: the last one, unless what it retained (exact) is under
+    /// [`crate::report::text::PEAK_FIRST_BELOW_PCT`] of the largest dump's (a program that
+    /// freed its data before its exit report), then the largest. None without dumps.
+    pub fn dump_that_matters(&self) -> Option<usize> {
+        let last = self.dumps.len().checked_sub(1)?;
+        let (largest, most) = self
+            .dumps
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i, d.at.retained))
+            .fold((last, 0), |best, c| if c.1 > best.1 { c } else { best });
+        let share = self.dumps[last].at.retained as f64 * 100.0 / most.max(1) as f64;
+        Some(if share < crate::report::text::PEAK_FIRST_BELOW_PCT { largest } else { last })
+    }
+
     /// Adds a point, thinning the older half of the ring when it is full.
     pub fn push_point(&mut self, p: Point) {
         if self.points.len() >= MAX_POINTS {

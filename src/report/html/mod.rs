@@ -208,7 +208,8 @@ fn summary(o: &mut String, i: usize, t: &Timeline, leaks: Option<&crate::report:
         Some(a) => suspects::panel(o, a),
         None => suspects::panel(o, &suspects::of_timeline(t)),
     }
-    top_table(o, t, last);
+    let shown = t.dump_that_matters().and_then(|i| t.dumps.get(i)).unwrap_or(last);
+    top_table(o, t, shown, last);
     o.push_str("</section>\n");
 }
 
@@ -241,16 +242,42 @@ fn rss_table(o: &mut String, d: &Dump) {
     o.push_str("</table>\n");
 }
 
-/// The top stacks of `d` by retained bytes, as a plain table.
-fn top_table(o: &mut String, t: &Timeline, d: &Dump) {
+/// The top stacks of `d` by retained bytes, as a plain table; `last` is the last dump (`d`
+/// unless the page opens on the largest, [`Timeline::dump_that_matters`], which is said).
+/// No table when no stack retained bytes at `d`: a line says so instead.
+fn top_table(o: &mut String, t: &Timeline, d: &Dump, last: &Dump) {
     let mut rows: Vec<_> = d.stacks.iter().filter(|s| s.retained > 0).collect();
     rows.sort_by_key(|s| std::cmp::Reverse(s.retained));
+    let why = if d.seq == last.seq {
+        String::new()
+    } else {
+        format!(
+            "; the largest, shown instead of the last one, dump {}, which retained {} (exact)",
+            last.seq,
+            human_bytes(last.at.retained)
+        )
+    };
     let _ = writeln!(
         o,
-        "<h3>Top stacks by retained bytes at dump {} ({})</h3>\n<table class=\"top\">\n\
-         <tr><th>#</th><th class=\"n\">retained</th><th class=\"n\">resident</th>\
-         <th class=\"n\">allocated</th><th>function</th><th>file:line</th></tr>",
-        d.seq, d.stem
+        "<h3>Top stacks by retained bytes at dump {} ({}{})</h3>",
+        d.seq,
+        d.stem,
+        esc(&why)
+    );
+    if rows.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p class=\"top-empty\">No sampled stack retained bytes at this dump: its stacks had \
+             freed what they held ({} retained, exact). The peak above holds what they held at \
+             its height.</p>",
+            human_bytes(d.at.retained)
+        );
+        return;
+    }
+    o.push_str(
+        "<table class=\"top\">\n<tr><th>#</th><th class=\"n\">retained</th>\
+         <th class=\"n\">resident</th><th class=\"n\">allocated</th><th>function</th>\
+         <th>file:line</th></tr>\n",
     );
     for (k, s) in rows.iter().take(10).enumerate() {
         let st = &t.stacks[s.stack as usize];
@@ -280,7 +307,8 @@ fn data(o: &mut String, timelines: &[&Timeline]) {
         }
         o.push_str("{\"exe\":");
         json_str(o, &t.exe);
-        let _ = write!(o, ",\"pid\":{},\"frames\":[", t.pid);
+        let open = t.dump_that_matters().unwrap_or(0);
+        let _ = write!(o, ",\"pid\":{},\"open\":{open},\"frames\":[", t.pid);
         for (k, f) in t.frames.iter().enumerate() {
             if k > 0 {
                 o.push(',');

@@ -40,6 +40,11 @@
     this.p = p; this.root = root; this.index = index;
     this.name = function (s) { return p.frames[p.stacks[s][0]][0]; };
     this.loc = function (s) { return p.frames[p.stacks[s][0]][1]; };
+    // The frames that called stack `s`'s naming frame, nearest first.
+    this.callers = function (s) {
+      var st = p.stacks[s], fr = st.slice(1), i = fr.lastIndexOf(st[0]);
+      return fr.slice(0, i < 0 ? 0 : i).reverse();
+    };
   }
 
   // The chart: exact retained, RSS and the peak as lines over every point; the top stacks
@@ -88,12 +93,26 @@
     });
     var legend = el("div", { "class": "legend" });
     // Each series is named by its stack's first frame past the allocator; two stacks named
-    // alike (one function reached from two places) are told apart by that frame's file:line.
+    // alike (one function reached from two places) are told apart by that frame's file:line,
+    // and when that is alike too (a frame of a stripped library), by the nearest caller that
+    // differs ("name ← caller").
     var seen = {};
     order.forEach(function (s) { var n = self.name(s); seen[n] = (seen[n] || 0) + 1; });
-    var seriesName = function (s) {
+    var plainName = function (s) {
       var n = self.name(s);
       return seen[n] > 1 && self.loc(s) ? n + " (" + self.loc(s) + ")" : n;
+    };
+    var twins = {};
+    order.forEach(function (s) { var b = plainName(s); (twins[b] = twins[b] || []).push(s); });
+    var seriesName = function (s) {
+      var b = plainName(s), others = twins[b].filter(function (t) { return t !== s; });
+      if (!others.length) return b;
+      var mine = self.callers(s), theirs = others.map(function (t) { return self.callers(t); });
+      for (var k = 0; k < mine.length; k++) {
+        var f = mine[k];
+        if (theirs.every(function (c) { return c[k] !== f; })) return b + " \u2190 " + p.frames[f][0];
+      }
+      return b + " (stack " + (order.indexOf(s) + 1) + ")";
     };
     // Stacked areas, bottom up.
     var base = p.dumps.map(function () { return 0; });
@@ -302,6 +321,11 @@
       " estimated, " + bytes(d.allocated) + " allocated since start, RSS " + bytes(d.rss) + ", " +
       d.sampled + " stacks sampled" + (d.detail ? "" : "; only its largest stacks are kept")));
     box.appendChild(el("h3", {}, "Top stacks"));
+    if (!d.s.some(function (f) { return f[1] > 0; })) {
+      box.appendChild(el("p", { "class": "top-empty" }, "No sampled stack retained bytes at this dump: " +
+        "its stacks had freed what they held. The peak below holds what they held at its height; " +
+        "the table lists what they allocated."));
+    }
     box.appendChild(table("stacks", this.stackCols(), d.s, 2, 30));
     box.appendChild(el("h3", {}, "Flamegraph (retained bytes)"));
     var kept = 0;
@@ -478,13 +502,16 @@
     root.appendChild(dc);
     this.diffBox = el("div", { "class": "diff-view" });
     root.appendChild(this.diffBox);
-    // The URL's #dump=N&a=I&b=J picks; the last dump and the first-to-last diff otherwise.
+    // The URL's #dump=N&a=I&b=J picks; the first-to-last diff otherwise.
     var n = p.dumps.length, clamp = function (v, d) { return v >= 0 && v < n ? v : d; };
     var first = 0;
     while (first < n - 1 && !p.dumps[first].detail) first++;
     sa.value = String(clamp(q.a, first)); sb.value = String(clamp(q.b, n - 1));
-    slider.value = String(clamp(q.dump, n - 1));
-    this.pick(clamp(q.dump, n - 1));
+    // The dump that matters (the last, or the largest when the last is near empty: see
+    // Timeline::dump_that_matters), unless the URL picks one.
+    var open = clamp(p.open, n - 1);
+    slider.value = String(clamp(q.dump, open));
+    this.pick(clamp(q.dump, open));
     go();
   };
 
