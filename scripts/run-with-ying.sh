@@ -34,7 +34,7 @@ case "$target" in
 esac
 ying="$target/release/ying"
 if [ ! -x "$ying" ] || { [ -z "${YING_LIB:-}" ] && [ ! -f "$target/release/libying.so" ]; }; then
-    echo "ying: first run: building $ying and libying.so (a minute or so; cargo's progress follows)..." >&2
+    echo "ying: first run: building $ying and libying.so (about two minutes on two cores; cargo's progress follows)..." >&2
     (cd "$root" && cargo build --release -p ying-cli -p ying-preload) >&2
 fi
 

@@ -233,9 +233,41 @@ fn find_registry(file: &str) -> Option<usize> {
 /// registry (the `.../.cargo/registry/src/index.crates.io-<hash>/` prefix cut off),
 /// `std/src/...` (or `core/`, `alloc/`) for Rust's standard library (`/rustc/<hash>/library/`
 /// cut off), `hashbrown-0.16.1/src/...` for a crate vendored into it (`/rust/deps/` cut off),
-/// any other path as it is.
+/// a path inside a versioned source tree as `name-1.2.3/...` (`Python-3.11.7/Objects/obmalloc.c`
+/// for a file of an interpreter built in `/tmp/python-build.20261205/`: the tree a release
+/// unpacks to is where its paths start), any other path as it is. pprof profiles keep the full
+/// path.
 pub fn short_path(file: &str) -> &str {
-    framework_rest(file).unwrap_or(file)
+    framework_rest(file).or_else(|| versioned_tree(file)).unwrap_or(file)
+}
+
+/// `file` from its innermost directory named `<name>-<digits>.<digits>...` (a release's source
+/// tree), when it has one.
+fn versioned_tree(file: &str) -> Option<&str> {
+    let dir_end = file.rfind('/')?;
+    let mut found = None;
+    let mut start = 0;
+    for (i, _) in file[..=dir_end].match_indices('/') {
+        let component = &file[start..i];
+        if is_versioned(component) {
+            found = Some(start);
+        }
+        start = i + 1;
+    }
+    found.map(|s| &file[s..])
+}
+
+/// Whether a path component is `<name>-<major>.<minor>[...]`: a name, a `-`, digits, a `.`, a
+/// digit.
+fn is_versioned(component: &str) -> bool {
+    component.match_indices('-').any(|(i, _)| {
+        let v = component.as_bytes()[i + 1..].as_ref();
+        let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+        i > 0
+            && digits > 0
+            && v.get(digits) == Some(&b'.')
+            && v.get(digits + 1).is_some_and(u8::is_ascii_digit)
+    })
 }
 
 /// The framework crate of a source path (see [`Frame::framework_crate`]): `tokio` for
@@ -467,6 +499,15 @@ mod tests {
         assert_eq!(fr.to_string(), "tokio::rt::block_on (tokio-1.40.0/src/rt.rs:1)");
         // A frame without a file is nobody's framework (C without debug info).
         assert_eq!(f("malloc").framework_crate(), None);
+        // A release's source tree, wherever it was built: from the innermost versioned
+        // directory; the program's own and other paths as they are.
+        let python = "/tmp/python-build.20261205222102.17/Python-3.11.7/Objects/obmalloc.c";
+        assert_eq!(short_path(python), "Python-3.11.7/Objects/obmalloc.c");
+        let nested = "/build/sqlite3-AbC1/sqlite3-3.40.1/ext/zlib-1.2.13/inflate.c";
+        assert_eq!(short_path(nested), "zlib-1.2.13/inflate.c");
+        for kept in ["/work/app-v2/src/main.c", "/opt/x-1/y.c", "/srv/-1.2/a.c", "gcc-12.2.c"] {
+            assert_eq!(short_path(kept), kept);
+        }
     }
 
     /// In a stack with Python frames, the interpreter's C frames above the innermost Python
