@@ -59,6 +59,20 @@ fn spans_split_stacks_and_follow_tasks() {
     };
     assert_eq!(blocks(&sa), 30_000, "{sa:#?}");
     assert_eq!(blocks(&sb), 60_000, "{sb:#?}");
+    // The page's table tells the two apart by a span column.
+    let mut t = ying_profiler::report::timeline::Timeline::new("spans", std::process::id());
+    t.add_snapshot(&snap, Default::default(), 0, "ying.spans.0");
+    let page = ying_profiler::report::html::render(&[&t], "spans");
+    let table = page.split("<table class=\"top\">").nth(1).expect("a top table");
+    let table = table.split("</table>").next().unwrap();
+    assert!(table.contains("<th>span</th>"), "{table}");
+    for span in ["import_orders", "import_users"] {
+        assert!(
+            table.lines().any(|l| l.contains("marker_shared_decoder")
+                && l.ends_with(&format!("::{span}</td></tr>"))),
+            "{span}: {table}"
+        );
+    }
     drop((a, b));
 
     // More live spans than the layer's per-thread id cache holds, entered out of creation

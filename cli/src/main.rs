@@ -249,8 +249,9 @@ fn top(
     let total = profile::total(p, index);
     let shown = &sorted[..sorted.len().min(k)];
     let text = format!(
-        "File: {}\nType: {ty}\nTotal: {}\nShowing top {} of {} functions, sorted by {}; {} \
+        "{}File: {}\nType: {ty}\nTotal: {}\nShowing top {} of {} functions, sorted by {}; {} \
          with |cum| < {} left out\n{}",
+        if ty.starts_with("inuse") { peak_note(&loaded.path) } else { String::new() },
         loaded.path.display(),
         profile::format_value(total, unit_name, unit.into()),
         shown.len(),
@@ -267,6 +268,39 @@ fn top(
         )
     );
     out(&text)
+}
+
+/// The first line of `ying top` on a report set's current profile whose process held little
+/// of its peak (retained under `PEAK_FIRST_BELOW_PCT` % of it, the text report's rule): where
+/// the peak's stacks are. Empty for any other file.
+fn peak_note(path: &std::path::Path) -> String {
+    use ying_profiler::report::{SetName, text::PEAK_FIRST_BELOW_PCT};
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let Some((set, "pb.gz")) = SetName::parse_file(name) else { return String::new() };
+    let manifest = path.with_file_name(set.file("json"));
+    let Ok(bytes) = ying_profiler::report::bounded::read_manifest(&manifest) else {
+        return String::new();
+    };
+    let Ok(m) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return String::new() };
+    let retained = m["totals"]["retained_bytes"].as_u64().unwrap_or(0);
+    let peak = m["peak"]["high_water_bytes"].as_u64().max(m["peak"]["exact_bytes"].as_u64());
+    let peak_file = m["files"]["peak_pprof"].as_str();
+    match (peak, peak_file) {
+        (Some(peak), Some(file)) if peak > 0 => {
+            let share = retained as f64 * 100.0 / peak as f64;
+            if share >= PEAK_FIRST_BELOW_PCT {
+                return String::new();
+            }
+            format!(
+                "First read: retained {} is {share:.1} % of the peak ({}): `ying top {}` shows \
+                 the peak's functions\n",
+                if m["exiting"] == true { "at exit" } else { "at this report" },
+                ying_profiler::report::human_bytes(peak),
+                path.with_file_name(file).display()
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 /// `table` (rows `rows`, as [`profile::table`] printed them) with a column of each row's 95 %

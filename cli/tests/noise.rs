@@ -176,6 +176,15 @@ fn a_stack_that_grew_all_run_and_was_freed_before_exit_is_no_suspect() {
     let before: Vec<PathBuf> = sets[..sets.len() - 1].iter().map(|s| s.path("json")).collect();
     let o = success(ying().arg("leaks").args(&before).run(), "ying leaks (before the exit)");
     assert!(o.stdout_str().contains("leak_slowly"), "{}", o.stdout_str());
+    // `ying top` of the exit set's profile points at its peak; of a set that held its peak,
+    // it does not.
+    let top = success(ying().arg("top").arg(exit.path("pb.gz")).run(), "ying top").stdout_str();
+    let first = top.lines().next().unwrap_or_default();
+    assert!(first.starts_with("First read: retained at exit is "), "{top}");
+    assert!(first.contains(".peak.pb.gz` shows the peak's functions"), "{top}");
+    let held = &sets[sets.len() - 2];
+    let top = success(ying().arg("top").arg(held.path("pb.gz")).run(), "ying top").stdout_str();
+    assert!(top.starts_with("File: "), "{top}");
     // The process's own page, written at exit from its timeline, agrees.
     let own = std::fs::read_dir(&reports).unwrap().map(|e| e.unwrap().path()).find(|p| {
         let n = p.file_name().unwrap().to_str().unwrap();

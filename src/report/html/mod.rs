@@ -274,10 +274,22 @@ fn top_table(o: &mut String, t: &Timeline, d: &Dump, last: &Dump) {
         );
         return;
     }
-    o.push_str(
+    // The span path of a stack, when the program has spans: one function under two spans is
+    // two rows, told apart by this column.
+    let span_of = |s: &crate::report::timeline::StackFigures| {
+        let names = t.stacks[s.stack as usize].frames.iter().map(|&f| &t.frames[f as usize].name);
+        names
+            .filter_map(|n| n.strip_prefix("[span ").and_then(|n| n.strip_suffix(']')))
+            .collect::<Vec<_>>()
+            .join(" > ")
+    };
+    let spans = rows.iter().take(10).any(|s| !span_of(s).is_empty());
+    let _ = writeln!(
+        o,
         "<table class=\"top\">\n<tr><th>#</th><th class=\"n\">retained</th>\
          <th class=\"n\">resident</th><th class=\"n\">allocated</th><th>function</th>\
-         <th>file:line</th></tr>\n",
+         <th>file:line</th>{}</tr>",
+        if spans { "<th>span</th>" } else { "" }
     );
     for (k, s) in rows.iter().take(10).enumerate() {
         let st = &t.stacks[s.stack as usize];
@@ -285,14 +297,15 @@ fn top_table(o: &mut String, t: &Timeline, d: &Dump, last: &Dump) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td class=\"n\">{}{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td>{}</td><td class=\"loc\">{}</td></tr>",
+             <td class=\"n\">{}</td><td>{}</td><td class=\"loc\">{}</td>{}</tr>",
             k + 1,
             human_bytes(s.retained),
             crate::report::plus_minus_bytes(f64::from(s.retained_stderr)),
             s.resident.map_or_else(|| "-".to_string(), human_bytes),
             human_bytes(s.allocated),
             esc(&f.name),
-            esc(&f.location)
+            esc(&f.location),
+            if spans { format!("<td>{}</td>", esc(&span_of(s))) } else { String::new() }
         );
     }
     o.push_str("</table>\n");

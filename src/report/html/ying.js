@@ -40,6 +40,13 @@
     this.p = p; this.root = root; this.index = index;
     this.name = function (s) { return p.frames[p.stacks[s][0]][0]; };
     this.loc = function (s) { return p.frames[p.stacks[s][0]][1]; };
+    // The span path of stack `s` (`get_item > db`), "" outside spans; whether any stack has one.
+    this.span = function (s) {
+      return p.stacks[s].slice(1).map(function (f) { return p.frames[f][0]; })
+        .filter(function (n) { return n.indexOf("[span ") === 0; })
+        .map(function (n) { return n.slice(6, -1); }).join(" > ");
+    };
+    this.hasSpans = p.frames.some(function (f) { return f[0].indexOf("[span ") === 0; });
     // The frames that called stack `s`'s naming frame, nearest first.
     this.callers = function (s) {
       var st = p.stacks[s], fr = st.slice(1), i = fr.lastIndexOf(st[0]);
@@ -289,11 +296,19 @@
     return t;
   }
 
+  // The columns that name a stack (its first element): function, file:line, and its span
+  // when the process has spans (one function under two spans is two rows, told apart here).
+  Process.prototype.nameCols = function () {
+    var self = this, cols = [
+      ["function", function (r) { return self.name(r[0]); }],
+      ["file:line", function (r) { return self.loc(r[0]); }],
+    ];
+    if (this.hasSpans) cols.push(["span", function (r) { return self.span(r[0]); }]);
+    return cols;
+  };
+
   Process.prototype.stackCols = function () {
-    var self = this;
-    return [
-      ["function", function (f) { return self.name(f[0]); }],
-      ["file:line", function (f) { return self.loc(f[0]); }],
+    return this.nameCols().concat([
       // A sampled figure with its 95 % interval (1.96 standard errors, f[8]).
       ["retained", function (f) { return f[1]; }, true, function (v, f) {
         return bytes(v) + (f[8] >= 1 ? " \u00b1 " + bytes(Math.round(1.96 * f[8])) : "");
@@ -305,7 +320,7 @@
       ["at peak", function (f) { return f[5]; }, true, bytes],
       ["avg lifetime (freed)", function (f) { return f[6]; }, true, ms],
       ["avg age (retained)", function (f) { return f[7]; }, true, ms],
-    ];
+    ]);
   };
 
   // The dump picker's views of dump `j`: its table, flamegraph and peak.
@@ -356,7 +371,7 @@
       (d.peak_t ? " at " + when(d.peak_t) : "") + ": " + bytes(d.peak_est) + " estimated" + (d.peak_exact ? ", " + bytes(d.peak_exact) + " exact" : "") :
       "no peak kept yet"));
     var peakRows = d.s.filter(function (f) { return f[5] > 0; });
-    box.appendChild(table("peak-stacks", this.stackCols().slice(0, 2).concat([this.stackCols()[7]]), peakRows, 2, 10));
+    box.appendChild(table("peak-stacks", this.stackCols().filter(function (c) { return !c[2] || c[0] === "at peak"; }), peakRows, 2, 10));
     var pk = 0;
     var pitems = peakRows.map(function (f) { pk += f[5]; return [f[0], f[5]]; });
     if (d.peak_est > pk) pitems.push([-1, d.peak_est - pk]);
@@ -414,15 +429,13 @@
       " stacks changed beyond sampling noise (z > " + thr.toFixed(2) + ": the change over the standard " +
       "error of both dumps' estimates, 1 % for the whole diff), surest first; " + within +
       " within it, " + signed(withinSum) + " in all"));
-    var cols = [
-      ["function", function (r) { return self.name(r[0]); }],
-      ["file:line", function (r) { return self.loc(r[0]); }],
+    var cols = this.nameCols().concat([
       ["change", function (r) { return r[2] - r[1]; }, true, signed],
       ["z", function (r) { return r[5]; }, true, function (z) { return z === Infinity ? "exact" : z.toFixed(1); }],
       ["noise", function (r) { return r[6] ? "beyond" : "within"; }],
       ["A retained", function (r) { return r[1]; }, true, bytes],
       ["B retained", function (r) { return r[2]; }, true, bytes],
-    ];
+    ]);
     var tableBox = el("div");
     box.appendChild(tableBox);
     var show = function (all) {
