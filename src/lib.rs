@@ -168,6 +168,13 @@ pub(crate) mod engine;
 pub(crate) mod stack;
 pub(crate) mod symbols;
 pub(crate) mod sys;
+
+/// Separate debug info of stripped modules (debug packages under `/usr/lib/debug`, the
+/// debuginfod client's cache, `.gnu_debuglink`): where it is looked for, and the switch that
+/// lets the `ying` command fetch it from `DEBUGINFOD_URLS` (a profiled process never fetches).
+pub mod debuginfo {
+    pub use crate::symbols::debug_file::{DEBUG_ROOT, MAX_FETCH_BYTES, cache_dir, set_fetch};
+}
 pub(crate) mod triggers;
 
 // What the preload shim (`preload/`) calls to drive the engine: see the module's doc.

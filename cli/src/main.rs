@@ -356,6 +356,9 @@ fn list_live_files(dir: &std::path::Path) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Frames this command names from files on disk (live files, raw sets) may come from debug
+    // files served by DEBUGINFOD_URLS; the profiled processes themselves never fetch.
+    ying_profiler::debuginfo::set_fetch(true);
     let result = match cli.command {
         Cmd::Run {
             interval,

@@ -13,6 +13,7 @@
 //! crate's fork handlers (`front_end::fork_prepare` and the others, in `front_end.rs`), which sit
 //! above both sides.
 
+pub(crate) mod debug_file;
 pub(crate) mod dwarf;
 pub(crate) mod elf_symbols;
 pub(crate) mod offline;

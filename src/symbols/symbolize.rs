@@ -9,8 +9,9 @@
 //!
 //! Where the answers come from: debug info of the program's own modules through `dwarf`, one
 //! compilation unit at a time; the ELF symbol tables of system libraries through
-//! `elf_symbols`; the backtrace crate for modules whose debug info `dwarf` does not read
-//! (compressed, detached, absent); and, for addresses no module covers (JIT code), the perf
+//! `elf_symbols`; a stripped module's separate debug file (`debug_file`: installed by a debug
+//! package, or in the debuginfod cache) for its names and, outside system libraries, its DWARF;
+//! the backtrace crate for modules whose debug info `dwarf` does not read (compressed, absent); and, for addresses no module covers (JIT code), the perf
 //! map the program may write (`perf_map`), read again for each batch and never cached.
 //! Addresses of another process are named by `offline` from the same pieces, without the
 //! backtrace crate.
@@ -156,7 +157,19 @@ pub(crate) fn resolve_system(m: &Module, ips: &[usize]) -> Vec<(usize, Arc<[Fram
         ips.iter().map(|&ip| (ip.wrapping_sub(1).wrapping_sub(m.bias) as u64, ip)).collect();
     by_addr.sort_unstable();
     let addrs: Vec<u64> = by_addr.iter().map(|a| a.0).collect();
-    let names = crate::symbols::elf_symbols::name_functions(&m.name, &addrs);
+    let mut names = crate::symbols::elf_symbols::name_functions(&m.name, &addrs);
+    // A stripped library names only its exports: the rest from its separate debug file's full
+    // symbol table, when one for its build is installed or cached (`debug_file`).
+    if names.iter().any(Option::is_none)
+        && let Some(debug) = crate::symbols::debug_file::find(&m.name, &m.build_id)
+    {
+        let full = crate::symbols::elf_symbols::name_functions(&debug.to_string_lossy(), &addrs);
+        for (name, better) in names.iter_mut().zip(full) {
+            if better.is_some() {
+                *name = better;
+            }
+        }
+    }
     by_addr
         .iter()
         .zip(names.iter())
@@ -187,7 +200,20 @@ pub(crate) fn resolve_module(
     // Return addresses: look up the call instruction before each one.
     let addrs: Vec<u64> =
         ips.iter().map(|&ip| ip.wrapping_sub(1).wrapping_sub(m.bias) as u64).collect();
-    let Some(found) = crate::symbols::dwarf::resolve(&m.name, &addrs) else {
+    // The module's own debug info, else its separate debug file's (`debug_file`): DWARF when
+    // it reads, else that file's symbol table.
+    let mut names_from = m.name.to_string();
+    let mut found = crate::symbols::dwarf::resolve(&m.name, &addrs);
+    if found.is_none()
+        && let Some(debug) = crate::symbols::debug_file::find(&m.name, &m.build_id)
+    {
+        names_from = debug.to_string_lossy().into_owned();
+        found = crate::symbols::dwarf::resolve(&names_from, &addrs);
+        if found.is_none() {
+            return resolve_system(m, ips);
+        }
+    }
+    let Some(found) = found else {
         return match no_dwarf {
             NoDwarf::SymbolTable => resolve_system(m, ips),
             // The backtrace crate lists the modules once: after an unload it may take this
@@ -210,7 +236,7 @@ pub(crate) fn resolve_module(
         let mut want: Vec<(u64, usize)> = unnamed_at.iter().map(|&i| (addrs[i], i)).collect();
         want.sort_unstable();
         let sorted: Vec<u64> = want.iter().map(|w| w.0).collect();
-        let names = crate::symbols::elf_symbols::name_functions(&m.name, &sorted);
+        let names = crate::symbols::elf_symbols::name_functions(&names_from, &sorted);
         for ((_, i), name) in want.into_iter().zip(names) {
             if let Some(n) = name {
                 symtab.insert(i, n);
