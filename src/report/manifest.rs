@@ -36,7 +36,8 @@
 //!    "retained_age_ms":.. | null,"resident_bytes":.. | null,"swapped_bytes":.. | null,
 //!    "spans":[".."],
 //!    (and beside each sampled figure its standard error: "retained_bytes_stderr":.., ...)
-//!    "frames":["function (file:line)",..]}],
+//!    "frames":["function (file:line)",..],
+//!    "sources":["/the/whole/path/file.c:12" | null,..] (each frame's, the text shortens them)}],
 //!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
 //! ```
 //!
@@ -204,7 +205,16 @@ impl Serialize for Entries<'_> {
         let view = self.r.opts.view();
         s.collect_seq(self.r.ranked(self.m).iter().take(self.k).enumerate().map(|(i, &e)| {
             let st = self.r.stack_stats(e);
-            let frames: Vec<String> = st.shown_frames(view).iter().map(|f| f.text(true)).collect();
+            let shown = st.shown_frames(view);
+            let frames: Vec<String> = shown.iter().map(|f| f.text(true)).collect();
+            // Each frame's source path whole (the text shortens it, see `short_path`).
+            let sources: Vec<Option<String>> = shown
+                .iter()
+                .map(|f| match f {
+                    crate::callstack::ShownFrame::Frame(f) => f.location(),
+                    crate::callstack::ShownFrame::Folded { .. } => None,
+                })
+                .collect();
             let spans: Vec<String> = st.spans.iter().map(|sp| sp.to_string()).collect();
             let v = &st.variance;
             let se = |v: f64| v.max(0.0).sqrt().round() as u64;
@@ -232,6 +242,7 @@ impl Serialize for Entries<'_> {
                 swapped_bytes: st.residency.map(|r| r.swapped_bytes),
                 spans,
                 frames,
+                sources,
             }
         }))
     }
@@ -263,6 +274,8 @@ struct Entry {
     swapped_bytes: Option<u64>,
     spans: Vec<String>,
     frames: Vec<String>,
+    /// Each frame's `file:line` with its whole path (null: no file, or a folded line).
+    sources: Vec<Option<String>>,
 }
 
 /// The file name of a path of the set (None when the file was not written).

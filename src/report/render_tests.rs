@@ -69,6 +69,11 @@ fn outputs_render_the_facts_of_a_hand_built_report() {
     assert_eq!(entries[1]["retained_bytes"], 101 + 201);
     assert_eq!(entries[1]["allocated_bytes"], 1001 + 2001);
     assert!(entries[0]["frames"][0].as_str().unwrap().starts_with("app::alloc_site"));
+    // Beside each printed frame, its source path whole.
+    let frames = entries[0]["frames"].as_array().unwrap();
+    let sources = entries[0]["sources"].as_array().unwrap();
+    assert_eq!(frames.len(), sources.len());
+    assert_eq!(sources[0], "/app/src/main.rs:3");
     assert_eq!(m["peak_entries"].as_array().map(Vec::len), Some(2));
     // Nothing retained in an exit report: the note says "at exit", from the occasion.
     let mut freed = stacks.clone();
