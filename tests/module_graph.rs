@@ -231,20 +231,21 @@ fn assert_acyclic(
     }
 }
 
-#[test]
-fn modules_of_src_import_each_other_without_a_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The graph of the top-level modules of the crate whose sources are `src` (its root file
+/// `root`, `lib` or `main`, left out: it declares every module), each edge with the file that
+/// makes it; panics on a cycle.
+fn crate_graph(src: &Path, root: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    rust_files(src, &mut files);
+    let lib = std::fs::read_to_string(src.join(format!("{root}.rs"))).unwrap();
     let aliases = root_reexports(&code_only(&lib));
     let nodes: BTreeSet<String> =
-        files.iter().map(|f| node_of(&src, f)).filter(|n| n != "lib").collect();
+        files.iter().map(|f| node_of(src, f)).filter(|n| n != root).collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut why: BTreeMap<(String, String), String> = BTreeMap::new();
     for file in &files {
-        let from = node_of(&src, file);
-        if from == "lib" {
+        let from = node_of(src, file);
+        if from == root {
             continue; // The root declares every module and re-exports from them.
         }
         let code = code_only(&std::fs::read_to_string(file).unwrap());
@@ -264,7 +265,29 @@ fn modules_of_src_import_each_other_without_a_cycle() {
             edges.entry(from.clone()).or_default().insert(to);
         }
     }
-    assert_acyclic(&nodes, &edges, &why, "between modules of src/");
+    assert_acyclic(&nodes, &edges, &why, &format!("between modules of {}", src.display()));
+    edges
+}
+
+/// The shim (`preload/src/`) and the `ying` command (`cli/src/`) hold to the same rule as the
+/// library: their modules import each other in one direction only.
+#[test]
+fn modules_of_the_shim_and_the_command_import_each_other_without_a_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (dir, file, at_least) in [("preload/src", "lib", 8), ("cli/src", "main", 5)] {
+        let src = root.join(dir);
+        let edges = crate_graph(&src, file);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        assert!(files.len() > at_least, "only {} files under {}", files.len(), src.display());
+        assert!(!edges.is_empty(), "no import found between the modules of {}", src.display());
+    }
+}
+
+#[test]
+fn modules_of_src_import_each_other_without_a_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = crate_graph(&src, "lib");
     // The leaves ARCHITECTURE.md names import nothing of the crate's outside `sys/`, but for
     // `config.rs`'s use of `triggers/signal.rs` (to parse `YING_DUMP_SIGNAL`), itself a leaf
     // file: `triggers/` does not import `config.rs` (the runner converts the configuration);

@@ -161,9 +161,14 @@ pub(crate) static MALLOC_FAST_BELOW: AtomicU64 = AtomicU64::new(0);
 /// and giant sizes to the Rust path; zero before and in chained mode.
 pub(crate) static REALLOC_FAST_BELOW: AtomicU64 = AtomicU64::new(0);
 
+/// glibc's giant limit as the configuration set it ([`limit_changed`]): the fast paths follow
+/// it (kept here, so that the chain asks nothing of `host`, which asks the chain).
+static GIANT_LIMIT: AtomicU64 =
+    AtomicU64::new(ying_profiler::front_end::hooks::DEFAULT_MAX_ALLOC_BYTES);
+
 /// The fast paths follow glibc's giant limit (glibc mode only).
 fn open_fast_paths() {
-    let limit = crate::host::SETTINGS.max_alloc_bytes();
+    let limit = GIANT_LIMIT.load(Ordering::Relaxed);
     MALLOC_FAST_BELOW.store(limit, Ordering::Relaxed);
     REALLOC_FAST_BELOW.store(limit.saturating_sub(1), Ordering::Relaxed);
 }
@@ -236,7 +241,7 @@ fn resolve() -> Option<&'static Next> {
     next()
 }
 
-/// The thread warming the chained allocator up (its TLS block's address), 0 when none.
+/// The thread warming the chained allocator up (its `pthread_t`), 0 when none.
 static WARMING: AtomicUsize = AtomicUsize::new(0);
 
 /// One allocation, size query and free, straight to the chained allocator, on the thread that
@@ -246,8 +251,7 @@ static WARMING: AtomicUsize = AtomicUsize::new(0);
 /// during the warm-up are counted as zero bytes ([`counted`]); they are the allocator's own
 /// singletons, never freed.
 fn warm() {
-    let me = crate::host::thread_state() as *const _ as usize;
-    WARMING.store(me, Ordering::Relaxed);
+    WARMING.store(this_thread(), Ordering::Relaxed);
     // SAFETY: NEXT was just written by this thread.
     if let Some(n) = unsafe { (*std::ptr::addr_of!(NEXT)).as_ref() } {
         // SAFETY: the allocator's own functions with valid arguments; the block is its own.
@@ -262,10 +266,17 @@ fn warm() {
     WARMING.store(0, Ordering::Relaxed);
 }
 
+/// The calling thread's identity for [`WARMING`]: its `pthread_t` (a read of its thread
+/// pointer in glibc: no lock, no system call, never zero).
+fn this_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
+}
+
 /// Whether the calling thread is warming the chained allocator up.
 fn warming() -> bool {
     let w = WARMING.load(Ordering::Relaxed);
-    w != 0 && w == crate::host::thread_state() as *const _ as usize
+    w != 0 && w == this_thread()
 }
 
 /// The bytes counted for the chained allocator's live block `p`: its usable size (zero during
@@ -355,8 +366,10 @@ pub(crate) fn reentered() -> bool {
     unsafe { *flag() != 0 }
 }
 
-/// The glibc giant limit changed (configuration read): the fast paths follow it in glibc mode.
-pub(crate) fn limit_changed() {
+/// The glibc giant limit changed to `limit` (configuration read): the fast paths follow it in
+/// glibc mode.
+pub(crate) fn limit_changed(limit: u64) {
+    GIANT_LIMIT.store(limit, Ordering::Relaxed);
     if next().is_none() {
         open_fast_paths();
     }

@@ -20,7 +20,7 @@
 use std::ffi::{CStr, c_char, c_int};
 use std::sync::atomic::AtomicUsize;
 
-use crate::safe_points;
+use crate::glibc_next;
 
 static REAL_EXECVE: AtomicUsize = AtomicUsize::new(0);
 static REAL_EXECV: AtomicUsize = AtomicUsize::new(0);
@@ -39,7 +39,7 @@ pub(crate) fn warm() {
         (&REAL_FEXECVE, c"fexecve"),
         (&REAL_EXECVEAT, c"execveat"),
     ] {
-        safe_points::next(slot, name);
+        glibc_next::next(slot, name);
     }
 }
 
@@ -76,7 +76,7 @@ unsafe fn forward<F: Copy>(
 ) -> c_int {
     before_exec();
     // SAFETY: the caller's contract.
-    unsafe { safe_points::forward(slot, name, -1, call) }
+    unsafe { glibc_next::forward(slot, name, -1, call) }
 }
 
 /// `execve`.

@@ -21,6 +21,7 @@
 mod chain;
 mod cxx;
 mod exec;
+mod glibc_next;
 mod heap;
 mod host;
 mod maps;
@@ -832,8 +833,10 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     }
 }
 
-/// `pthread_create`: the new thread runs the shim's thread-start code before `routine`, which
-/// sets it up for sampling while nothing of the program's runs on it (see `thread_start`).
+/// `pthread_create`: a safe point (the program is becoming multi-threaded: the report thread
+/// may start too), then the new thread runs the shim's thread-start code before `routine`,
+/// which sets it up for sampling while nothing of the program's runs on it (see
+/// `thread_start`).
 ///
 /// # Safety
 /// As for glibc's `pthread_create`.
@@ -844,6 +847,7 @@ pub unsafe extern "C" fn pthread_create(
     routine: thread_start::StartRoutine,
     arg: *mut c_void,
 ) -> libc::c_int {
+    start::safe_point(start::Wait::Always);
     // SAFETY: the caller's arguments, passed on under the same contract.
     unsafe { thread_start::create(thread, attr, routine, arg) }
 }
@@ -1355,7 +1359,7 @@ pub(crate) fn warm_lookups() {
         (&REAL_ACCEPT4, c"accept4"),
     ];
     for (slot, name) in waits {
-        safe_points::next(slot, name);
+        glibc_next::next(slot, name);
     }
     signals::warm();
     exec::warm();
@@ -1424,7 +1428,7 @@ pub unsafe extern "C" fn sigset(sig: libc::c_int, h: libc::sighandler_t) -> libc
 
 // Changes of user (see `start::change_user`): a daemon's worker that drops privileges keeps
 // writing its reports, into a directory prepared while it still could. Each passes the call
-// on with `safe_points::forward`, as the safe points do (`ENOSYS` when glibc has none).
+// on with `glibc_next::forward`, as the safe points do (`ENOSYS` when glibc has none).
 
 /// The effective uid a call asks for: `None` for `(uid_t)-1`, "unchanged".
 fn asked_euid(e: libc::uid_t) -> Option<libc::uid_t> {
@@ -1441,7 +1445,7 @@ pub unsafe extern "C" fn setuid(uid: libc::uid_t) -> libc::c_int {
     type F = unsafe extern "C" fn(libc::uid_t) -> libc::c_int;
     start::change_user(Some(uid), || {
         // SAFETY: `F` is the type of glibc's `setuid`, called with the caller's argument.
-        unsafe { safe_points::forward(&REAL, c"setuid", -1, |f: F| f(uid)) }
+        unsafe { glibc_next::forward(&REAL, c"setuid", -1, |f: F| f(uid)) }
     })
 }
 
@@ -1455,7 +1459,7 @@ pub unsafe extern "C" fn seteuid(euid: libc::uid_t) -> libc::c_int {
     type F = unsafe extern "C" fn(libc::uid_t) -> libc::c_int;
     start::change_user(asked_euid(euid), || {
         // SAFETY: `F` is the type of glibc's `seteuid`, called with the caller's argument.
-        unsafe { safe_points::forward(&REAL, c"seteuid", -1, |f: F| f(euid)) }
+        unsafe { glibc_next::forward(&REAL, c"seteuid", -1, |f: F| f(euid)) }
     })
 }
 
@@ -1469,7 +1473,7 @@ pub unsafe extern "C" fn setreuid(ruid: libc::uid_t, euid: libc::uid_t) -> libc:
     type F = unsafe extern "C" fn(libc::uid_t, libc::uid_t) -> libc::c_int;
     start::change_user(asked_euid(euid), || {
         // SAFETY: `F` is the type of glibc's `setreuid`, called with the caller's arguments.
-        unsafe { safe_points::forward(&REAL, c"setreuid", -1, |f: F| f(ruid, euid)) }
+        unsafe { glibc_next::forward(&REAL, c"setreuid", -1, |f: F| f(ruid, euid)) }
     })
 }
 
@@ -1487,7 +1491,7 @@ pub unsafe extern "C" fn setresuid(
     type F = unsafe extern "C" fn(libc::uid_t, libc::uid_t, libc::uid_t) -> libc::c_int;
     start::change_user(asked_euid(euid), || {
         // SAFETY: `F` is the type of glibc's `setresuid`, called with the caller's arguments.
-        unsafe { safe_points::forward(&REAL, c"setresuid", -1, |f: F| f(ruid, euid, suid)) }
+        unsafe { glibc_next::forward(&REAL, c"setresuid", -1, |f: F| f(ruid, euid, suid)) }
     })
 }
 

@@ -44,7 +44,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::safe_points::next;
+use crate::glibc_next::next;
 
 /// Signals 1 to 64 (`_NSIG` is 65 on Linux).
 const NSIG: usize = 65;

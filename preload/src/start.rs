@@ -63,14 +63,14 @@ fn warn(msg: &str) {
 pub(crate) type ExitFn = unsafe extern "C" fn(libc::c_int) -> !;
 
 /// glibc's `exit` (the next one after ours), looked up by the constructor (see
-/// `safe_points::next`).
+/// `glibc_next::next`).
 static REAL_EXIT: AtomicUsize = AtomicUsize::new(0);
 
 /// glibc's `exit`; `_exit` if it cannot be found (no `exit` runs before the constructor but
 /// another library's constructor's).
 pub(crate) fn real_exit() -> ExitFn {
     // SAFETY: glibc's `exit` has the signature `ExitFn`.
-    unsafe { crate::safe_points::real::<ExitFn>(&REAL_EXIT, c"exit") }.unwrap_or(libc::_exit)
+    unsafe { crate::glibc_next::real::<ExitFn>(&REAL_EXIT, c"exit") }.unwrap_or(libc::_exit)
 }
 
 /// The constructor body.
@@ -82,7 +82,7 @@ pub(crate) fn init() {
     // depends on it), if no allocation call of the process has asked yet.
     let _ = crate::chain::next();
     let ts = thread_state();
-    crate::safe_points::next(&REAL_EXIT, c"exit");
+    crate::glibc_next::next(&REAL_EXIT, c"exit");
     hooks::run_guarded(ts, find_own_code);
     // The main thread lives as long as the process: set it up (until now it counted in the
     // shared counters) and record its stack.
@@ -116,7 +116,7 @@ fn init_guarded() {
         }
     }
     ying_profiler::front_end::apply_sampling_config(&cfg, &SETTINGS);
-    crate::chain::limit_changed();
+    crate::chain::limit_changed(SETTINGS.max_alloc_bytes());
     describe_allocator();
     // Warm libgcc's unwinder (the fallback of ours; it initialises state on first use) before
     // any sample needs it.

@@ -144,8 +144,6 @@ pub(crate) unsafe fn create(
     routine: StartRoutine,
     arg: *mut c_void,
 ) -> libc::c_int {
-    // The program is becoming multi-threaded: a safe point to start the report thread too.
-    crate::start::safe_point(crate::start::Wait::Always);
     let Some(real) = real_create() else {
         return libc::EAGAIN;
     };
