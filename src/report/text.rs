@@ -115,13 +115,14 @@ pub(crate) fn stack_block_in(
 }
 
 /// `   within sampling noise: ...` under a ranked entry whose 95 % interval for `value`
-/// (variance `var`) reaches zero; nothing otherwise.
+/// (variance `var`) reaches zero; nothing otherwise. Not "it may be nothing": a live sample
+/// proves a block is there; what the interval says is that its size is uncertain.
 fn noise_line(value: u64, var: f64, samples: u64) -> String {
     if value == 0 || super::Z95 * var.max(0.0).sqrt() < value as f64 {
         return String::new();
     }
     let n = if samples == 1 { "1 sample".to_string() } else { format!("{samples} samples") };
-    format!("   within sampling noise: its 95 % interval reaches 0 ({n}); it may be nothing\n")
+    format!("   within sampling noise: its 95 % interval reaches 0 ({n}); its size is uncertain\n")
 }
 
 /// Below this share of the peak, the bytes retained at a report are not what its reader came
