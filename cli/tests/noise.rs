@@ -172,8 +172,20 @@ fn a_stack_that_grew_all_run_and_was_freed_before_exit_is_no_suspect() {
     assert!(text.starts_with("LEAK SUSPECTS of noise (pid "), "{text}");
     assert!(text.contains("\n  none\n"), "a stack at 0 B is no suspect: {text}");
     assert!(!text.contains("leak_slowly"), "{text}");
-    // Control: the dumps before the exit, without it, list the leak.
-    let before: Vec<PathBuf> = sets[..sets.len() - 1].iter().map(|s| s.path("json")).collect();
+    // Control: the dumps that held the leak, without the exit's, list it. They are those taken
+    // at least half a second before the exit set: the program holds the leak 1.5 s and then
+    // frees it right before it exits, so a periodic dump that falls on the frees (taken
+    // within milliseconds of the exit's) is left out.
+    let taken = |s: &preload_tests::ReportSet| -> u64 {
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(s.path("json")).unwrap()).unwrap();
+        m["taken_at_ms"].as_u64().expect("taken_at_ms")
+    };
+    let exit_ms = taken(exit);
+    let held: Vec<&preload_tests::ReportSet> =
+        sets.iter().filter(|s| taken(s) + 500 < exit_ms).collect();
+    assert!(held.len() >= 3, "{sets:?}");
+    let before: Vec<PathBuf> = held.iter().map(|s| s.path("json")).collect();
     let o = success(ying().arg("leaks").args(&before).run(), "ying leaks (before the exit)");
     assert!(o.stdout_str().contains("leak_slowly"), "{}", o.stdout_str());
     // `ying top` of the exit set's profile points at its peak; of a set that held its peak,
@@ -182,8 +194,8 @@ fn a_stack_that_grew_all_run_and_was_freed_before_exit_is_no_suspect() {
     let first = top.lines().next().unwrap_or_default();
     assert!(first.starts_with("First read: retained at exit is "), "{top}");
     assert!(first.contains(".peak.pb.gz` shows the peak's functions"), "{top}");
-    let held = &sets[sets.len() - 2];
-    let top = success(ying().arg("top").arg(held.path("pb.gz")).run(), "ying top").stdout_str();
+    let top = success(ying().arg("top").arg(held[held.len() - 1].path("pb.gz")).run(), "ying top")
+        .stdout_str();
     assert!(top.starts_with("File: "), "{top}");
     // The process's own page, written at exit from its timeline, agrees.
     let own = std::fs::read_dir(&reports).unwrap().map(|e| e.unwrap().path()).find(|p| {

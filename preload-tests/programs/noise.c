@@ -11,8 +11,8 @@
  *                      the first FILL_SECS seconds (a cache that fills, then stays as it is)
  *   leak_slowly        MODE "leak" only: keeps 16 KiB blocks, 2 MiB per second, never freed
  *
- * MODE "leak-freed" leaks like "leak", then frees every block it holds before it exits: a
- * stack that grew all run and ended at zero, which is no leak.
+ * MODE "leak-freed" leaks like "leak", holds it all for 1.5 s, then frees every block it holds
+ * before it exits: a stack that grew all run and ended at zero, which is no leak.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +101,9 @@ int main(int argc, char **argv) {
     }
     printf("leaked %ld bytes, cached %d blocks\n", leaked_n * LEAK_BLOCK, cached);
     if (freed) {
+        /* Held a while first, so that a periodic dump sees the whole leak. */
+        struct timespec hold = {1, 500 * 1000 * 1000};
+        nanosleep(&hold, NULL);
         for (long i = 0; i < leaked_n; i++) free(leaked[i]);
         free(leaked);
         for (int i = 0; i < cached; i++) free(cache[i]);
