@@ -310,8 +310,10 @@
   Process.prototype.stackCols = function () {
     return this.nameCols().concat([
       // A sampled figure with its 95 % interval (1.96 standard errors, f[8]).
+      // An estimate whose interval reaches zero is marked: its size is uncertain.
       ["retained", function (f) { return f[1]; }, true, function (v, f) {
-        return bytes(v) + (f[8] >= 1 ? " \u00b1 " + bytes(Math.round(1.96 * f[8])) : "");
+        return bytes(v) + (f[8] >= 1 ? " \u00b1 " + bytes(Math.round(1.96 * f[8])) : "") +
+          (v > 0 && 1.96 * f[8] >= v ? " (within noise)" : "");
       }],
       ["resident", function (f) { return f[9]; }, true, function (v) { return v < 0 ? "-" : bytes(v); }],
       ["allocated", function (f) { return f[2]; }, true, bytes],
