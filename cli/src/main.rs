@@ -10,7 +10,6 @@ mod run;
 mod significance;
 mod summary;
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,39 +36,7 @@ enum Cmd {
     /// stderr the report sets this run wrote (one line per process: executable, pid, peak,
     /// retained at exit) and the largest one's text report, or says why none was written.
     #[command(after_help = "Example: ying run --interval 10 -- python3 my_script.py")]
-    Run {
-        /// Seconds between the report thread's checks (YING_CHECK_INTERVAL_SECS; 0: reports
-        /// at exit only).
-        #[arg(long, value_name = "SECS")]
-        interval: Option<u64>,
-        /// The reporting directory (YING_REPORTING_PATH; default ./ying-profiles).
-        #[arg(short, long, value_name = "DIR")]
-        output: Option<PathBuf>,
-        /// Mean bytes allocated between samples (YING_SAMPLE_INTERVAL_BYTES), e.g. 4KiB.
-        #[arg(long, value_name = "BYTES")]
-        sample_interval: Option<String>,
-        /// Profile only executables of this file name (YING_ONLY_EXE).
-        #[arg(long, value_name = "NAME")]
-        only_exe: Option<String>,
-        /// The shim to preload.
-        #[arg(long, value_name = "PATH")]
-        lib: Option<PathBuf>,
-        /// Print no summary at the end.
-        #[arg(long)]
-        no_summary: bool,
-        /// List every process in the summary, small ones too (by default processes whose
-        /// peak is under 1 MiB and 1 % of the largest are folded into one line).
-        #[arg(long)]
-        all_processes: bool,
-        /// The program and its arguments (after `--`).
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "CMD"
-        )]
-        command: Vec<OsString>,
-    },
+    Run(run::Request),
     /// What changed between two heap profiles, like `go tool pprof -diff_base A B`, with
     /// sampling noise told apart from change.
     ///
@@ -360,28 +327,7 @@ fn main() -> ExitCode {
     // files served by DEBUGINFOD_URLS; the profiled processes themselves never fetch.
     ying_profiler::debuginfo::set_fetch(true);
     let result = match cli.command {
-        Cmd::Run {
-            interval,
-            output,
-            sample_interval,
-            only_exe,
-            lib,
-            no_summary,
-            all_processes,
-            command,
-        } => {
-            let req = run::Request {
-                command,
-                interval,
-                output,
-                sample_interval,
-                only_exe,
-                lib,
-                no_summary,
-                all_processes,
-            };
-            run::run(&req).map(ExitCode::from)
-        }
+        Cmd::Run(req) => run::run(&req).map(ExitCode::from),
         Cmd::Diff { a, b, sample, k, cum, all, node_fraction, unit, output } => (|| {
             let (a, b) = (profile::load(&a)?, profile::load(&b)?);
             let req = diff::Request {

@@ -9,25 +9,40 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::summary;
 
-/// What `ying run` was asked for.
-#[derive(Debug)]
+/// What `ying run` was asked for: its command line.
+#[derive(Debug, clap::Args)]
 pub struct Request {
-    /// The program and its arguments.
-    pub command: Vec<OsString>,
-    /// `YING_CHECK_INTERVAL_SECS`.
+    /// Seconds between the report thread's checks (YING_CHECK_INTERVAL_SECS; 0: reports at
+    /// exit only).
+    #[arg(long, value_name = "SECS")]
     pub interval: Option<u64>,
-    /// `YING_REPORTING_PATH`.
+    /// The reporting directory (YING_REPORTING_PATH; default ./ying-profiles).
+    #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// `YING_SAMPLE_INTERVAL_BYTES`.
+    /// Mean bytes allocated between samples (YING_SAMPLE_INTERVAL_BYTES), e.g. 4KiB.
+    #[arg(long, value_name = "BYTES")]
     pub sample_interval: Option<String>,
-    /// `YING_ONLY_EXE`.
+    /// Profile only executables of this file name (YING_ONLY_EXE).
+    #[arg(long, value_name = "NAME")]
     pub only_exe: Option<String>,
-    /// The shim to preload, instead of the one found (see [`find_lib`]).
+    /// The shim to preload.
+    #[arg(long, value_name = "PATH")]
     pub lib: Option<PathBuf>,
-    /// Print no summary.
+    /// Print no summary at the end.
+    #[arg(long)]
     pub no_summary: bool,
-    /// List small processes in the summary too (`--all-processes`).
+    /// List every process in the summary, small ones too (by default processes whose peak is
+    /// under 1 MiB and 1 % of the largest are folded into one line).
+    #[arg(long)]
     pub all_processes: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
 }
 
 /// The shim: `explicit` (`--lib`), else `$YING_LIB`, else `libying.so` next to this

@@ -12,22 +12,14 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{success, top_rows, ying};
-use preload_tests::{Run, TestDir, preload_lib, report_sets};
+use preload_tests::{TestDir, report_sets};
 
 /// Runs `noise ARGS` under the shim, a check (and a set) every second, a sample per 64 KiB on
 /// average; returns the reporting directory.
 fn run_noise(dir: &TestDir, name: &str, args: &[&str]) -> PathBuf {
     let exe = dir.compile_c("noise.c", &[]);
     let reports = dir.reports(name);
-    let o = Run::new(&exe)
-        .args(args)
-        .env("LD_PRELOAD", preload_lib().to_str().unwrap())
-        .env("YING_REPORTING_PATH", reports.to_str().unwrap())
-        .env("YING_SAMPLE_INTERVAL_BYTES", "64KiB")
-        .env("YING_CHECK_INTERVAL_SECS", "1")
-        .env("YING_REPORT_PCT_CHANGE_TRIGGER", "0")
-        .env("YING_GEN_FLAMEGRAPHS", "0")
-        .run();
+    let o = common::every_second(&exe, &reports).args(args).run();
     o.assert_success("noise.c under the shim");
     reports
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::{data, success, ying};
-use preload_tests::{Run, TestDir, preload_lib, report_sets};
+use preload_tests::{Run, TestDir, report_sets};
 
 /// The DOM Chromium leaves after running the script of `page` (`#fragment` after it, if any).
 fn dom_of(page: &Path, fragment: &str, work: &Path) -> String {
@@ -50,14 +50,7 @@ fn a_page_opens_on_the_hump_not_on_the_empty_end() {
         .run()
         .assert_success("cc hump.c");
     let reports = dir.join("reports");
-    let o = Run::new(&exe)
-        .env("LD_PRELOAD", preload_lib().to_str().unwrap())
-        .env("YING_REPORTING_PATH", reports.to_str().unwrap())
-        .env("YING_SAMPLE_INTERVAL_BYTES", "64KiB")
-        .env("YING_CHECK_INTERVAL_SECS", "1")
-        .env("YING_REPORT_PCT_CHANGE_TRIGGER", "0")
-        .env("YING_GEN_FLAMEGRAPHS", "0")
-        .run();
+    let o = common::every_second(&exe, &reports).run();
     o.assert_success("hump.c under the shim");
     let sets = report_sets(&reports);
     assert!(sets.len() >= 4, "a set a second: {sets:?}");

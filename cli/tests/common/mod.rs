@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use preload_tests::{Outcome, Run, TestDir, require_tool};
+use preload_tests::{Outcome, Run, TestDir, preload_lib, require_tool};
 
 /// A run of the `ying` binary under test.
 pub fn ying() -> Run {
@@ -94,4 +94,16 @@ pub fn go_heap_profiles(dir: &TestDir) -> Option<(PathBuf, PathBuf)> {
     let (a, b) = (dir.join("before.pb.gz"), dir.join("after.pb.gz"));
     Run::new(&exe).arg(&a).arg(&b).run().assert_success("goheap");
     Some((a, b))
+}
+
+/// `exe` under the shim reporting to `reports`: a check (and a set) every second, a sample per
+/// 64 KiB on average, no flamegraphs.
+pub fn every_second(exe: &Path, reports: &Path) -> Run {
+    Run::new(exe)
+        .env("LD_PRELOAD", preload_lib().to_str().unwrap())
+        .env("YING_REPORTING_PATH", reports.to_str().unwrap())
+        .env("YING_SAMPLE_INTERVAL_BYTES", "64KiB")
+        .env("YING_CHECK_INTERVAL_SECS", "1")
+        .env("YING_REPORT_PCT_CHANGE_TRIGGER", "0")
+        .env("YING_GEN_FLAMEGRAPHS", "0")
 }
