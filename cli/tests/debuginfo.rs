@@ -2,7 +2,8 @@
 //! (cli/tests/data/hidden.c, its allocating function static, so only its debug file names it)
 //! is named from its debug file found in the debuginfod client's cache, through its
 //! `.gnu_debuglink`, or fetched by `ying report` from a local debuginfod server (Debian's
-//! `debuginfod` serving a directory); a debug file of another build is never used. The control
+//! `debuginfod` serving a directory), through `debuginfod-find` and through Ying's own HTTP
+//! client; a debug file of another build is never used. The control
 //! is the same run with no debug file: the frame is `libhidden.so+0x...`.
 //!
 //! Needs the shim (as the preload tests find it) and Debian's `debuginfod` (`scripts/test.sh`
@@ -198,25 +199,35 @@ fn ying_report_fetches_a_debug_file_from_debuginfod_into_the_cache() {
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|x| x == "live"))
         .expect("a raw exit");
-    let report = |out: &Path, urls: &str| {
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    // `client`: whether `debuginfod-find` is on the PATH (else Ying's own HTTP client asks).
+    let report = |out: &Path, urls: &str, cache: &Path, client: bool| {
+        let empty = dir.join("empty-path");
+        std::fs::create_dir_all(&empty).unwrap();
+        let path = if client { std::env::var("PATH").unwrap() } else { s(&empty) };
         let o = ying()
             .args(&["report", "-o", out.to_str().unwrap()])
             .arg(&live)
             .env("DEBUGINFOD_URLS", urls)
             .env("DEBUGINFOD_CACHE_PATH", cache.to_str().unwrap())
+            .env("PATH", &path)
             .run();
         success(o, "ying report");
         lib_frames(out)
     };
-    // Control: no server answers.
-    let f = report(&dir.join("out-none"), "http://127.0.0.1:9");
-    assert!(!named(&f), "{f:?}");
-    // `ying report` fetches it, names the frames and leaves it in the cache.
-    let f = report(&dir.join("out"), &server.url);
-    assert!(named(&f), "{f:?}");
-    assert!(cache.join(&b.build_id).join("debuginfo").is_file());
+    for (client, name) in [(false, "own-client"), (true, "debuginfod-find")] {
+        let cache = dir.join(&format!("cache-{name}"));
+        // Control: no server answers.
+        let f = report(&dir.join(&format!("{name}-none")), "http://127.0.0.1:9", &cache, client);
+        assert!(!named(&f), "{name}: {f:?}");
+        // `ying report` fetches it, names the frames and leaves it in the cache.
+        let f = report(&dir.join(&format!("{name}-out")), &server.url, &cache, client);
+        assert!(named(&f), "{name}: {f:?}");
+        assert!(cache.join(&b.build_id).join("debuginfo").is_file(), "{name}");
+    }
     // With the server gone, the cache names them.
     drop(server);
-    let f = report(&dir.join("out-cached"), "http://127.0.0.1:9");
+    let cache = dir.join("cache-own-client");
+    let f = report(&dir.join("out-cached"), "http://127.0.0.1:9", &cache, false);
     assert!(named(&f), "{f:?}");
 }

@@ -13,15 +13,16 @@
 //! 3. by the module's `.gnu_debuglink` name: beside it, in its `.debug/` directory, and under
 //!    `/usr/lib/debug/<its directory>/`;
 //! 4. only where fetching is on ([`set_fetch`]: the `ying` command, never a profiled
-//!    process): from each `http://` server of `$DEBUGINFOD_URLS`, `GET <url>/buildid/<id>/debuginfo`,
-//!    into the cache of step 2.
+//!    process): from the servers of `$DEBUGINFOD_URLS`, into the cache of step 2, through
+//!    elfutils' `debuginfod-find` when it is installed (it speaks `https://`), else with a
+//!    plain HTTP client of our own from each `http://` server
+//!    (`GET <url>/buildid/<id>/debuginfo`).
 //!
 //! A candidate whose build id differs from the module's is not used (a debug file of another
 //! build would name the wrong functions and look right). A profiled process never fetches: a
 //! report would wait on the network, and Debian sets `DEBUGINFOD_URLS` for every login shell,
-//! so every profiled program would reach out to a public server. `https://` servers are left
-//! to `debuginfod-find`, whose downloads land in the same cache (Ying has no TLS client); one
-//! line says so.
+//! so every profiled program would reach out to a public server. Without `debuginfod-find`,
+//! `https://` servers are not asked (Ying has no TLS client); one line says so.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -130,6 +131,13 @@ fn fetch(id: &str) -> Option<PathBuf> {
     if failed.iter().any(|f| f == id) {
         return None;
     }
+    if let Some(client) = client() {
+        let found = with_client(&client, id, &cache);
+        if found.is_none() {
+            failed.push(id.to_string());
+        }
+        return found;
+    }
     for url in urls.split_whitespace() {
         let Some(rest) = url.strip_prefix("http://") else {
             warn_once_https(url);
@@ -154,13 +162,47 @@ fn fetch(id: &str) -> Option<PathBuf> {
     None
 }
 
+/// elfutils' `debuginfod-find` (Debian's `debuginfod` package), when installed: it speaks
+/// `https://` too and fills the same cache.
+fn client() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join("debuginfod-find")).find(|p| p.is_file())
+}
+
+/// `debuginfod-find debuginfo <id>` into `cache`: the path it prints. A server's "not found"
+/// is quiet; any other failure is said once.
+fn with_client(client: &Path, id: &str, cache: &Path) -> Option<PathBuf> {
+    let mut cmd = std::process::Command::new(client);
+    cmd.args(["debuginfo", id]).env("DEBUGINFOD_CACHE_PATH", cache);
+    if std::env::var_os("DEBUGINFOD_TIMEOUT").is_none() {
+        cmd.env("DEBUGINFOD_TIMEOUT", CONNECT_TIMEOUT.as_secs().to_string());
+    }
+    let out = cmd.stdin(std::process::Stdio::null()).output().ok()?;
+    if out.status.success() {
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        return path.is_file().then_some(path);
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let said = said.lines().next().unwrap_or("").trim();
+    if !said.contains("No such file or directory") {
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            crate::sys::warn(&format!(
+                "{} debuginfo {id} (DEBUGINFOD_URLS): {said}",
+                client.display()
+            ));
+        }
+    }
+    None
+}
+
 /// Says once that an `https://` server is not asked.
 fn warn_once_https(url: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
         crate::sys::warn(&format!(
-            "{url} (DEBUGINFOD_URLS) not asked: Ying fetches from http:// servers only; \
-             `debuginfod-find debuginfo <build id>` fills the cache it reads"
+            "{url} (DEBUGINFOD_URLS) not asked: without debuginfod-find (Debian's debuginfod \
+             package) Ying fetches from http:// servers only"
         ));
     }
 }
