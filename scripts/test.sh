@@ -49,7 +49,7 @@ need_commands "tests/html_report.rs opens the HTML report in headless Chromium a
 need_commands "the endpoint tests ask the profiled programs with curl" curl curl
 need_commands "tests/debugger.rs stops gdb inside glibc's allocator under the shim" gdb gdb
 need_commands "cli/tests/debuginfo.rs fetches a debug file from a local debuginfod server" \
-    debuginfod debuginfod
+    "debuginfod debuginfod-find" debuginfod
 lib=/usr/lib/x86_64-linux-gnu
 need_files "tests/chained.rs chains the shim to jemalloc, tcmalloc and mimalloc" \
     "$lib/libjemalloc.so.2 $lib/libtcmalloc.so.4 $lib/libtcmalloc_minimal.so.4 $lib/libmimalloc.so.2" \
