@@ -36,10 +36,27 @@ fn marker_pprof_churn() {
     }
 }
 
+/// A trait method: its name, `<alloc::vec::Vec<...> as pprof_go_tool::Grow>::...`, starts with
+/// `<`, which pprof would take for C++ template arguments to cut.
+trait Grow {
+    fn marker_pprof_grow(&mut self);
+}
+
+impl Grow for Vec<Box<[u8]>> {
+    #[inline(never)]
+    fn marker_pprof_grow(&mut self) {
+        for _ in 0..10 {
+            self.push(black_box(vec![7u8; 30_000].into_boxed_slice()));
+        }
+    }
+}
+
 #[test]
 fn go_tool_pprof_reads_our_profile() {
     let mut keep = Vec::with_capacity(40);
     marker_pprof_keep(&mut keep);
+    let mut grown = Vec::with_capacity(10);
+    grown.marker_pprof_grow();
     let untouched = marker_pprof_untouched();
     marker_pprof_churn();
     let dir = common::fresh_dir("pprof");
@@ -89,6 +106,9 @@ fn go_tool_pprof_reads_our_profile() {
     };
     assert!(first_flat(&alloc).starts_with("pprof_go_tool::marker_pprof_"), "{alloc}");
     assert!(first_flat(&inuse).starts_with("pprof_go_tool::marker_pprof_"), "{inuse}");
+    // A trait method keeps its type and trait in pprof's view, not a bare `::marker_pprof_grow`.
+    let grow = inuse.lines().find(|l| l.contains("marker_pprof_grow")).unwrap_or_default();
+    assert!(grow.contains(" as pprof_go_tool::Grow>::marker_pprof_grow"), "{inuse}");
     let objects = run("alloc_objects");
     assert!(objects.contains("marker_pprof_churn"), "{objects}");
     let resident = run("resident_space");
@@ -108,6 +128,7 @@ fn go_tool_pprof_reads_our_profile() {
     assert!(raw.contains("inuse_space/bytes[dflt]"), "{raw}");
     assert!(raw.contains("resident_space/bytes swapped_space/bytes"), "{raw}");
     drop(keep);
+    drop(grown);
     drop(untouched);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -43,10 +43,14 @@ fn location(loc: &Location, modules: &[Module]) -> Option<PprofLocation> {
         .filter(|f| !f.is_noise())
         .map(|f| PprofLine {
             function: f.function.clone(),
-            // A system name unlike the name keeps pprof from reading a Python name as
-            // demangled C++ and cutting `<module>` down to nothing.
+            // A system name unlike the name keeps pprof from taking the name for demangled
+            // C++ and cutting out everything between `<` and `>`: a Python `<module>` down to
+            // nothing, a Rust trait method `<Vec<T> as Extend<T>>::extend` down to `::extend`
+            // (pprof leaves a function whose system name differs from its name as it is).
             system_name: if f.is_python() {
                 format!("python:{}", f.function).into()
+            } else if f.function.starts_with('<') {
+                format!("rust:{}", f.function).into()
             } else {
                 f.function.clone()
             },
