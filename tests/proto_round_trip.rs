@@ -72,7 +72,11 @@ fn report_set_and_go_heap_profiles_round_trip() {
             "inuse_objects",
             "inuse_space",
             "resident_space",
-            "swapped_space"
+            "swapped_space",
+            "alloc_objects_stderr",
+            "alloc_space_stderr",
+            "inuse_objects_stderr",
+            "inuse_space_stderr"
         ]
     );
     assert_eq!(p.default_sample_index(), Some(3));

@@ -127,12 +127,15 @@ pub struct Stack {
 }
 
 /// How the sampling noise of one sample type of a profile is known: from the samples'
-/// `stderr:<type>` numeric labels (a producer that computed each sample's standard error, as
-/// Ying does), else from the bound `Var ≤ |bytes|·period` (a count: `count²·period/bytes` with
-/// the bytes of the same samples), which needs the profile's period in bytes.
+/// standard errors the producer computed (Ying's: the `<type>_stderr` sample type, or the
+/// `stderr:<type>` numeric labels of sets written before it), else from the bound
+/// `Var ≤ |bytes|·period` (a count: `count²·period/bytes` with the bytes of the same samples),
+/// which needs the profile's period in bytes.
 #[derive(Debug, Clone)]
 pub struct Noise {
-    /// The label that carries a sample's standard error.
+    /// The sample type that holds a sample's standard error, when the profile has one.
+    stderr_index: Option<usize>,
+    /// The label that carries it in older profiles.
     stderr_key: String,
     /// The sample interval in bytes (0: exact).
     period: f64,
@@ -148,9 +151,13 @@ impl Noise {
     pub fn of(p: &Profile, index: usize) -> Option<Noise> {
         let t = &p.sample_type[index];
         let (ty, unit) = (p.string(t.r#type), p.string(t.unit));
+        let stderr_index = p.sample_type_index(&format!(
+            "{ty}{}",
+            ying_profiler::report::noise::STDERR_SAMPLE_SUFFIX
+        ));
         let stderr_key = format!("stderr:{ty}");
-        let labelled =
-            p.sample.iter().any(|s| s.label.iter().any(|l| p.string(l.key) == stderr_key));
+        let labelled = stderr_index.is_some()
+            || p.sample.iter().any(|s| s.label.iter().any(|l| p.string(l.key) == stderr_key));
         let bytes_index = if unit == "bytes" {
             Some(index)
         } else {
@@ -166,24 +173,32 @@ impl Noise {
         if !(labelled || (period_in_bytes && bytes_index.is_some())) {
             return None;
         }
-        Some(Noise { stderr_key, period: p.period.max(0) as f64, bytes_index, labelled })
+        Some(Noise {
+            stderr_index,
+            stderr_key,
+            period: p.period.max(0) as f64,
+            bytes_index,
+            labelled,
+        })
     }
 
-    /// Whether the profile gives its samples' standard errors (`stderr:<type>` labels, as
-    /// Ying's do), rather than leaving them to the period's bound.
+    /// Whether the profile gives its samples' standard errors (as Ying's do), rather than
+    /// leaving them to the period's bound.
     pub fn labelled(&self) -> bool {
         self.labelled
     }
 
     /// The variance of sample `s`'s value `value` (see [`ying_profiler::report::noise::variance`]).
     fn variance(&self, p: &Profile, s: &ying_profiler::report::proto::Sample, value: i64) -> f64 {
-        // A profile that labels its samples leaves the label out where the value has no
+        // A profile that gives them gives 0 (or, with labels, no label) where the value has no
         // sampling error (Ying's, for blocks sampled surely).
-        let stderr = if self.labelled {
-            let label = s.label.iter().find(|l| p.string(l.key) == self.stderr_key);
-            Some(label.map_or(0.0, |l| l.num as f64))
-        } else {
-            None
+        let stderr = match (self.stderr_index, self.labelled) {
+            (Some(i), _) => Some(s.value.get(i).copied().unwrap_or(0) as f64),
+            (None, true) => {
+                let label = s.label.iter().find(|l| p.string(l.key) == self.stderr_key);
+                Some(label.map_or(0.0, |l| l.num as f64))
+            }
+            (None, false) => None,
         };
         let bytes = self.bytes_index.and_then(|i| s.value.get(i).copied()).unwrap_or(value);
         ying_profiler::report::noise::variance(value as f64, bytes as f64, self.period, stderr)

@@ -7,7 +7,7 @@
 //! whole table (family-wise 1 %, [`ying_profiler::report::noise::threshold`]) are *beyond
 //! noise* and come first, surest first, and the others are folded into one line with their
 //! count and summed change. `--all` lists every row in pprof's order instead, each marked.
-//! When neither profile says its noise (no `stderr:<type>` labels, no period in bytes), the
+//! When neither profile says its noise (no standard errors of its samples, no period in bytes), the
 //! rows are pprof's, unmarked, and the header says so.
 
 use ying_profiler::report::noise::{self, Change};
@@ -77,7 +77,7 @@ impl Judged {
         let mut o = match self.threshold {
             None => format!(
                 "Showing {} of {n} functions that changed; {left_out}; sampling noise unknown \
-                 (no stderr labels and no period in bytes): changes are not marked\n",
+                 (no standard errors of their samples and no period in bytes): changes are not marked\n",
                 shown.len()
             ),
             Some(t) => format!(

@@ -11,8 +11,8 @@ use std::io::{self, Write};
 use std::time::UNIX_EPOCH;
 
 use super::pprof::{
-    INUSE_SAMPLE_TYPES, INUSE_STDERR_LABELS, Label, PprofLine, PprofLocation, PprofMapping,
-    PprofProfile, ProfileWriter, SAMPLE_TYPES, STDERR_LABELS, stderr_labels,
+    INUSE_STDERR_SAMPLE_TYPES, Label, PprofLine, PprofLocation, PprofMapping, PprofProfile,
+    ProfileWriter, RESIDENT_SAMPLE_TYPES, STDERR_SAMPLE_TYPES, stderr_values,
 };
 use crate::report::model::Report;
 use crate::report::model::table::{Location, StackTable};
@@ -147,16 +147,17 @@ fn write_with(
     let peak = matches!(values, Values::Peak);
     // The residency of now, when it was measured (every row has it then, or none does).
     let resident = matches!(values, Values::Now) && snap.len() > 0 && snap.row(0).fig.res.is_some();
-    let mut w = if peak {
-        ProfileWriter::with_sample_types(mappings(modules), out, &super::pprof::INUSE_SAMPLE_TYPES)?
-    } else if resident {
-        ProfileWriter::with_sample_types(
-            mappings(modules),
-            out,
-            &super::pprof::RESIDENT_SAMPLE_TYPES,
-        )?
-    } else {
-        ProfileWriter::new(mappings(modules), out)?
+    let mut w = match values {
+        Values::Peak => {
+            ProfileWriter::with_sample_types(mappings(modules), out, &INUSE_STDERR_SAMPLE_TYPES)?
+        }
+        Values::Now if resident => {
+            ProfileWriter::with_sample_types(mappings(modules), out, &RESIDENT_SAMPLE_TYPES)?
+        }
+        Values::Now => {
+            ProfileWriter::with_sample_types(mappings(modules), out, &STDERR_SAMPLE_TYPES)?
+        }
+        Values::Custom { .. } => ProfileWriter::new(mappings(modules), out)?,
     };
     w.drop_frames(ALLOCATOR_FRAMES);
     let mut duration_nanos = 0;
@@ -205,21 +206,21 @@ fn write_with(
             .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }));
         let fig = &snap.row(row).fig;
         if peak {
-            let se = fig.peak_pprof_stderrs();
-            let errs = stderr_labels(&INUSE_STDERR_LABELS, &INUSE_SAMPLE_TYPES, &se);
-            w.sample_values(&stack, &peak_values, labels.chain(errs))?;
+            let [a, b] = peak_values;
+            let [sa, sb] = stderr_values(fig.peak_pprof_stderrs());
+            w.sample_values(&stack, &[a, b, sa, sb], labels)?;
         } else if let Some(v) = custom {
             w.sample(&stack, v, labels)?;
         } else {
-            // Go's four values carry their standard errors, with or without the resident ones.
-            let se = fig.pprof_stderrs();
-            let labels = labels.chain(stderr_labels(&STDERR_LABELS, &SAMPLE_TYPES, &se));
+            // Go's four values, the resident ones when measured, then the four's standard
+            // errors (see `STDERR_SAMPLE_TYPES`).
             let [a, b, c, d] = fig.pprof_values();
+            let [sa, sb, sc, sd] = stderr_values(fig.pprof_stderrs());
             if resident {
                 let [res, swp] = fig.resident_pprof_values();
-                w.sample_values(&stack, &[a, b, c, d, res, swp], labels)?;
+                w.sample_values(&stack, &[a, b, c, d, res, swp, sa, sb, sc, sd], labels)?;
             } else {
-                w.sample_values(&stack, &[a, b, c, d], labels)?;
+                w.sample_values(&stack, &[a, b, c, d, sa, sb, sc, sd], labels)?;
             }
         }
     }
@@ -350,7 +351,8 @@ mod tests {
             loc.line.iter().filter_map(|l| name(l.function_id)).collect()
         };
         let s = &d.sample[7];
-        assert_eq!(s.value, [2, 107, 1, 7]);
+        // Go's four values, then their standard errors (none: every block was sampled).
+        assert_eq!(s.value, [2, 107, 1, 7, 0, 0, 0, 0]);
         assert_eq!(names(s.location_id[0]), ["leaf_7"]);
         assert_eq!(s.location_id.len(), 3, "{:?}", s.location_id);
         assert_eq!(s.location_id[1], s.location_id[2], "one address, one location");

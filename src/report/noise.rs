@@ -33,6 +33,11 @@
 /// beyond noise (see the module documentation).
 pub const FAMILY_ALPHA: f64 = 0.01;
 
+/// The suffix of the sample type that holds another's per-sample standard errors in Ying's
+/// pprof profiles (`inuse_space_stderr` beside `inuse_space`): what a reader passes to
+/// [`variance`] as the producer's standard error.
+pub const STDERR_SAMPLE_SUFFIX: &str = "_stderr";
+
 /// The variance of one sampled figure: the square of `stderr` when the producer gives it (a
 /// figure's exact standard error), else the bound from the sample interval `period` (bytes):
 /// `|bytes|·period` for a figure of bytes (`value == bytes`), `value²·period/|bytes|` for a

@@ -57,44 +57,52 @@ pub(crate) const SAMPLE_TYPES: [(&str, &str); 4] = [
     ("inuse_space", "bytes"),
 ];
 
-/// The sample types of a profile of retained memory alone (the peak's heap profile, which
-/// keeps no allocated figures), in the order of its values: Go's two `inuse_*` types.
-pub(crate) const INUSE_SAMPLE_TYPES: [(&str, &str); 2] =
-    [("inuse_objects", "count"), ("inuse_space", "bytes")];
+/// A report set's heap profile: Go's four sample types, then each one's standard error from
+/// sampling, in its unit, per sample (0: no sampling error), as sample types of their own:
+/// `ying diff` and `ying view` read them, `go tool pprof` opens on `inuse_space` as ever and
+/// lists them only among `-sample_index`'s choices, and its `-tags` stays the program's labels
+/// (they were `stderr:<type>` numeric labels on every sample once, which `-tags` listed).
+/// Another producer's profile has none, and its noise is bounded from its period instead.
+pub(crate) const STDERR_SAMPLE_TYPES: [(&str, &str); 8] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+    ("alloc_objects_stderr", "count"),
+    ("alloc_space_stderr", "bytes"),
+    ("inuse_objects_stderr", "count"),
+    ("inuse_space_stderr", "bytes"),
+];
 
-/// The numeric label each sample carries beside the value of the same index of
-/// [`SAMPLE_TYPES`]: that value's standard error, in the value's unit (absent when it has no
-/// sampling error). `ying diff` reads them; another producer's profile has none, and its noise
-/// is bounded from its period instead.
-pub(crate) const STDERR_LABELS: [&str; 4] =
-    ["stderr:alloc_objects", "stderr:alloc_space", "stderr:inuse_objects", "stderr:inuse_space"];
+/// [`STDERR_SAMPLE_TYPES`] for the peak's profile, which keeps no allocated figures: Go's two
+/// `inuse_*` types and their standard errors.
+pub(crate) const INUSE_STDERR_SAMPLE_TYPES: [(&str, &str); 4] = [
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+    ("inuse_objects_stderr", "count"),
+    ("inuse_space_stderr", "bytes"),
+];
 
-/// [`STDERR_LABELS`] for [`INUSE_SAMPLE_TYPES`].
-pub(crate) const INUSE_STDERR_LABELS: [&str; 2] = ["stderr:inuse_objects", "stderr:inuse_space"];
-
-/// The standard-error labels of a sample whose values' standard errors are `stderrs`, named
-/// `names`, in units `types` (those that round to 0 left out).
-pub(crate) fn stderr_labels<'a>(
-    names: &'a [&'a str],
-    types: &'a [(&'a str, &'a str)],
-    stderrs: &'a [f64],
-) -> impl Iterator<Item = Label<'a>> + 'a {
-    names.iter().zip(types).zip(stderrs).filter_map(|((&key, &(_, unit)), &se)| {
-        let n = se.round();
-        (n >= 1.0).then(|| Label { key, str: "", num: n.min(i64::MAX as f64) as i64, unit })
-    })
+/// Standard errors as sample values (rounded; 0 when none).
+pub(crate) fn stderr_values<const N: usize>(stderrs: [f64; N]) -> [i64; N] {
+    stderrs.map(|se| se.round().clamp(0.0, i64::MAX as f64) as i64)
 }
+
 /// Go's four sample types and the estimated retained bytes in memory and in swap at report
 /// time (`YING_RESIDENT`, see `model/resident.rs`): a report's heap profile when its residency
 /// was measured. `default_sample_type` stays `inuse_space`, so `go tool pprof` opens it as it
 /// opens Go's; `-sample_index=resident_space` shows where the pages are.
-pub(crate) const RESIDENT_SAMPLE_TYPES: [(&str, &str); 6] = [
+pub(crate) const RESIDENT_SAMPLE_TYPES: [(&str, &str); 10] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
     ("inuse_objects", "count"),
     ("inuse_space", "bytes"),
     ("resident_space", "bytes"),
     ("swapped_space", "bytes"),
+    ("alloc_objects_stderr", "count"),
+    ("alloc_space_stderr", "bytes"),
+    ("inuse_objects_stderr", "count"),
+    ("inuse_space_stderr", "bytes"),
 ];
 
 /// `Profile.period_type`: the period counts allocated bytes, as in Go heap profiles.
