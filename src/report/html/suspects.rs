@@ -71,7 +71,12 @@ pub(crate) fn panel(o: &mut String, a: &Analysis) {
         leaks::OLD_FRACTION * 100.0
     );
     if a.suspects.is_empty() {
-        o.push_str("<p class=\"no-leaks\">No leak suspect.</p>\n");
+        match leaks::too_few_dumps(a) {
+            Some(why) => {
+                let _ = writeln!(o, "<p class=\"no-leaks\">No leak suspect: {}.</p>", esc(&why));
+            }
+            None => o.push_str("<p class=\"no-leaks\">No leak suspect.</p>\n"),
+        }
         return;
     }
     o.push_str(

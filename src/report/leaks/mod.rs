@@ -189,6 +189,18 @@ pub fn analyse(series: &[Series], dumps: usize, window_ms: u64) -> Analysis {
     Analysis { suspects, tested: tested.len(), threshold, dumps, window_ms }
 }
 
+/// Why the test found nothing it could test: fewer dumps of the process than [`MIN_POINTS`]
+/// (a short run, or reports minutes apart), said with how to get more; None otherwise.
+pub fn too_few_dumps(a: &Analysis) -> Option<String> {
+    (a.dumps < MIN_POINTS).then(|| {
+        format!(
+            "the trend test needs at least {MIN_POINTS} dumps of the process and has {}: a \
+             shorter YING_CHECK_INTERVAL_SECS, or dumps on demand (signal, endpoint), gives it more",
+            a.dumps
+        )
+    })
+}
+
 /// A p-value as `p=0.0012` or `p<1e-15`.
 pub fn p_text(p: f64) -> String {
     if p < 1e-15 {
@@ -215,7 +227,10 @@ pub fn text(who: &str, a: &Analysis) -> String {
         OLD_FRACTION * 100.0
     );
     if a.suspects.is_empty() {
-        o.push_str("  none\n");
+        match too_few_dumps(a) {
+            Some(why) => o.push_str(&format!("  none: {why}\n")),
+            None => o.push_str("  none\n"),
+        }
     }
     for (i, s) in a.suspects.iter().enumerate() {
         o.push_str(&format!(
@@ -302,6 +317,13 @@ mod tests {
         assert!(a.suspects.is_empty(), "{a:#?}");
         assert_eq!(a.tested, 1);
         assert!(text("x", &a).contains("  none\n"));
+        // With fewer dumps than the test needs, the text says so.
+        let one = analyse(&[], 1, 0);
+        let t = text("x", &one);
+        assert!(
+            t.contains("  none: the trend test needs at least 3 dumps of the process and has 1"),
+            "{t}"
+        );
     }
 
     #[test]
