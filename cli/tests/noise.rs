@@ -199,3 +199,46 @@ fn a_stack_that_grew_all_run_and_was_freed_before_exit_is_no_suspect() {
     let panel = panel.split("</table>").next().unwrap();
     assert!(!panel.contains("class=\"suspect\""), "{panel}");
 }
+
+#[test]
+fn one_exit_report_says_which_stacks_never_freed_anything() {
+    let dir = TestDir::new("noise-one-dump");
+    let exe = dir.compile_c("noise.c", &[]);
+    // Reports at exit only: one dump, too few for the trend test. Written in the process, and
+    // as the raw exit of a short process that `ying report` renders (the process's life then
+    // comes from the file).
+    for (name, short_secs) in [("in-process", "0"), ("raw", "60")] {
+        let reports = dir.reports(name);
+        let o = common::every_second(&exe, &reports)
+            .env("YING_CHECK_INTERVAL_SECS", "0")
+            .env("YING_SHORT_PROCESS_SECS", short_secs)
+            .args(&["leak", "4"])
+            .run();
+        o.assert_success("noise.c under the shim");
+        if short_secs != "0" {
+            success(ying().arg("report").arg(&reports).run(), "ying report");
+        }
+        let sets = report_sets(&reports);
+        assert_eq!(sets.len(), 1, "{name}: {sets:?}");
+        let text = sets[0].text();
+        let block = |f: &str| -> String {
+            text.split("\n#")
+                .find(|b| b.contains(&format!("     {f} (")))
+                .unwrap_or_else(|| panic!("{name}: no entry for {f}:\n{text}"))
+                .to_string()
+        };
+        // The leak: all its sampled blocks live, half the run old on average.
+        let leak = block("leak_slowly");
+        assert!(leak.contains("   never freed: none of its "), "{name}: {leak}");
+        assert!(leak.contains("a leak, or a cache that never evicts"), "{name}: {leak}");
+        // The working set replaces its blocks: some were freed.
+        let working = block("keep_working_set");
+        assert!(!working.contains("never freed"), "{name}: {working}");
+        // `ying leaks` says why it has no trend to test.
+        let l = success(ying().arg("leaks").arg(&reports).run(), "ying leaks").stdout_str();
+        assert!(
+            l.contains("none: the trend test needs at least 3 dumps of the process and has 1"),
+            "{name}: {l}"
+        );
+    }
+}

@@ -48,16 +48,18 @@ pub fn stack_block_ranked_by(
     with_filenames: bool,
     expand: bool,
 ) -> String {
-    stack_block_in(s, rank, m, with_filenames, FrameView::expanded(expand))
+    stack_block_in(s, rank, m, with_filenames, FrameView::expanded(expand), None)
 }
 
-/// [`stack_block_ranked_by`] with its frames shown in `view`.
+/// [`stack_block_ranked_by`] with its frames shown in `view`; `uptime_ms`, the process's life
+/// when known, lets a ranked entry say it was never freed (see `never_freed_line`).
 pub(crate) fn stack_block_in(
     s: &StackStats,
     rank: Option<(usize, u64, u64)>,
     m: Measurement,
     with_filenames: bool,
     view: FrameView,
+    uptime_ms: Option<u64>,
 ) -> String {
     let mut o = String::new();
     let (head, est_alloc, est_ret) = match rank {
@@ -106,6 +108,9 @@ pub(crate) fn stack_block_in(
     if rank.is_some() {
         o.push_str(&noise_line(value, var, s.samples));
     }
+    if let (Some(uptime), Measurement::RetainedBytes) = (uptime_ms, m) {
+        o.push_str(&never_freed_line(s, uptime));
+    }
     let _ = writeln!(o, "   {second}");
     let _ = writeln!(o, "   samples: {} ({} live)", s.samples, s.live_samples);
     let _ = writeln!(o, "   lifetimes of freed allocations: {}", s.lifetimes);
@@ -123,6 +128,35 @@ fn noise_line(value: u64, var: f64, samples: u64) -> String {
     }
     let n = if samples == 1 { "1 sample".to_string() } else { format!("{samples} samples") };
     format!("   within sampling noise: its 95 % interval reaches 0 ({n}); its size is uncertain\n")
+}
+
+/// Live samples a stack needs before one report calls it never freed (fewer say too little).
+pub const NEVER_FREED_MIN_SAMPLES: u64 = 5;
+
+/// `   never freed: ...` under a ranked entry whose sampled blocks are all still live (at least
+/// [`NEVER_FREED_MIN_SAMPLES`], none freed) and whose retained bytes are on average at least
+/// [`crate::report::leaks::OLD_FRACTION`] of the process's life old (`uptime_ms`): the one-dump
+/// evidence of a leak. A cache that never evicts looks the same in one dump, which the line
+/// says; the trend test (`report::leaks`) tells them apart from three.
+fn never_freed_line(s: &StackStats, uptime_ms: u64) -> String {
+    if s.samples < NEVER_FREED_MIN_SAMPLES || s.live_samples != s.samples || s.num_frees != 0 {
+        return String::new();
+    }
+    if s.retained_age.is_empty() {
+        return String::new();
+    }
+    let age = s.retained_age.average_millis();
+    if uptime_ms == 0 || age < crate::report::leaks::OLD_FRACTION * uptime_ms as f64 {
+        return String::new();
+    }
+    format!(
+        "   never freed: none of its {} sampled blocks was freed, and its bytes are on average \
+         {} old ({:.0} % of the process's life): a leak, or a cache that never evicts (one dump \
+         cannot tell them apart; three can, see `ying leaks`)\n",
+        s.samples,
+        super::human_millis(age),
+        age * 100.0 / uptime_ms as f64
+    )
 }
 
 /// Below this share of the peak, the bytes retained at a report are not what its reader came
@@ -346,7 +380,8 @@ pub(crate) fn render_report(r: &Report) -> String {
     }
     for (i, &e) in top.iter().enumerate() {
         let s = r.stack_stats(e);
-        o.push_str(&stack_block_in(&s, Some((i + 1, est_alloc, est_ret)), m, true, view));
+        let rank = Some((i + 1, est_alloc, est_ret));
+        o.push_str(&stack_block_in(&s, rank, m, true, view, f.uptime_ms));
         o.push('\n');
     }
     if peak_first.is_none() {

@@ -344,6 +344,10 @@ impl LiveProfile {
             facts.taken_at =
                 UNIX_EPOCH + Duration::from_millis(crate::report::set_name::stamp_ms(&set.stamp));
         }
+        if p.start_ms != 0 {
+            let taken = facts.taken_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            facts.uptime_ms = Some((taken as u64).saturating_sub(p.start_ms));
+        }
         facts.totals = Totals {
             allocated_bytes: t.allocated_bytes,
             freed_bytes: t.freed_bytes,

@@ -118,6 +118,9 @@ pub(crate) struct Facts {
     /// The memory limit and the near-limit trigger's state (`triggers/limit.rs`), when the
     /// process has a limit and a report thread that read it.
     pub(crate) limit: Option<crate::triggers::limit::LimitState>,
+    /// How long the process had lived (since its start, or its fork) when the report was
+    /// taken, ms; None when unknown.
+    pub(crate) uptime_ms: Option<u64>,
 }
 
 impl Facts {
@@ -146,6 +149,7 @@ impl Facts {
             modules: Vec::new(),
             rss: None,
             limit: None,
+            uptime_ms: None,
         }
     }
 
@@ -169,6 +173,8 @@ impl Facts {
             python: crate::engine::python::status(),
             mapped: crate::engine::mapped::state(),
             limit: crate::triggers::limit::state(),
+            uptime_ms: crate::engine::peak::process_start_boot_ns()
+                .map(|start| crate::sys::clock::boot_ns().saturating_sub(start) / 1_000_000),
             ..Self::empty(ReportContext::current())
         }
     }
