@@ -130,6 +130,17 @@ fn a_stripped_library_is_named_from_its_debug_file_of_the_same_build_only() {
     run(&b, &r, true, &[("DEBUGINFOD_CACHE_PATH", &wrong)]);
     assert!(!named(&lib_frames(&r)), "{:?}", lib_frames(&r));
 
+    // One planted by another user (when this test may give a file away) is not read.
+    let planted = dir.join("planted-cache");
+    std::fs::create_dir_all(planted.join(&b.build_id)).unwrap();
+    let file = planted.join(&b.build_id).join("debuginfo");
+    std::fs::copy(&b.debug, &file).unwrap();
+    if std::os::unix::fs::chown(&file, Some(65534), Some(65534)).is_ok() {
+        let r = dir.join("planted-run");
+        run(&b, &r, true, &[("DEBUGINFOD_CACHE_PATH", &planted)]);
+        assert!(!named(&lib_frames(&r)), "{:?}", lib_frames(&r));
+    }
+
     // Through .gnu_debuglink, in the library's .debug/ directory.
     let s = |p: &Path| p.to_str().unwrap().to_string();
     let linked = format!("--add-gnu-debuglink={}", s(&b.debug));

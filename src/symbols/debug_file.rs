@@ -19,7 +19,8 @@
 //!    (`GET <url>/buildid/<id>/debuginfo`).
 //!
 //! A candidate whose build id differs from the module's is not used (a debug file of another
-//! build would name the wrong functions and look right). A profiled process never fetches: a
+//! build would name the wrong functions and look right), nor one owned by another user than
+//! this process's or root. A profiled process never fetches: a
 //! report would wait on the network, and Debian sets `DEBUGINFOD_URLS` for every login shell,
 //! so every profiled program would reach out to a public server. Without `debuginfod-find`,
 //! `https://` servers are not asked (Ying has no TLS client); one line says so.
@@ -71,12 +72,13 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// served.
 pub(crate) fn find(path: &str, build_id: &str) -> Option<PathBuf> {
     let id = (!build_id.is_empty()).then_some(build_id);
+    // A regular file of this user's or root's (a debug file another user planted in a shared
+    // cache could name the wrong functions; it is not read), of the module's build.
     let matches = |p: &Path| -> bool {
+        use std::os::unix::fs::MetadataExt;
         let Ok(f) = File::open(p) else { return false };
-        match id {
-            Some(id) => gnu_build_id(&f).as_deref() == Some(id),
-            None => f.metadata().is_ok_and(|md| md.is_file()),
-        }
+        let ours = f.metadata().is_ok_and(|md| md.is_file() && crate::sys::trusted_owner(md.uid()));
+        ours && id.is_none_or(|id| gnu_build_id(&f).as_deref() == Some(id))
     };
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(id) = id.filter(|id| id.len() > 2) {
