@@ -32,7 +32,8 @@ pub struct Request {
     #[arg(long)]
     pub no_summary: bool,
     /// List every process in the summary, small ones too (by default processes whose peak is
-    /// under 1 MiB and 1 % of the largest are folded into one line).
+    /// at most 1 MiB (two samples' worth at the default interval) and under 1 % of the
+    /// largest are folded into one line).
     #[arg(long)]
     pub all_processes: bool,
     /// The program and its arguments (after `--`).

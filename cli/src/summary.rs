@@ -2,9 +2,9 @@
 //! the report sets this run wrote, one line per process, and the largest one's text report;
 //! when nothing was written, why it seems so.
 //!
-//! It leads with what matters: processes whose peak is under [`SMALL`] and under 1 % of the
-//! largest (a shell wrapper, a helper that took a sample or two) are folded into one line,
-//! unless `--all-processes` asks for them.
+//! It leads with what matters: processes whose peak is at most [`SMALL`] and under 1 % of the
+//! largest (a shell wrapper, a helper that took a sample or two at the default interval) are
+//! folded into one line, unless `--all-processes` asks for them.
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -175,13 +175,13 @@ fn figures(group: &[Set], peak: Option<u64>, alive: bool) -> String {
     parts.join(", ")
 }
 
-/// A process under this peak (and under 1 % of the largest) is folded into the summary's
+/// A process of at most this peak (and under 1 % of the largest) is folded into the summary's
 /// "small processes" line.
 pub const SMALL: u64 = 1 << 20;
 
 /// Whether a process of peak `size` is folded, beside the largest one's `largest`.
 fn is_small(size: u64, largest: u64) -> bool {
-    size < SMALL && size.saturating_mul(100) < largest
+    size <= SMALL && size.saturating_mul(100) < largest
 }
 
 /// The line that stands for the folded processes `exes` (their executables' names).
@@ -195,7 +195,7 @@ fn folded_line(exes: &[String]) -> String {
         .map(|(e, n)| if *n == 1 { e.to_string() } else { format!("{e} ×{n}") })
         .collect();
     format!(
-        "  and {} small process{} under {} each ({}); --all-processes lists them",
+        "  and {} small process{} of at most {} each ({}); --all-processes lists them",
         exes.len(),
         if exes.len() == 1 { "" } else { "es" },
         human(SMALL),
@@ -520,12 +520,14 @@ mod tests {
     fn small_processes_beside_a_large_one_are_folded_into_one_line() {
         let kib = 1024;
         assert!(is_small(512 * kib, 240 * MIB));
+        // Two samples' worth at the default interval is still small.
+        assert!(is_small(MIB, 240 * MIB));
         // Under 1 MiB but not under 1 % of the largest: a run of small processes lists them.
         assert!(!is_small(512 * kib, 40 * MIB));
         assert!(!is_small(2 * MIB, 1000 * MIB));
         assert_eq!(
             folded_line(&["bash".into(), "sh".into(), "bash".into()]),
-            "  and 3 small processes under 1.0 MiB each (bash ×2, sh); --all-processes lists them"
+            "  and 3 small processes of at most 1.0 MiB each (bash ×2, sh); --all-processes lists them"
         );
     }
 
