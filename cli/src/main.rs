@@ -44,8 +44,9 @@ enum Cmd {
     /// files) or pprof files (.pb.gz, gzipped or not: Ying's, Go's, jemalloc_pprof's). Prints
     /// the functions whose flat value changed (B minus A, percentages of A's total, as pprof
     /// prints them), each with its z (the change in standard errors of both profiles' sampling,
-    /// from their standard errors (the `<type>_stderr` sample types) or their period) and whether that is beyond noise (1 % for the
-    /// whole table): those beyond noise first, surest first, the others folded into one line
+    /// from the samples' own standard errors, Ying's `<type>_stderr` sample types, or from
+    /// their period) and whether that is beyond noise (1 % for the whole table): those beyond
+    /// noise first, surest first, the others folded into one line
     /// (--all lists every function in pprof's order). It writes OUTPUT.txt (every function), OUTPUT.svg (a differential
     /// flamegraph: widths from B, red grew, blue shrank) and OUTPUT.pb.gz (B's samples and A's
     /// negated, labelled pprof::base=true: `go tool pprof -top OUTPUT.pb.gz` shows the same

@@ -11,8 +11,9 @@
 //! compilation unit at a time; the ELF symbol tables of system libraries through
 //! `elf_symbols`; a stripped module's separate debug file (`debug_file`: installed by a debug
 //! package, or in the debuginfod cache) for its names and, outside system libraries, its DWARF;
-//! the backtrace crate for modules whose debug info `dwarf` does not read (compressed, absent); and, for addresses no module covers (JIT code), the perf
-//! map the program may write (`perf_map`), read again for each batch and never cached.
+//! the backtrace crate for modules whose debug info `dwarf` does not read (compressed, absent);
+//! and, for addresses no module covers (JIT code), the perf map the program may write
+//! (`perf_map`), read again for each batch and never cached.
 //! Addresses of another process are named by `offline` from the same pieces, without the
 //! backtrace crate.
 
