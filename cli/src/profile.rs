@@ -133,16 +133,12 @@ pub struct Stack {
 /// which needs the profile's period in bytes.
 #[derive(Debug, Clone)]
 pub struct Noise {
-    /// The sample type that holds a sample's standard error, when the profile has one.
-    stderr_index: Option<usize>,
-    /// The label that carries it in older profiles.
-    stderr_key: String,
+    /// Where the profile keeps its samples' standard errors, when it does.
+    stderrs: Option<ying_profiler::report::proto::Stderrs>,
     /// The sample interval in bytes (0: exact).
     period: f64,
     /// The index of the sample type holding the same samples' bytes.
     bytes_index: Option<usize>,
-    /// Whether some sample carries the label.
-    labelled: bool,
 }
 
 impl Noise {
@@ -151,13 +147,7 @@ impl Noise {
     pub fn of(p: &Profile, index: usize) -> Option<Noise> {
         let t = &p.sample_type[index];
         let (ty, unit) = (p.string(t.r#type), p.string(t.unit));
-        let stderr_index = p.sample_type_index(&format!(
-            "{ty}{}",
-            ying_profiler::report::noise::STDERR_SAMPLE_SUFFIX
-        ));
-        let stderr_key = format!("stderr:{ty}");
-        let labelled = stderr_index.is_some()
-            || p.sample.iter().any(|s| s.label.iter().any(|l| p.string(l.key) == stderr_key));
+        let stderrs = p.stderrs_of(ty);
         let bytes_index = if unit == "bytes" {
             Some(index)
         } else {
@@ -170,36 +160,23 @@ impl Noise {
         };
         let period_in_bytes =
             p.period_type.is_some_and(|pt| p.string(pt.unit) == "bytes") && p.period >= 0;
-        if !(labelled || (period_in_bytes && bytes_index.is_some())) {
+        if !(stderrs.is_some() || (period_in_bytes && bytes_index.is_some())) {
             return None;
         }
-        Some(Noise {
-            stderr_index,
-            stderr_key,
-            period: p.period.max(0) as f64,
-            bytes_index,
-            labelled,
-        })
+        Some(Noise { stderrs, period: p.period.max(0) as f64, bytes_index })
     }
 
     /// Whether the profile gives its samples' standard errors (as Ying's do), rather than
     /// leaving them to the period's bound.
     pub fn labelled(&self) -> bool {
-        self.labelled
+        self.stderrs.is_some()
     }
 
     /// The variance of sample `s`'s value `value` (see [`ying_profiler::report::noise::variance`]).
     fn variance(&self, p: &Profile, s: &ying_profiler::report::proto::Sample, value: i64) -> f64 {
         // A profile that gives them gives 0 (or, with labels, no label) where the value has no
         // sampling error (Ying's, for blocks sampled surely).
-        let stderr = match (self.stderr_index, self.labelled) {
-            (Some(i), _) => Some(s.value.get(i).copied().unwrap_or(0) as f64),
-            (None, true) => {
-                let label = s.label.iter().find(|l| p.string(l.key) == self.stderr_key);
-                Some(label.map_or(0.0, |l| l.num as f64))
-            }
-            (None, false) => None,
-        };
+        let stderr = self.stderrs.as_ref().map(|e| e.of(p, s));
         let bytes = self.bytes_index.and_then(|i| s.value.get(i).copied()).unwrap_or(value);
         ying_profiler::report::noise::variance(value as f64, bytes as f64, self.period, stderr)
     }

@@ -221,6 +221,27 @@ pub struct Function {
     pub start_line: i64,
 }
 
+/// Where a profile keeps its samples' standard errors ([`Profile::stderrs_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stderrs {
+    /// A sample type of their own (its index).
+    Type(usize),
+    /// A numeric label (its key).
+    Label(String),
+}
+
+impl Stderrs {
+    /// The standard error of sample `s` of profile `p` (0 where the producer gave none).
+    pub fn of(&self, p: &Profile, s: &Sample) -> f64 {
+        match self {
+            Stderrs::Type(i) => s.value.get(*i).copied().unwrap_or(0) as f64,
+            Stderrs::Label(key) => {
+                s.label.iter().find(|l| p.string(l.key) == key).map_or(0.0, |l| l.num as f64)
+            }
+        }
+    }
+}
+
 impl Profile {
     /// The string at `index` of the string table; `""` when out of range (never the case in a
     /// profile from [`read_profile`]).
@@ -235,6 +256,21 @@ impl Profile {
     /// The names of the sample types, in the order of [`Sample::value`].
     pub fn sample_type_names(&self) -> Vec<&str> {
         self.sample_type.iter().map(|t| self.string(t.r#type)).collect()
+    }
+
+    /// Where the producer put each sample's standard error of sample type `ty`, when it did:
+    /// Ying's `<ty>_stderr` sample type, or the `stderr:<ty>` numeric labels of sets written
+    /// before it (left out where a value had no sampling error). None for another producer's
+    /// profile, whose noise is bounded from its period instead.
+    pub fn stderrs_of(&self, ty: &str) -> Option<Stderrs> {
+        let suffix = crate::report::noise::STDERR_SAMPLE_SUFFIX;
+        if let Some(i) = self.sample_type_index(&format!("{ty}{suffix}")) {
+            return Some(Stderrs::Type(i));
+        }
+        let key = format!("stderr:{ty}");
+        let labelled =
+            self.sample.iter().any(|s| s.label.iter().any(|l| self.string(l.key) == key));
+        labelled.then_some(Stderrs::Label(key))
     }
 
     /// The position in [`Sample::value`] of the sample type named `name` (e.g.
@@ -442,6 +478,34 @@ fn check(p: &Profile) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sample's standard error comes from the `_stderr` sample type, else from the labels of
+    /// older sets (0 where a sample has none), else not at all.
+    #[test]
+    fn stderrs_are_read_from_their_sample_type_or_from_older_labels() {
+        let vt = |t: i64| ValueType { r#type: t, unit: 0 };
+        let strings = ["", "inuse_space", "inuse_space_stderr", "stderr:inuse_space"];
+        let mut p = Profile {
+            string_table: strings.iter().map(|s| s.to_string()).collect(),
+            sample_type: vec![vt(1), vt(2)],
+            ..Profile::default()
+        };
+        let sample =
+            |value: Vec<i64>, label: Vec<Label>| Sample { value, label, ..Sample::default() };
+        p.sample = vec![sample(vec![100, 7], vec![])];
+        let e = p.stderrs_of("inuse_space").expect("the sample type");
+        assert_eq!(e, Stderrs::Type(1));
+        assert_eq!(e.of(&p, &p.sample[0]), 7.0);
+        // An older set: one type, the standard error in a label where there is one.
+        p.sample_type.truncate(1);
+        let label = Label { key: 3, num: 9, ..Label::default() };
+        p.sample = vec![sample(vec![100], vec![label]), sample(vec![5], vec![])];
+        let e = p.stderrs_of("inuse_space").expect("the labels");
+        assert_eq!((e.of(&p, &p.sample[0]), e.of(&p, &p.sample[1])), (9.0, 0.0));
+        // Another producer's profile gives none.
+        p.sample = vec![sample(vec![100], vec![])];
+        assert_eq!(p.stderrs_of("inuse_space"), None);
+    }
     use crate::report::pprof::{PprofLine, PprofLocation, PprofMapping, PprofProfile, PprofSample};
 
     fn line(function: &str, file: &str, line: i64) -> PprofLine {

@@ -163,18 +163,18 @@ fn never_freed_line(s: &StackStats, uptime_ms: u64) -> String {
 /// for: the text report opens on its PEAK section (see the module documentation).
 pub const PEAK_FIRST_BELOW_PCT: f64 = 10.0;
 
-/// The share of the peak retained at `r` (exact retained bytes over the larger of the
-/// high-water mark and the kept peak's exact bytes), when the report should lead with its peak:
-/// ranked by retained bytes, a peak with stacks kept, and the share below
+/// The share of the peak retained at `r` (exact retained bytes over the peak: the larger of the
+/// high-water mark and the kept peak's exact bytes) and that peak, when the report should lead
+/// with its peak: ranked by retained bytes, a peak with stacks kept, and the share below
 /// [`PEAK_FIRST_BELOW_PCT`].
-pub(crate) fn peak_first(r: &Report) -> Option<f64> {
+pub(crate) fn peak_first(r: &Report) -> Option<(f64, u64)> {
     let p = r.facts.peak.as_ref()?;
     if r.opts.measurement != Measurement::RetainedBytes || r.ranked_len(M) == 0 {
         return None;
     }
     let peak = p.high_water_bytes.max(p.exact_bytes.unwrap_or(0));
     let share = r.facts.totals.retained_bytes() as f64 * 100.0 / peak.max(1) as f64;
-    (peak > 0 && share < PEAK_FIRST_BELOW_PCT).then_some(share)
+    (peak > 0 && share < PEAK_FIRST_BELOW_PCT).then_some((share, peak))
 }
 
 /// `, 12.0 MiB resident` (and `, 1.0 MiB swapped` when some is) after the retained figures of a
@@ -242,13 +242,13 @@ pub(crate) fn render_report(r: &Report) -> String {
     let (est_alloc, est_ret) = r.estimated_totals();
     let _ = writeln!(o, "Ying memory profile");
     let peak_first = peak_first(r);
-    if let (Some(share), Some(p)) = (peak_first, &f.peak) {
+    if let Some((share, peak)) = peak_first {
         let _ = writeln!(
             o,
             "first read:         retained {} is {share:.1} % of the peak ({} high-water): the PEAK \
              section comes first, the stacks retained {} follow it",
             f.occasion.when(),
-            human_bytes(p.high_water_bytes.max(p.exact_bytes.unwrap_or(0))),
+            human_bytes(peak),
             f.occasion.when()
         );
     }

@@ -58,13 +58,8 @@ fn parse_set(name: &str) -> Option<SetName> {
 /// [`crate::report::noise::variance`]).
 fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, (Vec<i64>, f64)> {
     let idx: Vec<Option<usize>> = types.iter().map(|n| p.sample_type_index(n)).collect();
-    let stderr_index =
-        p.sample_type_index(&format!("{}{}", types[0], crate::report::noise::STDERR_SAMPLE_SUFFIX));
-    let stderr_key = format!("stderr:{}", types[0]);
-    // A set that labels its samples leaves the label out where a value has no sampling error;
-    // one written before the labels existed has none, and gets the period's bound.
-    let labelled = stderr_index.is_some()
-        || p.sample.iter().any(|s| s.label.iter().any(|l| p.string(l.key) == stderr_key));
+    // A set written before standard errors existed has none, and gets the period's bound.
+    let stderrs = p.stderrs_of(types[0]);
     let period = p.period as f64;
     let names: HashMap<u64, (Arc<str>, Option<Arc<str>>)> = p
         .function
@@ -126,13 +121,7 @@ fn stacks_of(t: &mut Timeline, p: &Profile, types: &[&str]) -> HashMap<u32, (Vec
         }
         if let Some(i) = idx[0] {
             let b = s.value.get(i).copied().unwrap_or(0) as f64;
-            let se = match stderr_index {
-                Some(k) => Some(s.value.get(k).copied().unwrap_or(0) as f64),
-                None => {
-                    let label = s.label.iter().find(|l| p.string(l.key) == stderr_key);
-                    labelled.then(|| label.map_or(0.0, |l| l.num as f64))
-                }
-            };
+            let se = stderrs.as_ref().map(|e| e.of(p, s));
             *var += crate::report::noise::variance(b, b, period, se);
         }
     }
