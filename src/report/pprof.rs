@@ -63,6 +63,8 @@ pub(crate) const SAMPLE_TYPES: [(&str, &str); 4] = [
 /// lists them only among `-sample_index`'s choices, and its `-tags` stays the program's labels
 /// (they were `stderr:<type>` numeric labels on every sample once, which `-tags` listed).
 /// Another producer's profile has none, and its noise is bounded from its period instead.
+/// A tool that merges profiles (`go tool pprof -proto a b`) adds them up like any value: a
+/// merged profile's standard errors are an upper bound.
 pub(crate) const STDERR_SAMPLE_TYPES: [(&str, &str); 8] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
@@ -88,9 +90,9 @@ pub(crate) fn stderr_values<const N: usize>(stderrs: [f64; N]) -> [i64; N] {
     stderrs.map(|se| se.round().clamp(0.0, i64::MAX as f64) as i64)
 }
 
-/// Go's four sample types and the estimated retained bytes in memory and in swap at report
-/// time (`YING_RESIDENT`, see `model/resident.rs`): a report's heap profile when its residency
-/// was measured. `default_sample_type` stays `inuse_space`, so `go tool pprof` opens it as it
+/// Go's four sample types, the estimated retained bytes in memory and in swap at report time
+/// (`YING_RESIDENT`, see `model/resident.rs`), then the four's standard errors (see
+/// [`STDERR_SAMPLE_TYPES`]): a report's heap profile when its residency was measured. `default_sample_type` stays `inuse_space`, so `go tool pprof` opens it as it
 /// opens Go's; `-sample_index=resident_space` shows where the pages are.
 pub(crate) const RESIDENT_SAMPLE_TYPES: [(&str, &str); 10] = [
     ("alloc_objects", "count"),
