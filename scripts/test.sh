@@ -57,6 +57,11 @@ need_files "tests/chained.rs chains the shim to jemalloc, tcmalloc and mimalloc"
 need_files "tests/other_preloads.rs preloads libfaketime beside the shim" \
     "$lib/faketime/libfaketime.so.1" libfaketime
 
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    missing+=(python3-pip)
+    reasons+=("preload-tests/tests/otlp.rs installs the OpenTelemetry protos for Python with pip")
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
     stage "installing ${missing[*]}"
     for why in "${reasons[@]}"; do
@@ -68,6 +73,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     "${sudo[@]}" apt-get update -qq
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# preload-tests/tests/otlp.rs decodes the shim's OTLP pushes with the OpenTelemetry project's
+# own Python package (its official .proto files compiled by protobuf), kept under target/.
+otlp_python=target/otlp-python
+if [ ! -d "$otlp_python/opentelemetry/proto/profiles" ]; then
+    stage "installing opentelemetry-proto for Python into $otlp_python"
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+        --target "$otlp_python" opentelemetry-proto==1.45.2
 fi
 
 # Every stage runs even when one before it failed (a flake in one test binary must not hide the

@@ -533,12 +533,24 @@ settings! {
          `pyroscope.receive_http`); `http://` only; unset or empty pushes nothing.";
     push_interval_secs: u64 = DEFAULT_PUSH_INTERVAL_SECS, "YING_PUSH_INTERVAL_SECS",
         |v| uint_in(v, 1, 86_400),
-        "Seconds between pushes to `YING_PUSH_URL`, from 1 to 86400.";
+        "Seconds between pushes to `YING_PUSH_URL` and `YING_OTLP_URL`, from 1 to 86400.";
     push_labels: Vec<(String, String)> = Vec::new(), "YING_PUSH_LABELS", parse_labels,
         "Labels of pushed profiles, `key=value` pairs separated by commas, e.g. \
          `service_name=checkout,env=prod`; `service_name` names the application (the \
-         executable's name by default); keys are letters, digits and `_`, values have no \
+         executable's name by default; OTLP's `service.name`, the others resource attributes \
+         as they are); keys are letters, digits and `_`, values have no \
          `,{}=\"` characters.";
+    otlp_url: Option<String> = None, "YING_OTLP_URL", parse_otlp_url,
+        "Push OpenTelemetry profiles (OTLP over HTTP, protobuf, gzipped) every \
+         `YING_PUSH_INTERVAL_SECS` to this receiver: an OpenTelemetry Collector's OTLP/HTTP \
+         port (`http://127.0.0.1:4318`, to which `/v1development/profiles` is added) or a full \
+         URL with its path; allocations as a delta since the last push, retained memory as of \
+         the push, the labels of `YING_PUSH_LABELS` as resource attributes; `http://` only; \
+         unset or empty pushes nothing.";
+    otlp_headers: Vec<(String, String)> = Vec::new(), "YING_OTLP_HEADERS", parse_headers,
+        "Headers of every push to `YING_OTLP_URL`, `name=value` pairs separated by commas, \
+         as `OTEL_EXPORTER_OTLP_HEADERS` writes them (values percent-decoded), e.g. \
+         `authorization=Bearer%20abc,x-scope-orgid=team1`.";
     dump_signal: Option<i32> = None, "YING_DUMP_SIGNAL", crate::triggers::signal::parse,
         "A signal (`SIGUSR2`, `USR2`, `12`, `SIGRTMIN+3`) on which the report thread writes a \
          report set within 100 ms; the handler is installed at start only if the program has \
@@ -597,6 +609,12 @@ settings! {
 }
 
 impl Config {
+    /// Whether a service that runs beside the report thread is asked for: the endpoint, or
+    /// pushes of either kind.
+    pub fn wants_services(&self) -> bool {
+        self.http_addr.is_some() || self.push_url.is_some() || self.otlp_url.is_some()
+    }
+
     /// Reads the process environment (only `YING_*` variables; nothing else is looked at).
     ///
     /// Returns the configuration and the warning lines, without trailing newlines, each either
@@ -915,6 +933,60 @@ fn parse_push_url(s: &str) -> Result<Option<String>, String> {
     Ok(Some(s.trim_end_matches('/').to_string()))
 }
 
+/// `YING_OTLP_URL`: as `YING_PUSH_URL`; a URL without a path gets OTLP's profiles path.
+fn parse_otlp_url(s: &str) -> Result<Option<String>, String> {
+    Ok(parse_push_url(s)?.map(with_otlp_path))
+}
+
+/// `url` (`http://...`), with OTLP's profiles path added when it has no path.
+pub(crate) fn with_otlp_path(url: String) -> String {
+    let has_path = url.strip_prefix("http://").is_some_and(|rest| rest.contains('/'));
+    if has_path { url } else { format!("{url}{OTLP_PROFILES_PATH}") }
+}
+
+/// The path of OTLP/HTTP's profiles export on a receiver (the Collector's, Pyroscope's).
+pub const OTLP_PROFILES_PATH: &str = "/v1development/profiles";
+
+/// `YING_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-decoded (the
+/// form of `OTEL_EXPORTER_OTLP_HEADERS`); names are HTTP tokens, values one line.
+fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err("a header has no =".to_string());
+        };
+        let k = k.trim();
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if k.is_empty() || !k.chars().all(token) {
+            return Err(format!("bad header name \"{}\"", one_line(k)));
+        }
+        let v = percent_decode(v.trim()).ok_or_else(|| format!("bad value of header {k}"))?;
+        if v.chars().any(|c| c.is_control()) {
+            return Err(format!("bad value of header {k}"));
+        }
+        out.push((k.to_string(), v));
+    }
+    Ok(out)
+}
+
+/// `s` with its `%XX` escapes decoded; None when one is malformed or the result is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// `YING_PUSH_LABELS`: `key=value` pairs separated by commas; empty means none.
 fn parse_labels(s: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
@@ -1074,6 +1146,8 @@ mod tests {
             ("YING_PUSH_URL", "http://127.0.0.1:4040/"),
             ("YING_PUSH_INTERVAL_SECS", "60"),
             ("YING_PUSH_LABELS", "service_name=api, env=prod"),
+            ("YING_OTLP_URL", "http://collector:4318"),
+            ("YING_OTLP_HEADERS", "authorization=Bearer%20abc, x-scope-orgid=t1"),
             ("YING_DUMP_SIGNAL", "SIGUSR2"),
             ("YING_LIVE_FILE", "/dev/shm/ying"),
             ("YING_LIVE_INTERVAL_MS", "50"),
@@ -1116,6 +1190,11 @@ mod tests {
             push_labels: vec![
                 ("service_name".to_string(), "api".to_string()),
                 ("env".to_string(), "prod".to_string()),
+            ],
+            otlp_url: Some("http://collector:4318/v1development/profiles".to_string()),
+            otlp_headers: vec![
+                ("authorization".to_string(), "Bearer abc".to_string()),
+                ("x-scope-orgid".to_string(), "t1".to_string()),
             ],
             dump_signal: Some(libc::SIGUSR2),
             live_file: LiveFile::Dir(PathBuf::from("/dev/shm/ying")),
@@ -1172,6 +1251,21 @@ mod tests {
         assert!(parse_push_url("https://x:1").unwrap_err().contains("https"));
         assert!(parse_push_url("ftp://x").is_err() && parse_push_url("http://").is_err());
         assert!(parse_push_url("http://u:p@x").is_err());
+        assert_eq!(
+            parse_otlp_url("http://c:4318/").unwrap().as_deref(),
+            Some("http://c:4318/v1development/profiles"),
+            "a receiver's address gets OTLP's path"
+        );
+        assert_eq!(
+            parse_otlp_url("http://c/otlp/v1/p").unwrap().as_deref(),
+            Some("http://c/otlp/v1/p")
+        );
+        assert_eq!(parse_otlp_url("").unwrap(), None);
+        assert!(parse_otlp_url("https://c:4318").is_err());
+        assert!(parse_headers("a=b%2").is_err(), "a cut escape");
+        assert!(parse_headers("a=b%0D%0AX: y").is_err(), "a decoded line break");
+        assert!(parse_headers("bad name=v").is_err() && parse_headers("novalue").is_err());
+        assert_eq!(parse_headers(" k = a=b ").unwrap(), [("k".to_string(), "a=b".to_string())]);
         assert_eq!(
             parse_labels(" a=1 ,b_c=x.y,"),
             Ok(vec![("a".to_string(), "1".to_string()), ("b_c".to_string(), "x.y".to_string()),])
@@ -1493,6 +1587,8 @@ mod tests {
                 "YING_PUSH_URL",
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
+                "YING_OTLP_URL",
+                "YING_OTLP_HEADERS",
                 "YING_DUMP_SIGNAL",
                 "YING_LIVE_FILE",
                 "YING_LIVE_INTERVAL_MS",
@@ -1509,9 +1605,9 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len());
-        // One row per field: a Config literal must name all 38 fields (checked by the
+        // One row per field: a Config literal must name all 40 fields (checked by the
         // compiler in `all_set`), and each row sets a different one.
-        assert_eq!(VARIABLES.len(), 38);
+        assert_eq!(VARIABLES.len(), 40);
         for v in VARIABLES {
             assert!(v.name.starts_with(PREFIX) && !is_ignored(v.name), "{}", v.name);
             assert!(v.name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{}", v.name);
@@ -1589,6 +1685,8 @@ mod tests {
                 "unset",
                 "unset",
                 "15",
+                "unset",
+                "unset",
                 "unset",
                 "unset",
                 "on",

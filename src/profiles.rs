@@ -48,7 +48,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::report::model::table::StackTable;
 use crate::report::model::{Occasion, Report};
-use crate::report::{ReportOptions, flamegraph, folded, heap_profile, pprof, text};
+use crate::report::{ReportOptions, flamegraph, folded, heap_profile, otlp, pprof, text};
 use crate::source::turn::in_report_turn;
 use crate::source::{DEFAULT_DUMP_TIMEOUT, ProfileSource, guarded_io};
 
@@ -245,16 +245,7 @@ pub fn delta_pprof_gz(
         let from = since.taken_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let c = heap_profile::comment(r, &format!(", allocations since {from} (unix seconds)"));
         let table = &r.table;
-        let mut row = |row: u32| {
-            let now = table.row(row).fig.pprof_values();
-            let before = since.get(row_key(table, row));
-            let alloc = |i: usize| now[i].saturating_sub(before[i]).max(0);
-            let v = match view {
-                HeapView::Alloc => [alloc(0), alloc(1), now[2], now[3]],
-                _ => [alloc(0), alloc(1), now[2] - before[2], now[3] - before[3]],
-            };
-            (v != [0; 4]).then_some(v)
-        };
+        let mut row = |row: u32| delta_values(table, since, view, row);
         let values = heap_profile::Values::Custom {
             default_type: view.default_type(),
             duration_nanos: i64::try_from(span.as_nanos()).unwrap_or(i64::MAX),
@@ -262,5 +253,50 @@ pub fn delta_pprof_gz(
         };
         let gz = gzipped(|w| heap_profile::write_values(r, &c, w, values))?;
         Ok((gz, AllocBaseline::of(r)))
+    })
+}
+
+/// Go's four values of row `row` of `table` since `since`, as [`delta_pprof_gz`] describes
+/// them for `view`; None when all four are 0.
+fn delta_values(
+    table: &StackTable,
+    since: &AllocBaseline,
+    view: HeapView,
+    row: u32,
+) -> Option<[i64; 4]> {
+    let now = table.row(row).fig.pprof_values();
+    let before = since.get(row_key(table, row));
+    let alloc = |i: usize| now[i].saturating_sub(before[i]).max(0);
+    let v = match view {
+        HeapView::Alloc => [alloc(0), alloc(1), now[2], now[3]],
+        _ => [alloc(0), alloc(1), now[2] - before[2], now[3] - before[3]],
+    };
+    (v != [0; 4]).then_some(v)
+}
+
+/// The OTLP profiles of `source` since `since` (one per sample type, sharing one dictionary;
+/// the README's "OTLP" section gives their form):
+/// what was allocated between the two moments and what is retained now, as
+/// [`HeapView::Alloc`]'s delta, the encoded `ExportProfilesServiceRequest` (protobuf,
+/// uncompressed), and the baseline of now. `resource` is the resource's attributes
+/// (`service.name` and the like, string values).
+pub fn delta_otlp(
+    source: &dyn ProfileSource,
+    since: &AllocBaseline,
+    resource: &[(String, String)],
+) -> io::Result<(Vec<u8>, AllocBaseline)> {
+    use prost::Message;
+    let copy = |(bytes, base): &(Vec<u8>, AllocBaseline)| (bytes.clone(), base.clone());
+    build(source, copy, None, |r| {
+        let span = r.facts.taken_at.duration_since(since.taken_at).unwrap_or_default();
+        let meta = otlp::Meta {
+            resource: resource.to_vec(),
+            start: Some(since.taken_at),
+            duration_nanos: u64::try_from(span.as_nanos()).unwrap_or(u64::MAX),
+        };
+        let table = &r.table;
+        let mut row = |row: u32| delta_values(table, since, HeapView::Alloc, row);
+        let request = otlp::request(r, &meta, &mut row);
+        Ok((request.encode_to_vec(), AllocBaseline::of(r)))
     })
 }

@@ -258,8 +258,9 @@ fn glibc_path() -> Option<String> {
 }
 
 fn start_reporting(cfg: &Config) {
-    // The endpoint and pushes (YING_HTTP_ADDR, YING_PUSH_URL) start with the report thread.
-    let services = cfg.http_addr.is_some() || cfg.push_url.is_some();
+    // The endpoint and pushes (YING_HTTP_ADDR, YING_PUSH_URL, YING_OTLP_URL) start with the
+    // report thread.
+    let services = cfg.wants_services();
     if !cfg.report_at_exit && cfg.check_interval_secs == 0 && !services {
         if cfg.dump_signal.is_some() {
             warn(
@@ -406,6 +407,9 @@ fn wanted(cfg: &Config) -> Wanted {
     }
     if cfg.push_url.is_some() {
         services.push("pushes (YING_PUSH_URL)".to_string());
+    }
+    if cfg.otlp_url.is_some() {
+        services.push("OTLP pushes (YING_OTLP_URL)".to_string());
     }
     Wanted { interval_secs: cfg.check_interval_secs, services, since: std::time::Instant::now() }
 }

@@ -19,7 +19,7 @@ use crate::report::model::table::{Location, StackTable};
 use crate::report::snapshot::Snapshot;
 use crate::symbols::symbolize::{Module, module_of};
 
-fn mappings(modules: &[Module]) -> Vec<PprofMapping> {
+pub(crate) fn mappings(modules: &[Module]) -> Vec<PprofMapping> {
     modules
         .iter()
         .map(|m| PprofMapping {
@@ -35,7 +35,7 @@ fn mappings(modules: &[Module]) -> Vec<PprofMapping> {
 
 /// The pprof location of `loc`: its frames but the allocator plumbing as lines; None when
 /// nothing is left.
-fn location(loc: &Location, modules: &[Module]) -> Option<PprofLocation> {
+pub(crate) fn location(loc: &Location, modules: &[Module]) -> Option<PprofLocation> {
     let empty: std::sync::Arc<str> = "".into();
     let lines: Vec<PprofLine> = loc
         .frames

@@ -37,6 +37,7 @@ pub mod live;
 pub mod manifest;
 pub(crate) mod model;
 pub mod noise;
+pub(crate) mod otlp;
 pub(crate) mod peak;
 pub(crate) mod pprof;
 pub mod proto;

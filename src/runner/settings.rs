@@ -337,6 +337,24 @@ impl ProfilerRunnerBuilder {
         self
     }
 
+    /// Push OpenTelemetry profiles every [`push_interval_secs`](Self::push_interval_secs) to
+    /// the OTLP/HTTP receiver at `url` (`http://host:port`, to which OTLP's profiles path is
+    /// added, or a full URL; see [`crate::serve::otlp`]; `YING_OTLP_URL`).
+    pub fn otlp_url(&mut self, url: impl Into<String>) -> &mut Self {
+        self.runner_mut().services.otlp_url = Some(crate::config::with_otlp_path(url.into()));
+        self
+    }
+
+    /// Headers of every OTLP push (`YING_OTLP_HEADERS`): an `authorization` token, a tenant.
+    pub fn otlp_headers<K: Into<String>, V: Into<String>>(
+        &mut self,
+        headers: impl IntoIterator<Item = (K, V)>,
+    ) -> &mut Self {
+        self.runner_mut().services.otlp_headers =
+            headers.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        self
+    }
+
     /// Labels of pushed profiles; `service_name` names the application.
     pub fn push_labels<K: Into<String>, V: Into<String>>(
         &mut self,
@@ -445,6 +463,8 @@ fn services_from_config(cfg: &Config) -> Services {
         push_url: cfg.push_url.clone(),
         push_interval_secs: cfg.push_interval_secs.max(1),
         push_labels: cfg.push_labels.clone(),
+        otlp_url: cfg.otlp_url.clone(),
+        otlp_headers: cfg.otlp_headers.clone(),
     }
 }
 
@@ -689,6 +709,8 @@ mod tests {
             .push_url("http://p:4040")
             .push_interval_secs(0)
             .push_labels([("service_name", "x")])
+            .otlp_url("http://c:4318")
+            .otlp_headers([("authorization", "Bearer t")])
             .dump_signal(libc::SIGUSR2)
             .dump_control_file(false)
             .memory_limit_pct(50)
@@ -700,6 +722,9 @@ mod tests {
         assert_eq!(r.push_url(), Some("http://p:4040"));
         assert_eq!(r.services.push_interval_secs, 1, "at least one second");
         assert_eq!(r.services.push_labels, [("service_name".to_string(), "x".to_string())]);
+        let otlp = r.services.otlp_url.as_deref();
+        assert_eq!(otlp, Some("http://c:4318/v1development/profiles"), "OTLP's path added");
+        assert_eq!(r.services.otlp_headers, [("authorization".into(), "Bearer t".into())]);
         assert_eq!(r.triggers.dump_signal, Some(libc::SIGUSR2));
         assert!(!r.triggers.dump_control_file);
         assert_eq!(r.triggers.memory_limit_pct, 50);

@@ -1,6 +1,7 @@
 //! Services of a running program: the built-in HTTP endpoint (`YING_HTTP_ADDR`,
-//! [`ProfilerRunnerBuilder::http_addr`](crate::utils::ProfilerRunnerBuilder::http_addr)) and pushes to a Pyroscope-compatible server
-//! (`YING_PUSH_URL`, [`ProfilerRunnerBuilder::push_url`](crate::utils::ProfilerRunnerBuilder::push_url)).
+//! [`ProfilerRunnerBuilder::http_addr`](crate::utils::ProfilerRunnerBuilder::http_addr)), pushes to a Pyroscope-compatible server
+//! (`YING_PUSH_URL`, [`ProfilerRunnerBuilder::push_url`](crate::utils::ProfilerRunnerBuilder::push_url)) and pushes of OpenTelemetry
+//! profiles (`YING_OTLP_URL`, [`ProfilerRunnerBuilder::otlp_url`](crate::utils::ProfilerRunnerBuilder::otlp_url)).
 //!
 //! Both are opt-in, and both start with the runner's report thread
 //! ([`ProfilerRunner::spawn_thread_for`](crate::utils::ProfilerRunner::spawn_thread_for); under the preload shim at the program's first safe
@@ -38,10 +39,13 @@
 //!
 //! # Pushes
 //!
-//! See [`push`].
+//! See [`push`] (Pyroscope's ingest API) and [`otlp`] (OTLP over HTTP); what they share,
+//! retries included, is [`client`].
 
 mod access;
+pub mod client;
 pub(crate) mod http;
+pub mod otlp;
 pub mod push;
 mod routes;
 mod socket;
@@ -68,6 +72,8 @@ pub(crate) struct Services {
     pub(crate) push_url: Option<String>,
     pub(crate) push_interval_secs: u64,
     pub(crate) push_labels: Vec<(String, String)>,
+    pub(crate) otlp_url: Option<String>,
+    pub(crate) otlp_headers: Vec<(String, String)>,
 }
 
 impl Default for Services {
@@ -78,6 +84,8 @@ impl Default for Services {
             push_url: None,
             push_interval_secs: DEFAULT_PUSH_INTERVAL_SECS,
             push_labels: Vec::new(),
+            otlp_url: None,
+            otlp_headers: Vec::new(),
         }
     }
 }
@@ -85,7 +93,7 @@ impl Default for Services {
 impl Services {
     /// Whether any service is asked for.
     pub(crate) fn any(&self) -> bool {
-        self.http_addr.is_some() || self.push_url.is_some()
+        self.http_addr.is_some() || self.push_url.is_some() || self.otlp_url.is_some()
     }
 }
 
@@ -123,6 +131,9 @@ pub(crate) fn start(
         if let Some(url) = &services.push_url {
             push::start(url, services, source, Arc::clone(&runner));
         }
+        if let Some(url) = &services.otlp_url {
+            otlp::start(url, services, source, Arc::clone(&runner));
+        }
     };
     let _ = guarded(source, go, |_| ());
 }
@@ -130,7 +141,7 @@ pub(crate) fn start(
 /// Ends the endpoint's and the pusher's threads (each at its next wake, which this causes).
 pub(crate) fn stop() {
     http::stop();
-    push::stop();
+    client::stop();
 }
 
 /// `s` as a JSON string literal.

@@ -18,28 +18,17 @@
 //! each sample carries its `span` and `span_path` labels. `<app>` is the `service_name` label
 //! of `YING_PUSH_LABELS`, or the executable's name; the other labels go in braces.
 //!
-//! A push that fails (no connection within 5 s, no answer within 10 s, a status other than
-//! 2xx) is counted, and said on stderr at most once a minute with the count; the next push is
-//! at the next interval, never sooner, and carries the allocations since the failed one's
-//! moment (a failed delta is not sent again). The pushing thread never holds a lock the
-//! program's threads wait for.
+//! A push that fails is retried or dropped as [`super::client`] says (the next push carries
+//! the allocations since the failed one's moment: a dropped delta is never sent again); the
+//! pushing thread never holds a lock the program's threads wait for.
 
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use crate::profiles::{self, AllocBaseline, HeapView};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::Runner;
+use super::client::{self, Body, Failure, Target};
+use crate::profiles::{self, AllocBaseline, HeapView};
 use crate::source::ProfileSource;
-
-/// How long a connection may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the server may take to read the push and answer.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-/// At most one failure line per this long.
-pub const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// Pyroscope's aggregation of each sample type: none is cumulative (the alloc figures are
 /// already deltas), the in-use figures are averaged when profiles are merged over time.
@@ -48,34 +37,6 @@ pub const SAMPLE_TYPE_CONFIG: &str = concat!(
     "\"inuse_objects\":{\"units\":\"objects\",\"aggregation\":\"average\"},",
     "\"inuse_space\":{\"units\":\"bytes\",\"aggregation\":\"average\"}}"
 );
-
-/// Where pushes go, parsed from `http://host[:port][/prefix]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    /// `host:port`, as connected to and sent in `Host`.
-    authority: String,
-    /// The path prefix before `/ingest`, without a trailing `/`.
-    prefix: String,
-}
-
-fn parse_url(url: &str) -> Result<Target, String> {
-    let rest = url.strip_prefix("http://").ok_or("only http:// URLs are supported")?;
-    let (host, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    if host.is_empty() || host.contains('@') {
-        return Err("expected http://host:port".into());
-    }
-    let authority = if host.rsplit_once(':').is_some_and(|(h, p)| {
-        !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
-    }) {
-        host.to_string()
-    } else {
-        format!("{host}:80")
-    };
-    Ok(Target { authority, prefix: path.trim_end_matches('/').to_string() })
-}
 
 /// `s` with every byte but unreserved ones percent-encoded (a query value).
 fn encode(s: &str) -> String {
@@ -134,64 +95,16 @@ fn unix_secs(t: SystemTime) -> u64 {
 }
 
 /// Sends one profile; Ok when the server answered 2xx.
-fn send(target: &Target, name: &str, from: u64, until: u64, profile: &[u8]) -> io::Result<()> {
+fn send(target: &Target, name: &str, from: u64, until: u64, profile: &[u8]) -> Result<(), Failure> {
     let (body, boundary) = multipart(profile);
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
-    let mut stream = None;
-    for addr in target.authority.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) => last = e,
-        }
-    }
-    // Open only during this push, close-on-exec (std's sockets are), and moved far above the
-    // numbers the program's own next `open` or `socket` may expect.
-    let mut s =
-        TcpStream::from(crate::sys::move_high(std::os::fd::OwnedFd::from(stream.ok_or(last)?)));
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    let head = format!(
-        "POST {}/ingest?name={}&from={from}&until={until}&format=pprof&spyName=ying HTTP/1.1\r\nHost: {}\r\nUser-Agent: ying/{}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+    let path = format!(
+        "{}/ingest?name={}&from={from}&until={until}&format=pprof&spyName=ying",
         target.prefix,
-        encode(name),
-        target.authority,
-        env!("CARGO_PKG_VERSION"),
-        body.len()
+        encode(name)
     );
-    s.write_all(head.as_bytes())?;
-    s.write_all(&body)?;
-    // The status line and headers: at most 8 KiB are read.
-    let deadline = Instant::now() + IO_TIMEOUT;
-    let mut buf = vec![0u8; 8 * 1024];
-    let mut len = 0;
-    loop {
-        if Instant::now() >= deadline || len == buf.len() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "no complete answer"));
-        }
-        let n = s.read(&mut buf[len..])?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
-        }
-        len += n;
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut resp = httparse::Response::new(&mut headers);
-        match resp.parse(&buf[..len]) {
-            Ok(httparse::Status::Complete(head_len)) => {
-                let code = resp.code.unwrap_or(0);
-                if (200..300).contains(&code) {
-                    return Ok(());
-                }
-                let said = String::from_utf8_lossy(&buf[head_len..len]);
-                let said: String = said.lines().next().unwrap_or("").chars().take(200).collect();
-                return Err(io::Error::other(format!("HTTP {code} {said}")));
-            }
-            Ok(httparse::Status::Partial) => continue,
-            Err(e) => return Err(io::Error::other(format!("malformed answer: {e}"))),
-        }
-    }
+    let content_type = format!("multipart/form-data; boundary={boundary}");
+    let body = Body { content_type: &content_type, encoding: None, headers: &[], bytes: &body };
+    client::post(target, &path, body).map(drop)
 }
 
 /// Starts the pushing thread (as profiler code); a bad URL is one warning and no pushes.
@@ -201,7 +114,7 @@ pub(crate) fn start(
     source: &'static dyn ProfileSource,
     runner: Arc<dyn Runner>,
 ) {
-    let target = match parse_url(url) {
+    let target = match Target::parse(url) {
         Ok(t) => t,
         Err(e) => return crate::sys::warn(&format!("pushes to {url} not started: {e}")),
     };
@@ -218,26 +131,7 @@ pub(crate) fn start(
     }
 }
 
-/// Set by [`stop`] (the pusher ends at once), with its wake-up.
-static STOPPING: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
-static WAKE: std::sync::Condvar = std::sync::Condvar::new();
-
-/// Ends the pushing thread (before a seccomp filter that would cover it is installed).
-pub(crate) fn stop() {
-    *STOPPING.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
-    WAKE.notify_all();
-}
-
-/// Waits `interval`; false if [`stop`] was called.
-fn pause(interval: Duration) -> bool {
-    let g = STOPPING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (g, _) = WAKE
-        .wait_timeout_while(g, interval, |stopping| !*stopping)
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    !*g
-}
-
-/// Pushes every `interval`, for the rest of the process (or until [`stop`]).
+/// Pushes every `interval`, for the rest of the process (until `client::stop`).
 fn run(
     target: &Target,
     url: &str,
@@ -247,35 +141,15 @@ fn run(
     runner: &dyn Runner,
 ) {
     let mut since = AllocBaseline::empty(SystemTime::now());
-    let mut failures: u64 = 0;
-    let mut last_warning: Option<Instant> = None;
-    loop {
-        if !pause(interval) || runner.exiting() {
-            return;
-        }
-        // Rendering (symbols) and sending open descriptors: not while the program is near its
-        // descriptor limit (this push waits for the next; one warning per process).
-        if !crate::sys::fd_headroom_or_warn("push") {
-            continue;
-        }
+    let build = || {
         let from = unix_secs(since.taken_at());
-        let sent =
-            profiles::delta_pprof_gz(source, &since, HeapView::Alloc).and_then(|(gz, now)| {
-                since = now;
-                send(target, name, from, unix_secs(since.taken_at()).max(from), &gz)
-            });
-        if let Err(e) = sent {
-            failures += 1;
-            if last_warning.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
-                crate::sys::warn(&format!(
-                    "push to {url} failed ({e}); {failures} failed push{} so far, next in {} s",
-                    if failures == 1 { "" } else { "es" },
-                    interval.as_secs()
-                ));
-                last_warning = Some(Instant::now());
-            }
-        }
-    }
+        let (gz, now) = profiles::delta_pprof_gz(source, &since, HeapView::Alloc)?;
+        // The next push starts here, whether this one is taken or dropped.
+        since = now;
+        Ok(Some((from, unix_secs(since.taken_at()).max(from), gz)))
+    };
+    let send = |(from, until, gz): &(u64, u64, Vec<u8>)| send(target, name, *from, *until, gz);
+    client::run(&format!("push to {url}"), interval, &|| runner.exiting(), build, send);
 }
 
 #[cfg(test)]
@@ -283,12 +157,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_and_names() {
-        let t = parse_url("http://127.0.0.1:4040").unwrap();
-        assert_eq!(t, Target { authority: "127.0.0.1:4040".into(), prefix: String::new() });
-        let t = parse_url("http://alloy.local/pyroscope/").unwrap();
-        assert_eq!(t, Target { authority: "alloy.local:80".into(), prefix: "/pyroscope".into() });
-        assert!(parse_url("https://x").is_err());
+    fn names() {
         let labels = vec![
             ("service_name".to_string(), "checkout".to_string()),
             ("env".to_string(), "prod".to_string()),

@@ -188,7 +188,7 @@ fn status(ctx: &Ctx) -> String {
             "\"process\":{{\"rss_kib\":{},\"anon_rss_kib\":{},\"rss_bytes\":{},\"rss_breakdown\":{}}},",
             "\"settings\":{{\"sample_interval_bytes\":{},\"unit\":{},\"http_addr\":{},",
             "\"reporting_path\":{},\"check_interval_secs\":{},\"report_pct_change_trigger\":{},",
-            "\"push_url\":{},\"push_interval_secs\":{}}}}}\n"
+            "\"push_url\":{},\"otlp_url\":{},\"push_interval_secs\":{}}}}}\n"
         ),
         json_str(env!("CARGO_PKG_VERSION")),
         pc.pid,
@@ -216,6 +216,7 @@ fn status(ctx: &Ctx) -> String {
         r.check_interval_secs(),
         r.report_pct_change_trigger(),
         s.push_url.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
+        s.otlp_url.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
         s.push_interval_secs,
     )
 }

@@ -1,0 +1,177 @@
+//! Pushes of OpenTelemetry profiles (`YING_OTLP_URL`, `YING_OTLP_HEADERS`,
+//! `YING_PUSH_INTERVAL_SECS`, `YING_PUSH_LABELS`, or
+//! [`crate::utils::ProfilerRunnerBuilder::otlp_url`]) to any OTLP profiles receiver: an
+//! OpenTelemetry Collector (its `otlp` receiver's HTTP port, 4318), Grafana Pyroscope, or
+//! another backend that takes OTLP/HTTP.
+//!
+//! Every interval a profiler thread sends one OTLP/HTTP export request:
+//!
+//! ```text
+//! POST <url>                        (http://host:4318 becomes http://host:4318/v1development/profiles)
+//! Content-Type: application/x-protobuf
+//! Content-Encoding: gzip
+//! <YING_OTLP_HEADERS>               (authorization, tenant...)
+//!   ExportProfilesServiceRequest: one resource (the process), four profiles, one dictionary
+//! ```
+//!
+//! The four profiles are Go's heap sample types: `alloc_objects` and `alloc_space` what was
+//! allocated since the last push (the profiles' time range, from the last push to this one),
+//! `inuse_objects` and `inuse_space` what is retained at this push, as the Pyroscope pushes
+//! send them. The resource's attributes are `service.name` (the `service_name` label of
+//! `YING_PUSH_LABELS`, or the executable's name), `process.pid`, `process.executable.name`,
+//! `process.executable.path`, `host.name`, and the other labels as they are; spans are
+//! sample attributes. The request's form is described in the README's "OTLP" section.
+//!
+//! A receiver's answer of partial success (some profiles rejected) is said like a failure and
+//! not sent again; failures are retried or dropped as [`super::client`] says.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use prost::Message;
+
+use super::Runner;
+use super::client::{self, Body, Failure, Target};
+use crate::profiles::{self, AllocBaseline};
+use crate::report::ReportContext;
+use crate::source::ProfileSource;
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceResponse;
+
+/// The resource attributes of this process's pushes: `service.name` first.
+pub fn resource(labels: &[(String, String)], process: &ReportContext) -> Vec<(String, String)> {
+    let exe_name = process.exe.rsplit('/').next().unwrap_or(&process.exe).to_string();
+    let service = labels
+        .iter()
+        .find(|(k, _)| k == "service_name")
+        .map_or_else(|| exe_name.clone(), |(_, v)| v.clone());
+    let mut out = vec![
+        ("service.name".to_string(), service),
+        ("process.pid".to_string(), process.pid.to_string()),
+        ("process.executable.name".to_string(), exe_name),
+        ("process.executable.path".to_string(), process.exe.clone()),
+    ];
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        out.push(("host.name".to_string(), host.trim().to_string()));
+    }
+    for (k, v) in labels.iter().filter(|(k, _)| k != "service_name") {
+        match out.iter_mut().find(|(key, _)| key == k) {
+            Some(slot) => slot.1 = v.clone(),
+            None => out.push((k.clone(), v.clone())),
+        }
+    }
+    out
+}
+
+/// Whether `headers` may go out as they are: names HTTP tokens, values one line.
+fn headers_ok(headers: &[(String, String)]) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    for (k, v) in headers {
+        if k.is_empty() || !k.chars().all(token) {
+            return Err(format!("header name \"{}\" is not an HTTP token", k.escape_debug()));
+        }
+        if v.chars().any(|c| c.is_control()) {
+            return Err(format!("header {k} has a control character"));
+        }
+    }
+    Ok(())
+}
+
+/// Sends one encoded request; Ok when the receiver took all of it.
+fn send(target: &Target, headers: &[(String, String)], gz: &[u8]) -> Result<(), Failure> {
+    let body =
+        Body { content_type: "application/x-protobuf", encoding: Some("gzip"), headers, bytes: gz };
+    let said = client::post(target, &target.prefix, body)?;
+    match ExportProfilesServiceResponse::decode(&said[..]).ok().and_then(|r| r.partial_success) {
+        Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => Err(Failure {
+            what: format!(
+                "the receiver rejected {} profile(s): {}",
+                p.rejected_profiles,
+                p.error_message.chars().take(200).collect::<String>()
+            ),
+            retry: None,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Starts the pushing thread (as profiler code); a bad URL or header is one warning and no
+/// pushes.
+pub(crate) fn start(
+    url: &str,
+    services: &super::Services,
+    source: &'static dyn ProfileSource,
+    runner: Arc<dyn Runner>,
+) {
+    let target = match Target::parse(url)
+        .and_then(|t| if t.prefix.is_empty() { Err("no path".to_string()) } else { Ok(t) })
+    {
+        Ok(t) => t,
+        Err(e) => return crate::sys::warn(&format!("OTLP pushes to {url} not started: {e}")),
+    };
+    if let Err(e) = headers_ok(&services.otlp_headers) {
+        return crate::sys::warn(&format!("OTLP pushes to {url} not started: {e}"));
+    }
+    let resource = resource(&services.push_labels, &ReportContext::current());
+    let headers = services.otlp_headers.clone();
+    let interval = Duration::from_secs(services.push_interval_secs.max(1));
+    let shown = url.to_string();
+    let body = Box::new(move || {
+        source.enter_profiler_thread();
+        let mut since = AllocBaseline::empty(SystemTime::now());
+        let build = || {
+            let (raw, now) = profiles::delta_otlp(source, &since, &resource)?;
+            // The next push starts here, whether this one is taken or dropped.
+            since = now;
+            let mut gz = crate::report::pprof::gzip(Vec::new());
+            std::io::Write::write_all(&mut gz, &raw)?;
+            Ok(Some(gz.finish()?))
+        };
+        let send = |gz: &Vec<u8>| send(&target, &headers, gz);
+        client::run(&format!("OTLP push to {shown}"), interval, &|| runner.exiting(), build, send);
+    });
+    if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-otlp", body) {
+        crate::sys::warn(&format!("OTLP pushes to {url} not started: no thread ({e})"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process() -> ReportContext {
+        ReportContext {
+            pid: 42,
+            instance: None,
+            exe: "/usr/bin/svc".into(),
+            rss_kib: None,
+            anon_rss_kib: None,
+        }
+    }
+
+    #[test]
+    fn the_resource_names_the_service_and_the_process() {
+        let labels = vec![
+            ("service_name".to_string(), "checkout".to_string()),
+            ("env".to_string(), "prod".to_string()),
+        ];
+        let r = resource(&labels, &process());
+        assert_eq!(r[0], ("service.name".to_string(), "checkout".to_string()));
+        let get = |k: &str| r.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("process.pid"), Some("42"));
+        assert_eq!(get("process.executable.name"), Some("svc"));
+        assert_eq!(get("process.executable.path"), Some("/usr/bin/svc"));
+        assert_eq!(get("env"), Some("prod"));
+        assert!(get("host.name").is_some_and(|h| !h.is_empty()));
+        let r = resource(&[], &process());
+        assert_eq!(r[0].1, "svc", "the executable's name by default");
+    }
+
+    #[test]
+    fn headers_that_would_break_the_request_are_refused() {
+        let h = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        assert!(headers_ok(&h("authorization", "Bearer abc")).is_ok());
+        assert!(headers_ok(&h("x-scope-orgid", "t1\r\nX-Evil: 1")).is_err());
+        assert!(headers_ok(&h("bad name", "v")).is_err());
+    }
+}
