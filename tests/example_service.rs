@@ -173,6 +173,13 @@ fn assert_reads_like_the_code(report: &str, blocks: &[Block]) {
     assert!(report.contains(" frames in tokio"), "Tokio's frames not folded:\n{report}");
 }
 
+/// The text report's section titled `title...`, up to its blank line.
+fn section<'a>(txt: &'a str, title: &str) -> &'a str {
+    let start = txt.find(&format!("\n{title} ")).unwrap_or_else(|| panic!("no {title}:\n{txt}"));
+    let rest = &txt[start + 1..];
+    &rest[..rest.find("\n\n").unwrap_or(rest.len())]
+}
+
 fn read(p: &Option<PathBuf>, what: &str) -> String {
     let p = p.as_ref().unwrap_or_else(|| panic!("report set without its {what}"));
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -280,6 +287,20 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
         assert!(!(inlined && glue), "inlined ::poll glue shown: {line}");
     }
     assert_reads_like_the_code(last_txt, &blocks);
+    // Memory per task kind: the leaking task first, the cache workers (eight tasks moving
+    // between the worker threads) one row, with their intervals.
+    let by_task = section(last_txt, "BY TASK");
+    let task_rows: Vec<&str> = by_task.lines().skip(2).collect();
+    assert!(task_rows[0].ends_with(" ying_example::leak_loop"), "{by_task}");
+    assert!(task_rows[0].contains(" ± "), "{by_task}");
+    let workers: Vec<&&str> =
+        task_rows.iter().filter(|l| l.ends_with(" ying_example::cache_worker")).collect();
+    assert_eq!(workers.len(), 1, "{by_task}");
+    if cfg!(feature = "profile_spans") {
+        let by_span = section(last_txt, "BY SPAN");
+        let first = by_span.lines().nth(2).unwrap_or_default();
+        assert!(first.ends_with(" ying_example::leak_loop"), "{by_span}");
+    }
     // The leak's `vec!` is one entry, with the library function it called named.
     let leak_entries: Vec<&Block> = blocks
         .iter()

@@ -6,6 +6,10 @@
 //! Report sets stream it ([`write`]): each distinct address becomes a pprof location once, and
 //! each stack is written as a sample of location ids as soon as it is built, so the profile of
 //! 100,000 stacks is never held in memory.
+//!
+//! Each sample's labels: `span` (each span entered) and `span_path` with `profile_spans`, and
+//! `task`, the Tokio task kind that allocated (`model/groups.rs`), so that `go tool pprof
+//! -tagfocus=task=svc::handler` shows one kind of task's memory.
 
 use std::io::{self, Write};
 use std::time::UNIX_EPOCH;
@@ -15,6 +19,7 @@ use super::pprof::{
     ProfileWriter, RESIDENT_SAMPLE_TYPES, STDERR_SAMPLE_TYPES, stderr_values,
 };
 use crate::report::model::Report;
+use crate::report::model::groups::task_of;
 use crate::report::model::table::{Location, StackTable};
 use crate::report::snapshot::Snapshot;
 use crate::symbols::symbolize::{Module, module_of};
@@ -200,10 +205,13 @@ fn write_with(
             let names: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
             names.join(" > ")
         });
+        // And the Tokio task kind that allocated (`model/groups.rs`), for -tagfocus=task=...
+        let task = task_of(snap.frames_of(row));
         let labels = spans
             .iter()
             .map(|sp| Label { key: "span", str: sp.name, num: 0, unit: "" })
-            .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }));
+            .chain(path.as_deref().map(|p| Label { key: "span_path", str: p, num: 0, unit: "" }))
+            .chain(task.map(|t| Label { key: "task", str: t, num: 0, unit: "" }));
         let fig = &snap.row(row).fig;
         if peak {
             let [a, b] = peak_values;
@@ -262,6 +270,7 @@ fn build_raw(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
                         let path: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
                         ("span_path".to_string(), path.join(" > "))
                     }))
+                    .chain(task_of(compact.frames_of(r)).map(|t| ("task".into(), t.into())))
                     .collect()
             },
             num_labels: Vec::new(),

@@ -23,8 +23,9 @@
 //!   profiles ask their reader to do with `drop_frames` and OTLP has no field for: a stack's
 //!   first frame is the code that asked for the memory. A module's build id is its mapping's
 //!   `process.executable.build_id.gnu` attribute.
-//! * **Spans as sample attributes**: `span` (the innermost entered span) and `span_path` (the
-//!   whole path, outermost first, `a > b`), with `profile_spans`.
+//! * **Spans and tasks as sample attributes**: `span` (the innermost entered span) and
+//!   `span_path` (the whole path, outermost first, `a > b`), with `profile_spans`; `task`, the
+//!   Tokio task kind that allocated (`model/groups.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,6 +45,7 @@ use super::heap_profile::{location, mappings};
 use super::pprof::{PprofLocation, SAMPLE_TYPES};
 use crate::callstack::is_allocator_entry;
 use crate::report::model::Report;
+use crate::report::model::groups::task_of;
 
 /// The period type of every profile: the interval counts allocated bytes, as in Go's.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
@@ -258,6 +260,9 @@ pub(crate) fn request(
             let path: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
             attribute_indices.push(dict.attribute("span_path", &path.join(" > ")));
         }
+        if let Some(task) = task_of(table.frames_of(row)) {
+            attribute_indices.push(dict.attribute("task", task));
+        }
         for (p, &value) in profiles.iter_mut().zip(&v) {
             if value != 0 {
                 p.samples.push(Sample {
@@ -383,12 +388,14 @@ mod report_tests {
     use crate::spans::SpanInfo;
     use prost::Message;
 
-    /// A hand-built report: one stack under two spans whose leaf is `malloc`, one without.
+    /// A hand-built report: one stack of a Tokio task under two spans whose leaf is `malloc`,
+    /// one without either.
     /// The request, encoded and decoded, resolves back to the report's figures.
     #[test]
     fn a_report_round_trips_through_the_wire_form() {
         let mut a = stack(0x10, 7, 1);
         a.frames.insert(0, frame(0x5, "malloc", 0, false));
+        a.frames.push(frame(0x20, "tokio::runtime::task::core::Core::poll", 0, false));
         a.spans = vec![
             SpanInfo { name: "request", target: "svc" },
             SpanInfo { name: "get_item", target: "svc::cache" },
@@ -435,7 +442,11 @@ mod report_tests {
             if !attrs.is_empty() {
                 assert_eq!(
                     attrs,
-                    [("span", "get_item"), ("span_path", "svc::request > svc::cache::get_item")]
+                    [
+                        ("span", "get_item"),
+                        ("span_path", "svc::request > svc::cache::get_item"),
+                        ("task", "app::handler"),
+                    ]
                 );
             }
         }

@@ -8,6 +8,9 @@
 //! says so and the PEAK section comes before them. An entry whose 95 % interval reaches zero
 //! (one or two samples) is marked as within sampling noise, so that a reader does not take a
 //! single sample's weight for a culprit.
+//!
+//! After the stacks, a Tokio program's memory per task kind and a `profile_spans` program's
+//! per span (`model/groups.rs`), each row with its interval.
 
 use std::fmt::Write;
 
@@ -17,6 +20,7 @@ use super::{
 use crate::callstack::{FrameView, Measurement, StackStats};
 use crate::engine::mapped::MappedState;
 use crate::report::model::Report;
+use crate::report::model::groups::{self, Group};
 use crate::report::snapshot::{Peak, Snapshot};
 
 fn pct(part: u64, whole: u64) -> String {
@@ -384,10 +388,70 @@ pub(crate) fn render_report(r: &Report) -> String {
         o.push_str(&stack_block_in(&s, rank, m, true, view, f.uptime_ms));
         o.push('\n');
     }
+    o.push_str(&groups_section(&groups::by_task(&r.table), GroupKind::Task));
+    o.push_str(&groups_section(&groups::by_span(&r.table), GroupKind::Span));
     if peak_first.is_none() {
         o.push_str(&peak_section(r, r.opts.top_k, view));
     }
     o.push_str(&giant_refusals(&f.giant_refusals));
+    o
+}
+
+/// What a [`groups_section`] sums by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupKind {
+    Task,
+    Span,
+}
+
+/// Rows a grouping section lists; the rest are summed on one line.
+const GROUPS_LISTED: usize = 10;
+
+/// The `BY TASK` or `BY SPAN` section (nothing when no stack has one): retained and allocated
+/// bytes of each group with their 95 % intervals, largest retained first.
+fn groups_section(groups: &[Group], kind: GroupKind) -> String {
+    if groups.is_empty() {
+        return String::new();
+    }
+    let mut o = String::new();
+    let (title, what) = match kind {
+        GroupKind::Task => (
+            "BY TASK (Tokio tasks, each named by the future it runs; memory stays with the task that allocated it)",
+            "task",
+        ),
+        GroupKind::Span => (
+            "BY SPAN (the innermost span entered at allocation; memory that outlives its span stays with it)",
+            "span",
+        ),
+    };
+    let _ = writeln!(o, "{title}");
+    let _ = writeln!(o, "  {:<24} {:<24} {:>6}  {what}", "retained", "allocated", "stacks");
+    let figure = |v: f64, var: f64| {
+        format!("{}{}", human_bytes(v.max(0.0).round() as u64), plus_minus_bytes(var.sqrt()))
+    };
+    for g in groups.iter().take(GROUPS_LISTED) {
+        let _ = writeln!(
+            o,
+            "  {:<24} {:<24} {:>6}  {}",
+            figure(g.retained, g.retained_var),
+            figure(g.allocated, g.allocated_var),
+            g.stacks,
+            g.name
+        );
+    }
+    if groups.len() > GROUPS_LISTED {
+        let rest = &groups[GROUPS_LISTED..];
+        let sum = |f: fn(&Group) -> f64| rest.iter().map(f).sum::<f64>();
+        let _ = writeln!(
+            o,
+            "  {:<24} {:<24} {:>6}  and {} more {what}s",
+            figure(sum(|g| g.retained), sum(|g| g.retained_var)),
+            figure(sum(|g| g.allocated), sum(|g| g.allocated_var)),
+            rest.iter().map(|g| g.stacks).sum::<u32>(),
+            rest.len()
+        );
+    }
+    o.push('\n');
     o
 }
 

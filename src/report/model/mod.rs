@@ -27,6 +27,7 @@
 //! formula.
 
 pub(crate) mod facts;
+pub(crate) mod groups;
 pub(crate) mod printed;
 pub(crate) mod resident;
 pub(crate) mod rss;
