@@ -171,5 +171,72 @@ fn axum_router_serves_the_bytes_api() {
             .is_err()
     );
     drop(keep);
+
+    // OTLP: a Tokio task's kept blocks, named by the task's future (its `task` attribute), in
+    // the request `delta_otlp` encodes, decoded with the OpenTelemetry project's types.
+    let kept = rt.block_on(rt.spawn(task_keeping())).unwrap();
+    let since = AllocBaseline::empty(std::time::UNIX_EPOCH);
+    let resource = [("service.name".to_string(), "profiles-test".to_string())];
+    let (bytes, _) = profiles::delta_otlp(&A, &since, &resource).unwrap();
+    let (bytes_by_task, frames) = otlp_inuse_of(&bytes, "marker_task_keep");
+    assert_eq!(bytes_by_task, [("profiles::task_keeping".to_string(), 10 * 30_000)], "{frames:?}");
+    assert_eq!(frames[0], "profiles::marker_task_keep", "the stack opens past the allocator");
+    drop(kept);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[inline(never)]
+fn marker_task_keep(out: &mut Vec<Box<[u8]>>) {
+    for _ in 0..10 {
+        out.push(black_box(vec![9u8; 30_000].into_boxed_slice()));
+    }
+}
+
+async fn task_keeping() -> Vec<Box<[u8]>> {
+    tokio::task::yield_now().await;
+    let mut out = Vec::with_capacity(10);
+    marker_task_keep(&mut out);
+    out
+}
+
+/// The `inuse_space` of the OTLP request `bytes` in the stacks through `function`, summed per
+/// `task` attribute, and the frames (innermost first) of the first such stack.
+fn otlp_inuse_of(bytes: &[u8], function: &str) -> (Vec<(String, i64)>, Vec<String>) {
+    use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    use prost::Message;
+    let req = ExportProfilesServiceRequest::decode(bytes).expect("a request");
+    let d = req.dictionary.expect("a dictionary");
+    let s = |i: i32| d.string_table[i as usize].clone();
+    let p = &req.resource_profiles[0].scope_profiles[0].profiles;
+    let inuse = p.iter().find(|p| s(p.sample_type.unwrap().type_strindex) == "inuse_space");
+    let mut by_task: Vec<(String, i64)> = Vec::new();
+    let mut first = Vec::new();
+    for smp in &inuse.expect("inuse_space").samples {
+        let frames: Vec<String> = d.stack_table[smp.stack_index as usize]
+            .location_indices
+            .iter()
+            .flat_map(|&l| d.location_table[l as usize].lines.iter())
+            .map(|line| s(d.function_table[line.function_index as usize].name_strindex))
+            .collect();
+        if !frames.iter().any(|f| f.ends_with(function)) {
+            continue;
+        }
+        let task = smp.attribute_indices.iter().find_map(|&i| {
+            let a = &d.attribute_table[i as usize];
+            match (s(a.key_strindex).as_str(), a.value.as_ref().and_then(|v| v.value.as_ref())) {
+                ("task", Some(Value::StringValue(v))) => Some(v.clone()),
+                _ => None,
+            }
+        });
+        let task = task.unwrap_or_default();
+        match by_task.iter_mut().find(|(t, _)| *t == task) {
+            Some(row) => row.1 += smp.values[0],
+            None => by_task.push((task, smp.values[0])),
+        }
+        if first.is_empty() {
+            first = frames;
+        }
+    }
+    (by_task, first)
 }
