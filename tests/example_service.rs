@@ -296,7 +296,10 @@ fn example_service_writes_reports_naming_the_leak_and_the_churn() {
     let workers: Vec<&&str> =
         task_rows.iter().filter(|l| l.ends_with(" ying_example::cache_worker")).collect();
     assert_eq!(workers.len(), 1, "{by_task}");
+    // The manifest lists the same rows for programs (and `ying view`'s page).
+    assert_eq!(last_manifest["tasks"][0]["name"], "ying_example::leak_loop", "{last_manifest}");
     if cfg!(feature = "profile_spans") {
+        assert_eq!(last_manifest["spans"][0]["name"], "ying_example::leak_loop");
         let by_span = section(last_txt, "BY SPAN");
         let first = by_span.lines().nth(2).unwrap_or_default();
         assert!(first.ends_with(" ying_example::leak_loop"), "{by_span}");

@@ -38,7 +38,10 @@
 //!    (and beside each sampled figure its standard error: "retained_bytes_stderr":.., ...)
 //!    "frames":["function (file:line)",..],
 //!    "sources":["/the/whole/path/file.c:12" | null,..] (each frame's, the text shortens them)}],
-//!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..]}
+//!  "peak_entries":[..the same, ranked by bytes retained at the kept peak..],
+//!  "tasks":[{"name":"svc::handler","retained_bytes":..,"retained_bytes_stderr":..,
+//!    "allocated_bytes":..,"allocated_bytes_stderr":..,"stacks":..}] (Tokio task kinds),
+//!  "spans":[..the same per innermost span..]}
 //! ```
 //!
 //! `entries_complete` is true when `entries` lists every stack whose `ranked_by` figure is not
@@ -63,6 +66,7 @@ use serde::Serialize;
 use serde::ser::Serializer;
 
 use super::model::Report;
+use super::model::groups;
 use super::{ReportPaths, utc_timestamp};
 use crate::callstack::Measurement;
 use crate::engine::mapped::MappedState;
@@ -110,6 +114,38 @@ struct Manifest<'a> {
     entries_complete: bool,
     entries: Entries<'a>,
     peak_entries: Entries<'a>,
+    /// Memory per Tokio task kind and per innermost span (`model/groups.rs`), the largest
+    /// retained first, at most ten each; empty when no stack has one.
+    tasks: Vec<Group>,
+    spans: Vec<Group>,
+}
+
+/// One row of `tasks` or `spans`.
+#[derive(Serialize)]
+struct Group {
+    name: String,
+    retained_bytes: u64,
+    retained_bytes_stderr: u64,
+    allocated_bytes: u64,
+    allocated_bytes_stderr: u64,
+    stacks: u32,
+}
+
+/// The rows of `groups` the manifest lists.
+fn group_rows(groups: &[groups::Group]) -> Vec<Group> {
+    let whole = |v: f64| v.max(0.0).round() as u64;
+    groups
+        .iter()
+        .take(groups::LISTED)
+        .map(|g| Group {
+            name: g.name.clone(),
+            retained_bytes: whole(g.retained),
+            retained_bytes_stderr: whole(g.retained_var.sqrt()),
+            allocated_bytes: whole(g.allocated),
+            allocated_bytes_stderr: whole(g.allocated_var.sqrt()),
+            stacks: g.stacks,
+        })
+        .collect()
 }
 
 /// `rss_breakdown`: one key per part, in the order reports print them.
@@ -377,6 +413,8 @@ pub(crate) fn write(
         entries_complete: r.ranked_len(r.opts.measurement) <= r.opts.top_k,
         entries: Entries { r, m: r.opts.measurement, k: r.opts.top_k },
         peak_entries: Entries { r, m: Measurement::RetainedBytesAtPeak, k: r.opts.top_k },
+        tasks: group_rows(&groups::by_task(&r.table)),
+        spans: group_rows(&groups::by_span(&r.table)),
     };
     let mut out = io::BufWriter::new(out);
     serde_json::to_writer(&mut out, &doc).map_err(io::Error::other)?;

@@ -404,9 +404,6 @@ enum GroupKind {
     Span,
 }
 
-/// Rows a grouping section lists; the rest are summed on one line.
-const GROUPS_LISTED: usize = 10;
-
 /// The `BY TASK` or `BY SPAN` section (nothing when no stack has one): retained and allocated
 /// bytes of each group with their 95 % intervals, largest retained first.
 fn groups_section(groups: &[Group], kind: GroupKind) -> String {
@@ -429,7 +426,7 @@ fn groups_section(groups: &[Group], kind: GroupKind) -> String {
     let figure = |v: f64, var: f64| {
         format!("{}{}", human_bytes(v.max(0.0).round() as u64), plus_minus_bytes(var.sqrt()))
     };
-    for g in groups.iter().take(GROUPS_LISTED) {
+    for g in groups.iter().take(groups::LISTED) {
         let _ = writeln!(
             o,
             "  {:<24} {:<24} {:>6}  {}",
@@ -439,8 +436,8 @@ fn groups_section(groups: &[Group], kind: GroupKind) -> String {
             g.name
         );
     }
-    if groups.len() > GROUPS_LISTED {
-        let rest = &groups[GROUPS_LISTED..];
+    if groups.len() > groups::LISTED {
+        let rest = &groups[groups::LISTED..];
         let sum = |f: fn(&Group) -> f64| rest.iter().map(f).sum::<f64>();
         let _ = writeln!(
             o,

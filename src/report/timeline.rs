@@ -41,6 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::callstack::{FrameView, Measurement, ShownFrame, is_allocator_entry};
 use crate::report::ReportOptions;
 use crate::report::model::Report;
+use crate::report::model::groups;
 use crate::report::noise;
 use crate::report::snapshot::Snapshot;
 use crate::spans::SpanInfo;
@@ -108,6 +109,41 @@ pub struct StackFigures {
     pub resident: Option<u64>,
 }
 
+/// One row of a dump's memory per task kind or per span (`model/groups.rs`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupFigures {
+    /// The task kind or the span.
+    pub name: String,
+    /// Estimated retained bytes, and their standard error.
+    pub retained: u64,
+    /// See `retained`.
+    pub retained_stderr: f32,
+    /// Estimated allocated bytes, and their standard error.
+    pub allocated: u64,
+    /// See `allocated`.
+    pub allocated_stderr: f32,
+    /// Stacks summed.
+    pub stacks: u32,
+}
+
+impl GroupFigures {
+    /// The rows of `groups` the outputs list (the first ten).
+    fn listed(groups: &[groups::Group]) -> Vec<Self> {
+        groups
+            .iter()
+            .take(groups::LISTED)
+            .map(|g| Self {
+                name: g.name.clone(),
+                retained: g.retained.max(0.0).round() as u64,
+                retained_stderr: g.retained_var.max(0.0).sqrt() as f32,
+                allocated: g.allocated.max(0.0).round() as u64,
+                allocated_stderr: g.allocated_var.max(0.0).sqrt() as f32,
+                stacks: g.stacks,
+            })
+            .collect()
+    }
+}
+
 /// What one dump showed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Dump {
@@ -139,6 +175,11 @@ pub struct Dump {
     /// The resident set's parts at the dump (`model/rss.rs`), part key and bytes, in the
     /// order reports print them; empty when not read.
     pub rss_parts: Vec<(String, u64)>,
+    /// Memory per Tokio task kind and per innermost span, the largest first (at most
+    /// `groups::LISTED` each; empty when no stack has one, and in a thinned dump).
+    pub tasks: Vec<GroupFigures>,
+    /// See `tasks`.
+    pub spans: Vec<GroupFigures>,
 }
 
 /// A frame as reports show it: its name and `file:line` (empty when unknown).
@@ -538,6 +579,8 @@ impl Timeline {
                 .as_ref()
                 .map(|b| b.iter().map(|(p, v)| (p.key().to_string(), v)).collect())
                 .unwrap_or_default(),
+            tasks: GroupFigures::listed(&groups::by_task(&r.table)),
+            spans: GroupFigures::listed(&groups::by_span(&r.table)),
         });
         self.thin_dumps();
     }
@@ -556,6 +599,8 @@ impl Timeline {
                 }
                 d.stacks.truncate(CHART_STACKS);
                 d.stacks.shrink_to_fit();
+                d.tasks = Vec::new();
+                d.spans = Vec::new();
                 changed = true;
             }
         }
@@ -629,6 +674,11 @@ impl Timeline {
                 std::mem::size_of::<Dump>()
                     + d.stem.capacity()
                     + d.stacks.capacity() * std::mem::size_of::<StackFigures>()
+                    + d.tasks
+                        .iter()
+                        .chain(&d.spans)
+                        .map(|g| std::mem::size_of::<GroupFigures>() + g.name.capacity())
+                        .sum::<usize>()
             })
             .sum();
         self.points.capacity() * std::mem::size_of::<Point>() + frames + stacks + dumps

@@ -27,7 +27,7 @@ mod view;
 pub use view::{VIEW_FILE, write_view};
 
 use super::timeline::{Dump, Timeline};
-use super::{human_bytes, utc_timestamp};
+use super::{human_bytes, plus_minus_bytes, utc_timestamp};
 
 const SCRIPT: &str = include_str!("ying.js");
 const STYLE: &str = include_str!("ying.css");
@@ -210,7 +210,40 @@ fn summary(o: &mut String, i: usize, t: &Timeline, leaks: Option<&crate::report:
     }
     let shown = t.dump_that_matters().and_then(|i| t.dumps.get(i)).unwrap_or(last);
     top_table(o, t, shown, last);
+    groups_tables(o, shown);
     o.push_str("</section>\n");
+}
+
+/// Memory per Tokio task kind and per span at dump `d`, as the text report's `BY TASK` and
+/// `BY SPAN` sections (`model/groups.rs`); nothing for a dump that has none.
+fn groups_tables(o: &mut String, d: &Dump) {
+    let pm = |v: u64, se: f32| format!("{}{}", human_bytes(v), plus_minus_bytes(f64::from(se)));
+    for (rows, title, what) in [
+        (&d.tasks, "Memory by task: each Tokio task kind named by the future it runs", "task"),
+        (&d.spans, "Memory by span: the innermost span entered at allocation", "span"),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "<h3>{title} (dump {})</h3>\n<table class=\"groups\">\n<tr><th class=\"n\">retained</th>\
+             <th class=\"n\">allocated</th><th class=\"n\">stacks</th><th>{what}</th></tr>",
+            d.seq
+        );
+        for g in rows {
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td>{}</td></tr>",
+                pm(g.retained, g.retained_stderr),
+                pm(g.allocated, g.allocated_stderr),
+                g.stacks,
+                esc(&g.name)
+            );
+        }
+        o.push_str("</table>\n");
+    }
 }
 
 /// The resident set's parts at dump `d` (`model/rss.rs`), with what each one is.
@@ -413,6 +446,35 @@ mod tests {
         json_str(&mut o, "a</script>\"\\\n");
         assert_eq!(o, "\"a\\u003c/script>\\\"\\\\\\u000a\"");
         assert_eq!(esc("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
+    }
+
+    #[test]
+    fn a_dump_with_tasks_shows_them_and_one_without_shows_nothing() {
+        use crate::report::timeline::GroupFigures;
+        let row = |name: &str, retained| GroupFigures {
+            name: name.into(),
+            retained,
+            retained_stderr: 1000.0,
+            allocated: 5 << 20,
+            allocated_stderr: 0.0,
+            stacks: 3,
+        };
+        let mut d = Dump {
+            seq: 4,
+            tasks: vec![row("svc::leak<T>", 8 << 20), row("svc::worker", 1 << 20)],
+            ..Dump::default()
+        };
+        let mut o = String::new();
+        groups_tables(&mut o, &d);
+        assert!(o.contains("Memory by task"), "{o}");
+        assert!(!o.contains("Memory by span"), "no spans, no table: {o}");
+        assert!(o.contains("<td class=\"n\">8.0 MiB ± 1.9 KiB</td>"), "{o}");
+        assert!(o.contains("<td>svc::leak&lt;T&gt;</td>"), "names are escaped: {o}");
+        assert!(o.find("svc::leak") < o.find("svc::worker"), "in the dump's order: {o}");
+        d.tasks.clear();
+        let mut o = String::new();
+        groups_tables(&mut o, &d);
+        assert!(o.is_empty(), "{o}");
     }
 
     #[test]

@@ -18,7 +18,8 @@ use crate::callstack::{Frame, FrameView};
 use crate::report::proto::{Profile, read_profile};
 use crate::report::set_name::stamp_ms;
 use crate::report::timeline::{
-    ALLOCATED_STACKS, Dump, PEAK_STACKS, Point, RETAINED_STACKS, StackFigures, Timeline,
+    ALLOCATED_STACKS, Dump, GroupFigures, PEAK_STACKS, Point, RETAINED_STACKS, StackFigures,
+    Timeline,
 };
 
 /// The file [`write_view`] writes in the directory.
@@ -231,8 +232,28 @@ fn add_set(t: &mut Timeline, dir: &Path, set: &SetName) -> io::Result<()> {
             .as_object()
             .map(|o| o.iter().filter_map(|(k, v)| Some((k.clone(), v.as_u64()?))).collect())
             .unwrap_or_default(),
+        tasks: groups_of(&manifest["tasks"]),
+        spans: groups_of(&manifest["spans"]),
     });
     Ok(())
+}
+
+/// A manifest's `tasks` or `spans` (none in a manifest from before them) as a dump's rows.
+fn groups_of(rows: &serde_json::Value) -> Vec<GroupFigures> {
+    let Some(rows) = rows.as_array() else { return Vec::new() };
+    rows.iter()
+        .filter_map(|g| {
+            let n = |k: &str| g[k].as_u64();
+            Some(GroupFigures {
+                name: g["name"].as_str()?.to_string(),
+                retained: n("retained_bytes")?,
+                retained_stderr: n("retained_bytes_stderr").unwrap_or(0) as f32,
+                allocated: n("allocated_bytes")?,
+                allocated_stderr: n("allocated_bytes_stderr").unwrap_or(0) as f32,
+                stacks: n("stacks").unwrap_or(0) as u32,
+            })
+        })
+        .collect()
 }
 
 /// Milliseconds since the epoch of a manifest's time, `2026-12-05T02:44:09Z` (see

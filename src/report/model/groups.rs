@@ -24,6 +24,9 @@
 use super::table::{ALLOC_BYTES, LIVE_BYTES, StackTable};
 use crate::callstack::Frame;
 
+/// Rows the outputs list of a grouping (the text report sums the rest on one line).
+pub(crate) const LISTED: usize = 10;
+
 /// The name of stacks whose only Tokio code is the runtime's own.
 pub(crate) const RUNTIME_KIND: &str = "(tokio runtime)";
 
