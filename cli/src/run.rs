@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::summary;
+use ying_profiler::config::{Config, LiveFile};
 
 /// What `ying run` was asked for: its command line.
 #[derive(Debug, clap::Args)]
@@ -152,16 +153,20 @@ fn wait_without_reaping(pid: u32) {
 pub fn run(req: &Request) -> Result<u8, String> {
     let lib = find_lib(req.lib.as_deref())?;
     let program = &req.command[0];
-    let reports = match (&req.output, std::env::var_os("YING_REPORTING_PATH")) {
-        (Some(p), _) => p.clone(),
-        (None, Some(p)) if !p.is_empty() => PathBuf::from(p),
-        _ => PathBuf::from(ying_profiler::config::DEFAULT_REPORTING_PATH),
-    };
-    let reports = absolute(&reports);
+    // `YING_*` as the library reads them in the program (its parsers, its defaults; a value
+    // it refuses is the program's to warn about, and its default holds there as here).
+    let (cfg, _) = Config::from_env();
+    let reports = absolute(req.output.as_ref().unwrap_or(&cfg.reporting_path));
     let before: HashSet<OsString> =
         summary::entries(&reports).into_iter().map(|(name, _)| name).collect();
-    let before_live: HashSet<OsString> = std::env::var_os("YING_LIVE_FILE")
-        .map(|p| summary::entries(&absolute(Path::new(&p))))
+    // A live file kept elsewhere (`YING_LIVE_FILE=DIR`).
+    let live_dir = match &cfg.live_file {
+        LiveFile::Dir(d) => Some(absolute(d)).filter(|d| *d != reports),
+        LiveFile::ReportingDir | LiveFile::Off => None,
+    };
+    let before_live: HashSet<OsString> = live_dir
+        .as_deref()
+        .map(summary::entries)
         .unwrap_or_default()
         .into_iter()
         .map(|(name, _)| name)
@@ -223,17 +228,11 @@ pub fn run(req: &Request) -> Result<u8, String> {
     // binary's symbols (one line for each that cannot be).
     let mut deaths = render_raw(&reports);
     deaths.extend(heaps_at_death(&reports, &before, pid as u32, &status, &reports));
-    // A live file kept elsewhere (`YING_LIVE_FILE=DIR`).
-    if let Some(live_dir) = std::env::var_os("YING_LIVE_FILE")
-        .map(PathBuf::from)
-        .filter(|p| p.components().count() > 1 || p.is_dir())
-        .map(|p| absolute(&p))
-        .filter(|p| *p != reports)
-    {
-        deaths.extend(heaps_at_death(&live_dir, &before_live, pid as u32, &status, &reports));
+    if let Some(live_dir) = &live_dir {
+        deaths.extend(heaps_at_death(live_dir, &before_live, pid as u32, &status, &reports));
     }
     if !req.no_summary {
-        summary::print(&reports, &before, program, req.all_processes);
+        summary::print(&reports, &before, program, req.all_processes, &cfg);
     }
     for line in deaths {
         eprintln!("{line}");

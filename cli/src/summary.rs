@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use ying_profiler::config::{Config, parse_bool};
+use ying_profiler::config::Config;
 use ying_profiler::report::SetName;
 use ying_profiler::report::set_name::uid_of_dir;
 
@@ -258,11 +258,6 @@ fn summarize(reports: &Path, sets: Vec<Set>, all_processes: bool) {
     say(&format!("largest: {}", rows[0].5.display()));
 }
 
-/// Whether a variable is set to a false value, as Ying reads it.
-fn false_value(v: Option<&OsStr>) -> bool {
-    v.is_some_and(|v| parse_bool(&v.to_string_lossy()) == Ok(false))
-}
-
 fn resolve(program: &OsStr) -> Option<PathBuf> {
     let p = Path::new(program);
     if program.to_string_lossy().contains('/') {
@@ -362,16 +357,15 @@ fn directory_problem(path: &Path) -> Option<String> {
     None
 }
 
-fn explain(reports: &Path, program: &OsStr) {
-    let env = |k: &str| std::env::var_os(k);
+/// Why `reports` got no set from `program`, as far as can be told from outside; `cfg` is
+/// `YING_*` as the library reads them.
+fn explain(reports: &Path, program: &OsStr, cfg: &Config) {
     say(&format!("no report set was written to {} by this run:", reports.display()));
-    if let Some(v) = env("YING_ENABLED").filter(|v| false_value(Some(v))) {
-        say(&format!("  YING_ENABLED={} switched profiling off.", v.to_string_lossy()));
+    if !cfg.enabled {
+        say("  YING_ENABLED=false switched profiling off.");
         return;
     }
-    if false_value(env("YING_REPORT_AT_EXIT").as_deref())
-        && env("YING_CHECK_INTERVAL_SECS").is_some_and(|v| v.to_string_lossy().trim() == "0")
-    {
+    if !cfg.report_at_exit && cfg.check_interval_secs == 0 {
         say("  YING_REPORT_AT_EXIT=false and YING_CHECK_INTERVAL_SECS=0 switched reports off.");
         return;
     }
@@ -402,9 +396,7 @@ fn explain(reports: &Path, program: &OsStr) {
             return;
         }
     }
-    let only =
-        env("YING_ONLY_EXE").map(|v| v.to_string_lossy().trim().to_string()).unwrap_or_default();
-    if !only.is_empty() && !reports.is_dir() {
+    if let Some(only) = cfg.only_exe.as_deref().filter(|_| !reports.is_dir()) {
         say(&format!("  YING_ONLY_EXE={only}: no executable of that name ran."));
         return;
     }
@@ -417,10 +409,12 @@ fn explain(reports: &Path, program: &OsStr) {
         say("  Set YING_REPORTING_PATH (or --output) to a directory this program can write to.");
         return;
     }
-    let interval = env("YING_SAMPLE_INTERVAL_BYTES")
-        .map(|v| v.to_string_lossy().trim().to_string())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| format!("{}KiB", Config::default().sample_interval_bytes >> 10));
+    let bytes = cfg.sample_interval_bytes;
+    let interval = if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{}KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    };
     say(&format!(
         "  no process took a sample, it seems: Ying samples about once per {interval} allocated"
     ));
@@ -430,11 +424,18 @@ fn explain(reports: &Path, program: &OsStr) {
 }
 
 /// Prints the summary of the sets written in `reports` since its listing was `before`.
-/// `all_processes` lists small processes too (see [`SMALL`]).
-pub fn print(reports: &Path, before: &HashSet<OsString>, program: &OsStr, all_processes: bool) {
+/// `all_processes` lists small processes too (see [`SMALL`]); `cfg` is `YING_*` as the
+/// library reads them (what explains a run without sets).
+pub fn print(
+    reports: &Path,
+    before: &HashSet<OsString>,
+    program: &OsStr,
+    all_processes: bool,
+    cfg: &Config,
+) {
     let sets = new_sets(reports, before);
     if sets.is_empty() {
-        explain(reports, program);
+        explain(reports, program, cfg);
     } else {
         summarize(reports, sets, all_processes);
     }
