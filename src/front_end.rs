@@ -14,8 +14,9 @@
 //!    own code (its frames are dropped from stacks), [`modules`] and [`module_of`] to learn who
 //!    owns the program's `malloc` ([`set_foreign_malloc`] when it is not the shim),
 //!    [`set_allocator`] for the allocator the shim forwards to, and
-//!    [`mapped::set_tracking`] for `YING_TRACK_MMAP`. Reports come from
-//!    [`snapshot::take`] through a [`crate::utils::ProfileSource`] of its own.
+//!    [`mapped::set_tracking`] for `YING_TRACK_MMAP`. Reports are taken from the engine's
+//!    tables through a [`crate::utils::ProfileSource`] of its own (its interval and guard);
+//!    [`snapshot::take`] copies them out for the front end's host.
 //! 2. **Each thread**: [`hooks::thread_started`] with the thread's stack ([`stack_bounds`], or
 //!    none under seccomp: [`seccomp::restricted_here`]), [`hooks::thread_exit`] when it ends,
 //!    [`hooks::restart_sampling`] once the settings are final.

@@ -290,9 +290,6 @@ impl<A: GlobalAlloc> YingProfiler<A> {
 }
 
 impl<A: GlobalAlloc + Send + Sync + 'static> ProfileSource for YingProfiler<A> {
-    fn snapshot(&self) -> Snapshot {
-        YingProfiler::snapshot(self)
-    }
     fn enter_profiler_thread(&self) {
         RustHost::thread_state().enter_forever();
         // Whether the heap's regions are glibc's, for the resident set's breakdown.

@@ -9,10 +9,8 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 
-use ying_profiler::Snapshot;
 use ying_profiler::config::Config;
 use ying_profiler::front_end::hooks::{self, Host};
-use ying_profiler::front_end::snapshot;
 use ying_profiler::utils::{ProfileSource, ProfilerRunner};
 
 use crate::host::{OWN_END, OWN_START, SETTINGS, ShimHost, thread_state};
@@ -22,9 +20,6 @@ use crate::host::{OWN_END, OWN_START, SETTINGS, ShimHost, thread_state};
 pub(crate) struct ShimSource;
 
 impl ProfileSource for ShimSource {
-    fn snapshot(&self) -> Snapshot {
-        snapshot::take::<ShimHost>(SETTINGS.sample_interval())
-    }
     fn enter_profiler_thread(&self) {
         hooks::enter_forever(thread_state());
     }

@@ -29,27 +29,19 @@ pub use turn::DEFAULT_DUMP_TIMEOUT;
 
 use std::io;
 
-use crate::report::snapshot::Snapshot;
-
 /// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
 ///
 /// Both front ends keep their stacks in the same tables, so report sets are written from those
 /// tables directly (a report model, see `src/report/model/`); a source supplies the
 /// sample interval and the guard its reports run under.
 pub trait ProfileSource: Send + Sync + 'static {
-    /// Everything known now.
-    fn snapshot(&self) -> Snapshot;
     /// Marks the calling thread as profiler code for the rest of its life. Called first thing on
     /// report threads, before any allocation, so it must not allocate.
     fn enter_profiler_thread(&self);
     /// Runs `f` as profiler code (its allocations are the profiler's own).
     fn run_guarded(&self, f: &mut dyn FnMut());
-    /// The mean sampling interval in bytes. The default takes a whole
-    /// [`ProfileSource::snapshot`] to read it; this crate's sources answer without one, and any
-    /// other source should too.
-    fn sample_interval(&self) -> u64 {
-        self.snapshot().sample_interval
-    }
+    /// The mean sampling interval in bytes.
+    fn sample_interval(&self) -> u64;
     /// What the source's byte figures count. The default is the requested sizes (the Rust
     /// front end's); the preload shim counts usable sizes.
     fn unit(&self) -> crate::ByteUnit {
@@ -122,8 +114,8 @@ mod tests {
     }
 
     impl ProfileSource for Counting {
-        fn snapshot(&self) -> Snapshot {
-            unreachable!("not used")
+        fn sample_interval(&self) -> u64 {
+            1
         }
         fn enter_profiler_thread(&self) {}
         fn run_guarded(&self, f: &mut dyn FnMut()) {
