@@ -206,7 +206,7 @@ fn write_with(
             names.join(" > ")
         });
         // And the Tokio task kind that allocated (`model/groups.rs`), for -tagfocus=task=...
-        let task = task_of(snap.frames_of(row));
+        let task = r.task_of(row);
         let labels = spans
             .iter()
             .map(|sp| Label { key: "span", str: sp.name, num: 0, unit: "" })
@@ -270,7 +270,7 @@ fn build_raw(snap: &Snapshot, modules: &[Module], comment: &str) -> PprofProfile
                         let path: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
                         ("span_path".to_string(), path.join(" > "))
                     }))
-                    .chain(task_of(compact.frames_of(r)).map(|t| ("task".into(), t.into())))
+                    .chain(task_of(|| compact.frames_of(r)).map(|t| ("task".into(), t.into())))
                     .collect()
             },
             num_labels: Vec::new(),

@@ -413,8 +413,8 @@ pub(crate) fn write(
         entries_complete: r.ranked_len(r.opts.measurement) <= r.opts.top_k,
         entries: Entries { r, m: r.opts.measurement, k: r.opts.top_k },
         peak_entries: Entries { r, m: Measurement::RetainedBytesAtPeak, k: r.opts.top_k },
-        tasks: group_rows(&groups::by_task(&r.table)),
-        spans: group_rows(&groups::by_span(&r.table)),
+        tasks: group_rows(&groups::by_task(r)),
+        spans: group_rows(&groups::by_span(r)),
     };
     let mut out = io::BufWriter::new(out);
     serde_json::to_writer(&mut out, &doc).map_err(io::Error::other)?;

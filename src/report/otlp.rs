@@ -45,7 +45,6 @@ use super::heap_profile::{location, mappings};
 use super::pprof::{PprofLocation, SAMPLE_TYPES};
 use crate::callstack::is_allocator_entry;
 use crate::report::model::Report;
-use crate::report::model::groups::task_of;
 
 /// The period type of every profile: the interval counts allocated bytes, as in Go's.
 const PERIOD_TYPE: (&str, &str) = ("space", "bytes");
@@ -260,7 +259,7 @@ pub(crate) fn request(
             let path: Vec<String> = spans.iter().map(|sp| sp.to_string()).collect();
             attribute_indices.push(dict.attribute("span_path", &path.join(" > ")));
         }
-        if let Some(task) = task_of(table.frames_of(row)) {
+        if let Some(task) = r.task_of(row) {
             attribute_indices.push(dict.attribute("task", task));
         }
         for (p, &value) in profiles.iter_mut().zip(&v) {

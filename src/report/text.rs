@@ -388,8 +388,8 @@ pub(crate) fn render_report(r: &Report) -> String {
         o.push_str(&stack_block_in(&s, rank, m, true, view, f.uptime_ms));
         o.push('\n');
     }
-    o.push_str(&groups_section(&groups::by_task(&r.table), GroupKind::Task));
-    o.push_str(&groups_section(&groups::by_span(&r.table), GroupKind::Span));
+    o.push_str(&groups_section(&groups::by_task(r), GroupKind::Task));
+    o.push_str(&groups_section(&groups::by_span(r), GroupKind::Span));
     if peak_first.is_none() {
         o.push_str(&peak_section(r, r.opts.top_k, view));
     }

@@ -579,8 +579,8 @@ impl Timeline {
                 .as_ref()
                 .map(|b| b.iter().map(|(p, v)| (p.key().to_string(), v)).collect())
                 .unwrap_or_default(),
-            tasks: GroupFigures::listed(&groups::by_task(&r.table)),
-            spans: GroupFigures::listed(&groups::by_span(&r.table)),
+            tasks: GroupFigures::listed(&groups::by_task(r)),
+            spans: GroupFigures::listed(&groups::by_span(r)),
         });
         self.thin_dumps();
     }

@@ -29,7 +29,7 @@ pub use turn::DEFAULT_DUMP_TIMEOUT;
 
 use std::io;
 
-/// Where a runner gets its snapshots: the `#[global_allocator]` profiler or the preload shim.
+/// Where a runner's reports come from: the `#[global_allocator]` profiler or the preload shim.
 ///
 /// Both front ends keep their stacks in the same tables, so report sets are written from those
 /// tables directly (a report model, see `src/report/model/`); a source supplies the

@@ -21,6 +21,7 @@
 //! The sums are of the stacks' unrounded estimates, their variances added (the stacks' samples
 //! are independent draws), as the report's totals are.
 
+use super::Report;
 use super::table::{ALLOC_BYTES, LIVE_BYTES, StackTable};
 use crate::callstack::Frame;
 
@@ -83,26 +84,51 @@ fn without_closures(f: &str) -> &str {
     f
 }
 
-/// The task kind of a stack whose frames are `frames`, innermost first (see the module docs);
-/// None when no Tokio poll is on it.
-pub(crate) fn task_of<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<&'a str> {
-    let mut kind = None;
-    // Outermost first would need the frames reversed; innermost first, the last task frame
-    // seen before an anchor is the one just inward of it.
-    let mut inward: Option<&'a str> = None;
-    for f in frames {
-        let name = &*f.function;
-        if polls_a_task(name) {
-            kind = Some(inward.unwrap_or(RUNTIME_KIND));
-            // The innermost anchor decides: a worker thread's own poll (the runtime runs its
-            // workers as blocking tasks) lies further out.
-            break;
-        }
-        if !is_glue(name) {
-            inward = Some(without_closures(name));
-        }
+/// The task kind of a stack whose frames `frames()` gives, innermost first (see the module
+/// docs); None when no Tokio poll is on it. Most stacks have none: a first pass looks for the
+/// runtime's poll with one prefix test a frame, and only a stack that has one is read again.
+pub(crate) fn task_of<'a, I: Iterator<Item = &'a Frame>>(
+    frames: impl Fn() -> I,
+) -> Option<&'a str> {
+    // The innermost anchor decides: a worker thread's own poll (the runtime runs its workers
+    // as blocking tasks) lies further out.
+    let anchor = frames().position(|f| polls_a_task(&f.function))?;
+    // Innermost first, the last of the program's frames before the anchor is the one just
+    // inward of it.
+    let inward = frames().take(anchor).filter(|f| !is_glue(&f.function)).last();
+    Some(inward.map_or(RUNTIME_KIND, |f| without_closures(&f.function)))
+}
+
+/// The task kind of every row of a table, found once per report ([`super::Report::task_of`]).
+#[derive(Debug, Default)]
+pub(crate) struct TaskKinds {
+    /// Each row's index in `names` (`u32::MAX`: none).
+    of_row: Vec<u32>,
+    names: Vec<String>,
+}
+
+impl TaskKinds {
+    /// The kinds of `table`'s rows.
+    pub(crate) fn of(table: &StackTable) -> Self {
+        let mut me = Self::default();
+        let mut index: std::collections::HashMap<&str, u32> = Default::default();
+        me.of_row = (0..table.len() as u32)
+            .map(|row| match task_of(|| table.frames_of(row)) {
+                None => u32::MAX,
+                Some(name) => *index.entry(name).or_insert_with(|| {
+                    me.names.push(name.to_string());
+                    me.names.len() as u32 - 1
+                }),
+            })
+            .collect();
+        me
     }
-    kind
+
+    /// The kind of row `row`, if it has one.
+    pub(crate) fn of_row(&self, row: u32) -> Option<&str> {
+        let i = *self.of_row.get(row as usize)?;
+        self.names.get(i as usize).map(String::as_str)
+    }
 }
 
 /// Sums rows into groups by `key` (None: the row is in no group), largest retained first,
@@ -138,12 +164,13 @@ fn group_by(table: &StackTable, key: impl Fn(u32) -> Option<String>) -> Vec<Grou
 }
 
 /// The report's memory per task kind (empty when no stack has a Tokio poll).
-pub(crate) fn by_task(table: &StackTable) -> Vec<Group> {
-    group_by(table, |row| task_of(table.frames_of(row)).map(str::to_string))
+pub(crate) fn by_task(r: &Report) -> Vec<Group> {
+    group_by(&r.table, |row| r.task_of(row).map(str::to_string))
 }
 
 /// The report's memory per innermost span (empty when no stack has a span).
-pub(crate) fn by_span(table: &StackTable) -> Vec<Group> {
+pub(crate) fn by_span(r: &Report) -> Vec<Group> {
+    let table = &r.table;
     group_by(table, |row| table.spans_of(row).last().map(|sp| sp.to_string()))
 }
 
@@ -183,7 +210,7 @@ mod tests {
             "std::thread::lifecycle::spawn_unchecked::{{closure}}",
             "start_thread",
         ]);
-        assert_eq!(task_of(worker_task.iter()), Some("ying_example::cache_worker"));
+        assert_eq!(task_of(|| worker_task.iter()), Some("ying_example::cache_worker"));
         let runtime_own = frames(&[
             "tokio::runtime::scheduler::multi_thread::worker::run",
             "tokio::runtime::scheduler::multi_thread::worker::Launch::launch::{{closure}}",
@@ -191,14 +218,14 @@ mod tests {
             "tokio::runtime::task::core::Core::poll",
             "start_thread",
         ]);
-        assert_eq!(task_of(runtime_own.iter()), Some(RUNTIME_KIND));
+        assert_eq!(task_of(|| runtime_own.iter()), Some(RUNTIME_KIND));
         let blocking = frames(&[
             "svc::load_file",
             "svc::main::{{closure}}::{{closure}}",
             "<tokio::runtime::blocking::task::BlockingTask<T> as core::future::future::Future>::poll",
             "tokio::runtime::task::core::Core::poll",
         ]);
-        assert_eq!(task_of(blocking.iter()), Some("svc::main"));
+        assert_eq!(task_of(|| blocking.iter()), Some("svc::main"));
         let main = frames(&[
             "svc::setup",
             "svc::main::{{closure}}",
@@ -207,8 +234,9 @@ mod tests {
             "svc::main",
             "main",
         ]);
-        assert_eq!(task_of(main.iter()), Some("svc::main"));
-        assert_eq!(task_of(frames(&["compute", "main"]).iter()), None, "no Tokio, no task");
+        assert_eq!(task_of(|| main.iter()), Some("svc::main"));
+        let plain = frames(&["compute", "main"]);
+        assert_eq!(task_of(|| plain.iter()), None, "no Tokio, no task");
     }
 
     #[test]

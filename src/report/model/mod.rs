@@ -99,6 +99,8 @@ pub(crate) struct Report {
     /// The entries with a non-zero figure, ranked by each of [`MEASURES`], each ranked when
     /// first asked for (a pprof profile needs none).
     ranked: [OnceLock<Ranking>; 3],
+    /// Each row's Tokio task kind, found when first asked for (`groups.rs`).
+    tasks: OnceLock<groups::TaskKinds>,
     /// How many entries a ranking orders: every output lists fewer (the rest are counted and
     /// summed), so ranking 100,000 entries costs a selection and a sort of this many.
     depth: usize,
@@ -107,6 +109,12 @@ pub(crate) struct Report {
 }
 
 impl Report {
+    /// The Tokio task kind of row `row` of the table (`groups.rs`), the rows' kinds found
+    /// once per report for every output that shows them.
+    pub(crate) fn task_of(&self, row: u32) -> Option<&str> {
+        self.tasks.get_or_init(|| groups::TaskKinds::of(&self.table)).of_row(row)
+    }
+
     /// Takes the report of the live engine now, shown as `opts` says. The caller holds the
     /// re-entrancy guard.
     pub(crate) fn take(
@@ -173,6 +181,7 @@ impl Report {
             opts: opts.clone(),
             printed,
             ranked: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
+            tasks: OnceLock::new(),
             depth: opts.top_k.max(LISTED).max(FOLDED_STACKS),
             histograms: HashMap::default(),
         };
