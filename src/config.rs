@@ -547,9 +547,10 @@ settings! {
          URL with its path; allocations as a delta since the last push, retained memory as of \
          the push, the labels of `YING_PUSH_LABELS` as resource attributes; `http://` only; \
          unset or empty pushes nothing.";
-    otlp_headers: Vec<(String, String)> = Vec::new(), "YING_OTLP_HEADERS", parse_headers,
-        "Headers of every push to `YING_OTLP_URL`, `name=value` pairs separated by commas, \
-         as `OTEL_EXPORTER_OTLP_HEADERS` writes them (values percent-decoded), e.g. \
+    push_headers: Vec<(String, String)> = Vec::new(), "YING_PUSH_HEADERS", parse_headers,
+        "Headers of every push, to `YING_PUSH_URL` and to `YING_OTLP_URL` (a token, a \
+         tenant), `name=value` pairs separated by commas, as `OTEL_EXPORTER_OTLP_HEADERS` \
+         writes them (values percent-decoded), e.g. \
          `authorization=Bearer%20abc,x-scope-orgid=team1`.";
     dump_signal: Option<i32> = None, "YING_DUMP_SIGNAL", crate::triggers::signal::parse,
         "A signal (`SIGUSR2`, `USR2`, `12`, `SIGRTMIN+3`) on which the report thread writes a \
@@ -947,7 +948,7 @@ pub(crate) fn with_otlp_path(url: String) -> String {
 /// The path of OTLP/HTTP's profiles export on a receiver (the Collector's, Pyroscope's).
 pub const OTLP_PROFILES_PATH: &str = "/v1development/profiles";
 
-/// `YING_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-decoded (the
+/// `YING_PUSH_HEADERS`: `name=value` pairs separated by commas, values percent-decoded (the
 /// form of `OTEL_EXPORTER_OTLP_HEADERS`); names are HTTP tokens, values one line.
 fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
@@ -1147,7 +1148,7 @@ mod tests {
             ("YING_PUSH_INTERVAL_SECS", "60"),
             ("YING_PUSH_LABELS", "service_name=api, env=prod"),
             ("YING_OTLP_URL", "http://collector:4318"),
-            ("YING_OTLP_HEADERS", "authorization=Bearer%20abc, x-scope-orgid=t1"),
+            ("YING_PUSH_HEADERS", "authorization=Bearer%20abc, x-scope-orgid=t1"),
             ("YING_DUMP_SIGNAL", "SIGUSR2"),
             ("YING_LIVE_FILE", "/dev/shm/ying"),
             ("YING_LIVE_INTERVAL_MS", "50"),
@@ -1192,7 +1193,7 @@ mod tests {
                 ("env".to_string(), "prod".to_string()),
             ],
             otlp_url: Some("http://collector:4318/v1development/profiles".to_string()),
-            otlp_headers: vec![
+            push_headers: vec![
                 ("authorization".to_string(), "Bearer abc".to_string()),
                 ("x-scope-orgid".to_string(), "t1".to_string()),
             ],
@@ -1588,7 +1589,7 @@ mod tests {
                 "YING_PUSH_INTERVAL_SECS",
                 "YING_PUSH_LABELS",
                 "YING_OTLP_URL",
-                "YING_OTLP_HEADERS",
+                "YING_PUSH_HEADERS",
                 "YING_DUMP_SIGNAL",
                 "YING_LIVE_FILE",
                 "YING_LIVE_INTERVAL_MS",

@@ -125,7 +125,7 @@ fn pushes_decode_with_the_official_protos_and_show_what_the_program_did() {
     let dir = TestDir::new("otlp");
     let r = receiver("ok");
     let extra = [
-        ("YING_OTLP_HEADERS", "authorization=Bearer%20t0k3n,x-scope-orgid=team1"),
+        ("YING_PUSH_HEADERS", "authorization=Bearer%20t0k3n,x-scope-orgid=team1"),
         ("YING_PUSH_LABELS", "service_name=ying-test,env=ci"),
     ];
     let (out, got) = run_until(&dir, &r, "1", 3, &extra);

@@ -20,6 +20,7 @@ struct Push {
     path: String,
     query: Vec<(String, String)>,
     content_type: String,
+    authorization: String,
     body: Vec<u8>,
 }
 
@@ -153,6 +154,7 @@ fn read_push(s: &mut TcpStream) -> Option<Push> {
         path: path.to_string(),
         query,
         content_type: header("content-type"),
+        authorization: header("authorization"),
         body: buf[head_end..head_end + len].to_vec(),
     })
 }
@@ -189,6 +191,7 @@ fn the_receiver_gets_a_profile_every_interval_with_the_labels() {
             ("YING_PUSH_URL", &format!("http://127.0.0.1:{port}")),
             ("YING_PUSH_INTERVAL_SECS", "1"),
             ("YING_PUSH_LABELS", "service_name=ying-test,env=ci,team=mem"),
+            ("YING_PUSH_HEADERS", "authorization=Basic%20dXNlcjp0b2tlbg=="),
             ("YING_SAMPLE_INTERVAL_BYTES", "1"),
             ("YING_CHECK_INTERVAL_SECS", "0"),
             ("YING_REPORTING_PATH", &dir.join("reports").display().to_string()),
@@ -214,6 +217,7 @@ fn the_receiver_gets_a_profile_every_interval_with_the_labels() {
         assert_eq!(p.path, "/ingest");
         assert_eq!(p.param("name"), "ying-test{env=ci,team=mem}");
         assert_eq!(p.param("format"), "pprof");
+        assert_eq!(p.authorization, "Basic dXNlcjp0b2tlbg==", "YING_PUSH_HEADERS");
         assert!(p.content_type.starts_with("multipart/form-data; boundary="), "{p:?}");
         let (from, until): (u64, u64) =
             (p.param("from").parse().unwrap(), p.param("until").parse().unwrap());

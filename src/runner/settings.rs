@@ -345,12 +345,13 @@ impl ProfilerRunnerBuilder {
         self
     }
 
-    /// Headers of every OTLP push (`YING_OTLP_HEADERS`): an `authorization` token, a tenant.
-    pub fn otlp_headers<K: Into<String>, V: Into<String>>(
+    /// Headers of every push, Pyroscope's and OTLP's (`YING_PUSH_HEADERS`): an
+    /// `authorization` token, a tenant.
+    pub fn push_headers<K: Into<String>, V: Into<String>>(
         &mut self,
         headers: impl IntoIterator<Item = (K, V)>,
     ) -> &mut Self {
-        self.runner_mut().services.otlp_headers =
+        self.runner_mut().services.push_headers =
             headers.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         self
     }
@@ -464,7 +465,7 @@ fn services_from_config(cfg: &Config) -> Services {
         push_interval_secs: cfg.push_interval_secs.max(1),
         push_labels: cfg.push_labels.clone(),
         otlp_url: cfg.otlp_url.clone(),
-        otlp_headers: cfg.otlp_headers.clone(),
+        push_headers: cfg.push_headers.clone(),
     }
 }
 
@@ -710,7 +711,7 @@ mod tests {
             .push_interval_secs(0)
             .push_labels([("service_name", "x")])
             .otlp_url("http://c:4318")
-            .otlp_headers([("authorization", "Bearer t")])
+            .push_headers([("authorization", "Bearer t")])
             .dump_signal(libc::SIGUSR2)
             .dump_control_file(false)
             .memory_limit_pct(50)
@@ -724,7 +725,7 @@ mod tests {
         assert_eq!(r.services.push_labels, [("service_name".to_string(), "x".to_string())]);
         let otlp = r.services.otlp_url.as_deref();
         assert_eq!(otlp, Some("http://c:4318/v1development/profiles"), "OTLP's path added");
-        assert_eq!(r.services.otlp_headers, [("authorization".into(), "Bearer t".into())]);
+        assert_eq!(r.services.push_headers, [("authorization".into(), "Bearer t".into())]);
         assert_eq!(r.triggers.dump_signal, Some(libc::SIGUSR2));
         assert!(!r.triggers.dump_control_file);
         assert_eq!(r.triggers.memory_limit_pct, 50);

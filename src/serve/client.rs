@@ -74,6 +74,20 @@ pub(crate) struct Body<'a> {
     pub(crate) bytes: &'a [u8],
 }
 
+/// Whether `headers` may go out as they are: names HTTP tokens, values one line.
+pub(crate) fn headers_ok(headers: &[(String, String)]) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    for (k, v) in headers {
+        if k.is_empty() || !k.chars().all(token) {
+            return Err(format!("header name \"{}\" is not an HTTP token", k.escape_debug()));
+        }
+        if v.chars().any(|c| c.is_control()) {
+            return Err(format!("header {k} has a control character"));
+        }
+    }
+    Ok(())
+}
+
 /// Why a push was not taken.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -371,5 +385,13 @@ mod tests {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let t = Target::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         assert_eq!(post(&t, "/", body(&[])).unwrap_err().retry, Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn headers_that_would_break_the_request_are_refused() {
+        let h = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        assert!(headers_ok(&h("authorization", "Bearer abc")).is_ok());
+        assert!(headers_ok(&h("x-scope-orgid", "t1\r\nX-Evil: 1")).is_err());
+        assert!(headers_ok(&h("bad name", "v")).is_err());
     }
 }

@@ -73,7 +73,7 @@ pub(crate) struct Services {
     pub(crate) push_interval_secs: u64,
     pub(crate) push_labels: Vec<(String, String)>,
     pub(crate) otlp_url: Option<String>,
-    pub(crate) otlp_headers: Vec<(String, String)>,
+    pub(crate) push_headers: Vec<(String, String)>,
 }
 
 impl Default for Services {
@@ -85,7 +85,7 @@ impl Default for Services {
             push_interval_secs: DEFAULT_PUSH_INTERVAL_SECS,
             push_labels: Vec::new(),
             otlp_url: None,
-            otlp_headers: Vec::new(),
+            push_headers: Vec::new(),
         }
     }
 }

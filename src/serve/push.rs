@@ -15,8 +15,10 @@
 //! allocated since the last push (`from` to `until`; since the pusher started for the first),
 //! `inuse_objects` and `inuse_space` what is retained now, as Pyroscope's Go delta profiler
 //! sends them (so the `sample_type_config` marks none as cumulative). With `profile_spans` on,
-//! each sample carries its `span` and `span_path` labels. `<app>` is the `service_name` label
-//! of `YING_PUSH_LABELS`, or the executable's name; the other labels go in braces.
+//! each sample carries its `span` and `span_path` labels, and a Tokio program's its `task`.
+//! `<app>` is the `service_name` label of `YING_PUSH_LABELS`, or the executable's name; the
+//! other labels go in braces. `YING_PUSH_HEADERS` go in every request (a token for a hosted
+//! Pyroscope, a tenant).
 //!
 //! A push that fails is retried or dropped as [`super::client`] says (the next push carries
 //! the allocations since the failed one's moment: a dropped delta is never sent again); the
@@ -94,20 +96,37 @@ fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Sends one profile; Ok when the server answered 2xx.
-fn send(target: &Target, name: &str, from: u64, until: u64, profile: &[u8]) -> Result<(), Failure> {
-    let (body, boundary) = multipart(profile);
-    let path = format!(
-        "{}/ingest?name={}&from={from}&until={until}&format=pprof&spyName=ying",
-        target.prefix,
-        encode(name)
-    );
-    let content_type = format!("multipart/form-data; boundary={boundary}");
-    let body = Body { content_type: &content_type, encoding: None, headers: &[], bytes: &body };
-    client::post(target, &path, body).map(drop)
+/// Where and as what pushes go.
+struct Ingest {
+    target: Target,
+    /// Pyroscope's `name` (see [`app_name`]).
+    name: String,
+    /// `YING_PUSH_HEADERS`.
+    headers: Vec<(String, String)>,
 }
 
-/// Starts the pushing thread (as profiler code); a bad URL is one warning and no pushes.
+impl Ingest {
+    /// Sends the profile of `from` to `until` (Unix seconds); Ok when the server answered 2xx.
+    fn send(&self, from: u64, until: u64, profile: &[u8]) -> Result<(), Failure> {
+        let (body, boundary) = multipart(profile);
+        let path = format!(
+            "{}/ingest?name={}&from={from}&until={until}&format=pprof&spyName=ying",
+            self.target.prefix,
+            encode(&self.name)
+        );
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        let body = Body {
+            content_type: &content_type,
+            encoding: None,
+            headers: &self.headers,
+            bytes: &body,
+        };
+        client::post(&self.target, &path, body).map(drop)
+    }
+}
+
+/// Starts the pushing thread (as profiler code); a bad URL or header is one warning and no
+/// pushes.
 pub(crate) fn start(
     url: &str,
     services: &super::Services,
@@ -118,13 +137,20 @@ pub(crate) fn start(
         Ok(t) => t,
         Err(e) => return crate::sys::warn(&format!("pushes to {url} not started: {e}")),
     };
+    if let Err(e) = client::headers_ok(&services.push_headers) {
+        return crate::sys::warn(&format!("pushes to {url} not started: {e}"));
+    }
     let exe = crate::report::ReportContext::current().exe_name();
-    let name = app_name(&services.push_labels, &exe);
+    let ingest = Ingest {
+        target,
+        name: app_name(&services.push_labels, &exe),
+        headers: services.push_headers.clone(),
+    };
     let interval = Duration::from_secs(services.push_interval_secs.max(1));
     let shown = url.to_string();
     let body = Box::new(move || {
         source.enter_profiler_thread();
-        run(&target, &shown, &name, interval, source, &*runner);
+        run(&ingest, &shown, interval, source, &*runner);
     });
     if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-push", body) {
         crate::sys::warn(&format!("pushes to {url} not started: no thread ({e})"));
@@ -133,9 +159,8 @@ pub(crate) fn start(
 
 /// Pushes every `interval`, for the rest of the process (until `client::stop`).
 fn run(
-    target: &Target,
+    ingest: &Ingest,
     url: &str,
-    name: &str,
     interval: Duration,
     source: &dyn ProfileSource,
     runner: &dyn Runner,
@@ -148,7 +173,7 @@ fn run(
         since = now;
         Ok(Some((from, unix_secs(since.taken_at()).max(from), gz)))
     };
-    let send = |(from, until, gz): &(u64, u64, Vec<u8>)| send(target, name, *from, *until, gz);
+    let send = |(from, until, gz): &(u64, u64, Vec<u8>)| ingest.send(*from, *until, gz);
     client::run(&format!("push to {url}"), interval, &|| runner.exiting(), build, send);
 }
 
