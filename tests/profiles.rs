@@ -181,6 +181,20 @@ fn axum_router_serves_the_bytes_api() {
     let (bytes_by_task, frames) = otlp_inuse_of(&bytes, "marker_task_keep");
     assert_eq!(bytes_by_task, [("profiles::task_keeping".to_string(), 10 * 30_000)], "{frames:?}");
     assert_eq!(frames[0], "profiles::marker_task_keep", "the stack opens past the allocator");
+    // And the endpoint's pprof profile labels the same bytes with the task, as
+    // `go tool pprof -tags` lists them.
+    let (_, body) = get_from(port, "/debug/pprof/heap");
+    let path = dir.join("tasks.pb.gz");
+    std::fs::write(&path, &body).unwrap();
+    let out = Command::new("go").args(["tool", "pprof", "-tags", "-unit=B"]).arg(&path).output();
+    let tags = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
+    // The task's bytes: the kept blocks and the vector that holds them.
+    let task_bytes = tags
+        .lines()
+        .find(|l| l.trim_end().ends_with(": profiles::task_keeping"))
+        .and_then(|l| l.split_whitespace().next()?.strip_suffix('B')?.parse::<f64>().ok());
+    assert!(task_bytes.is_some_and(|b| (300_000.0..301_000.0).contains(&b)), "{tags}");
+    assert!(!tags.contains("__rust_alloc"), "an allocator frame named as a task: {tags}");
     drop(kept);
     let _ = std::fs::remove_dir_all(&dir);
 }

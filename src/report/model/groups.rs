@@ -23,7 +23,7 @@
 
 use super::Report;
 use super::table::{ALLOC_BYTES, LIVE_BYTES, StackTable};
-use crate::callstack::Frame;
+use crate::callstack::{Frame, is_allocator_entry};
 
 /// Rows the outputs list of a grouping (the text report sums the rest on one line).
 pub(crate) const LISTED: usize = 10;
@@ -95,7 +95,10 @@ pub(crate) fn task_of<'a, I: Iterator<Item = &'a Frame>>(
     let anchor = frames().position(|f| polls_a_task(&f.function))?;
     // Innermost first, the last of the program's frames before the anchor is the one just
     // inward of it.
-    let inward = frames().take(anchor).filter(|f| !is_glue(&f.function)).last();
+    let inward = frames()
+        .take(anchor)
+        .filter(|f| !f.is_noise() && !is_allocator_entry(&f.function) && !is_glue(&f.function))
+        .last();
     Some(inward.map_or(RUNTIME_KIND, |f| without_closures(&f.function)))
 }
 
@@ -219,6 +222,14 @@ mod tests {
             "start_thread",
         ]);
         assert_eq!(task_of(|| runtime_own.iter()), Some(RUNTIME_KIND));
+        // The allocator's frames are no task's: the runtime's own allocation in a task's poll.
+        let in_poll = frames(&[
+            "__rustc::__rust_alloc",
+            "malloc",
+            "tokio::runtime::task::harness::Harness::poll_inner",
+            "tokio::runtime::task::core::Core::poll",
+        ]);
+        assert_eq!(task_of(|| in_poll.iter()), Some(RUNTIME_KIND));
         let blocking = frames(&[
             "svc::load_file",
             "svc::main::{{closure}}::{{closure}}",
