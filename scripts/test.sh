@@ -76,12 +76,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # preload-tests/tests/otlp.rs decodes the shim's OTLP pushes with the OpenTelemetry project's
-# own Python package (its official .proto files compiled by protobuf), kept under target/.
+# own Python package (its official .proto files compiled by protobuf) and serves its gRPC
+# service with grpcio, kept under target/.
 otlp_python=target/otlp-python
-if [ ! -d "$otlp_python/opentelemetry/proto/profiles" ]; then
-    stage "installing opentelemetry-proto for Python into $otlp_python"
+if [ ! -d "$otlp_python/opentelemetry/proto/profiles" ] || [ ! -d "$otlp_python/grpc" ]; then
+    stage "installing opentelemetry-proto and grpcio for Python into $otlp_python"
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
-        --target "$otlp_python" opentelemetry-proto==1.45.2
+        --upgrade --target "$otlp_python" opentelemetry-proto==1.45.2 grpcio==1.85.4
 fi
 
 # Every stage runs even when one before it failed (a flake in one test binary must not hide the
@@ -119,6 +120,8 @@ run cargo test --release --test report_soak
 begin "profile_spans feature"
 run cargo test --no-fail-fast --features profile_spans --lib --test spans_attribution \
     --test spans_teardown --test example_service
+begin "otlp-grpc feature (OTLP/gRPC pushes of the Rust front end)"
+run cargo test --no-fail-fast --features otlp-grpc --test otlp_grpc
 begin "LD_PRELOAD tests"
 run "${preload[@]}" cargo test --no-fail-fast -p preload-tests -- --skip cpython_suite_
 begin "CPython's own suites under the shim (one at a time: they start hundreds of interpreters)"

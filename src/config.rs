@@ -541,12 +541,12 @@ settings! {
          as they are); keys are letters, digits and `_`, values have no \
          `,{}=\"` characters.";
     otlp_url: Option<String> = None, "YING_OTLP_URL", parse_otlp_url,
-        "Push OpenTelemetry profiles (OTLP over HTTP, protobuf, gzipped) every \
-         `YING_PUSH_INTERVAL_SECS` to this receiver: an OpenTelemetry Collector's OTLP/HTTP \
-         port (`http://127.0.0.1:4318`, to which `/v1development/profiles` is added) or a full \
-         URL with its path; allocations as a delta since the last push, retained memory as of \
-         the push, the labels of `YING_PUSH_LABELS` as resource attributes; `http://` only; \
-         unset or empty pushes nothing.";
+        "Push OpenTelemetry profiles every `YING_PUSH_INTERVAL_SECS` to this receiver: over \
+         HTTP (protobuf, gzipped) to an OpenTelemetry Collector's OTLP/HTTP port \
+         (`http://127.0.0.1:4318`, to which `/v1development/profiles` is added) or a full URL \
+         with its path, or over gRPC to `grpc://127.0.0.1:4317` (HTTP/2); allocations as a \
+         delta since the last push, retained memory as of the push, the labels of \
+         `YING_PUSH_LABELS` as resource attributes; no TLS; unset or empty pushes nothing.";
     push_headers: Vec<(String, String)> = Vec::new(), "YING_PUSH_HEADERS", parse_headers,
         "Headers of every push, to `YING_PUSH_URL` and to `YING_OTLP_URL` (a token, a \
          tenant), `name=value` pairs separated by commas, as `OTEL_EXPORTER_OTLP_HEADERS` \
@@ -934,15 +934,32 @@ fn parse_push_url(s: &str) -> Result<Option<String>, String> {
     Ok(Some(s.trim_end_matches('/').to_string()))
 }
 
-/// `YING_OTLP_URL`: as `YING_PUSH_URL`; a URL without a path gets OTLP's profiles path.
+/// `YING_OTLP_URL`: as `YING_PUSH_URL` (a URL without a path gets OTLP's profiles path), or
+/// `grpc://host:port` for OTLP/gRPC.
 fn parse_otlp_url(s: &str) -> Result<Option<String>, String> {
+    if let Some(authority) = s.strip_prefix("grpc://") {
+        let authority = authority.trim_end_matches('/');
+        let port_ok = authority.rsplit_once(':').is_some_and(|(h, p)| {
+            !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !port_ok
+            || authority.contains(['/', '@'])
+            || authority.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err("expected grpc://host:port (OTLP/gRPC, no path)".to_string());
+        }
+        return Ok(Some(format!("grpc://{authority}")));
+    }
     Ok(parse_push_url(s)?.map(with_otlp_path))
 }
 
-/// `url` (`http://...`), with OTLP's profiles path added when it has no path.
+/// `url`, with OTLP's profiles path added when it is an `http://` URL without a path (a
+/// `grpc://` one names no path).
 pub(crate) fn with_otlp_path(url: String) -> String {
-    let has_path = url.strip_prefix("http://").is_some_and(|rest| rest.contains('/'));
-    if has_path { url } else { format!("{url}{OTLP_PROFILES_PATH}") }
+    match url.strip_prefix("http://") {
+        Some(rest) if !rest.contains('/') => format!("{url}{OTLP_PROFILES_PATH}"),
+        _ => url,
+    }
 }
 
 /// The path of OTLP/HTTP's profiles export on a receiver (the Collector's, Pyroscope's).
@@ -1262,6 +1279,8 @@ mod tests {
             Some("http://c/otlp/v1/p")
         );
         assert_eq!(parse_otlp_url("").unwrap(), None);
+        assert_eq!(parse_otlp_url("grpc://c:4317/").unwrap().as_deref(), Some("grpc://c:4317"));
+        assert!(parse_otlp_url("grpc://c").is_err() && parse_otlp_url("grpc://c:4317/x").is_err());
         assert!(parse_otlp_url("https://c:4318").is_err());
         assert!(parse_headers("a=b%2").is_err(), "a cut escape");
         assert!(parse_headers("a=b%0D%0AX: y").is_err(), "a decoded line break");

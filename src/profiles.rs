@@ -46,6 +46,8 @@ use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+
 use crate::report::model::table::StackTable;
 use crate::report::model::{Occasion, Report};
 use crate::report::{ReportOptions, flamegraph, folded, heap_profile, otlp, pprof, text};
@@ -275,18 +277,28 @@ fn delta_values(
 }
 
 /// The OTLP profiles of `source` since `since` (one per sample type, sharing one dictionary;
-/// the README's "OTLP" section gives their form):
-/// what was allocated between the two moments and what is retained now, as
-/// [`HeapView::Alloc`]'s delta, the encoded `ExportProfilesServiceRequest` (protobuf,
-/// uncompressed), and the baseline of now. `resource` is the resource's attributes
-/// (`service.name` and the like, string values).
+/// the README's "OTLP" section gives their form): what was allocated between the two moments
+/// and what is retained now, as [`HeapView::Alloc`]'s delta, the encoded
+/// `ExportProfilesServiceRequest` (protobuf, uncompressed), and the baseline of now. `resource`
+/// is the resource's attributes (`service.name` and the like, string values).
 pub fn delta_otlp(
     source: &dyn ProfileSource,
     since: &AllocBaseline,
     resource: &[(String, String)],
 ) -> io::Result<(Vec<u8>, AllocBaseline)> {
     use prost::Message;
-    let copy = |(bytes, base): &(Vec<u8>, AllocBaseline)| (bytes.clone(), base.clone());
+    delta_otlp_request(source, since, resource).map(|(r, base)| (r.encode_to_vec(), base))
+}
+
+/// [`delta_otlp`]'s request as a message (the gRPC pusher sends it as one).
+pub(crate) fn delta_otlp_request(
+    source: &dyn ProfileSource,
+    since: &AllocBaseline,
+    resource: &[(String, String)],
+) -> io::Result<(ExportProfilesServiceRequest, AllocBaseline)> {
+    let copy = |(request, base): &(ExportProfilesServiceRequest, AllocBaseline)| {
+        (request.clone(), base.clone())
+    };
     build(source, copy, None, |r| {
         let span = r.facts.taken_at.duration_since(since.taken_at).unwrap_or_default();
         let meta = otlp::Meta {
@@ -296,7 +308,6 @@ pub fn delta_otlp(
         };
         let table = &r.table;
         let mut row = |row: u32| delta_values(table, since, HeapView::Alloc, row);
-        let request = otlp::request(r, &meta, &mut row);
-        Ok((request.encode_to_vec(), AllocBaseline::of(r)))
+        Ok((otlp::request(r, &meta, &mut row), AllocBaseline::of(r)))
     })
 }

@@ -2,9 +2,11 @@
 OpenTelemetry project's own Python package (`opentelemetry-proto`, the official `.proto` files
 compiled by protobuf), not with the code that wrote the bytes.
 
-    python3 otlp_receiver.py MODE
+    python3 otlp_receiver.py MODE [grpc]
 
-Prints the port it listens on (loopback), then one JSON line per request: its path, headers,
+Serves OTLP/HTTP, or with `grpc` the profiles service over gRPC (grpcio, with the package's
+own service definition). Prints the port it listens on (loopback), then one JSON line per
+request: its path (the gRPC method's for gRPC), headers (gRPC metadata),
 and the request decoded and resolved through the dictionary (each profile's type, unit, period,
 time range, and samples as function names leaf first, value and attributes), or the reason it
 is malformed. MODE says how to answer: `ok` (200, an empty ExportProfilesServiceResponse),
@@ -131,6 +133,50 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(200, resp.SerializeToString())
 
 
-server = HTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+def serve_grpc():
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.profiles.v1development import (
+        profiles_service_pb2_grpc as svc_grpc,
+    )
+
+    class Service(svc_grpc.ProfilesServiceServicer):
+        def Export(self, request, context):
+            seen = SEEN[0]
+            SEEN[0] += 1
+            line = {
+                "path": "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export",
+                "headers": {k: v for k, v in context.invocation_metadata()},
+            }
+            try:
+                line["request"] = resolve(request)
+            except Exception as e:  # noqa: BLE001 - the test reads the reason
+                line["malformed"] = f"{type(e).__name__}: {e}"
+            print(json.dumps(line), flush=True)
+            if "malformed" in line:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, line["malformed"])
+            if MODE == "fail":
+                context.abort(grpc.StatusCode.INTERNAL, "not now")
+            if MODE == "busy-once" and seen == 0:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "not now")
+            resp = svc.ExportProfilesServiceResponse()
+            if MODE == "reject":
+                resp.partial_success.rejected_profiles = 1
+                resp.partial_success.error_message = "alloc_objects is not wanted here"
+            return resp
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    svc_grpc.add_ProfilesServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(port, flush=True)
+    server.wait_for_termination()
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "grpc":
+    serve_grpc()
+else:
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()

@@ -2,8 +2,10 @@
 //! `programs/otlp_receiver.py` with the OpenTelemetry project's own Python package (its
 //! official `.proto` files compiled by protobuf): what the receiver resolves through the
 //! dictionary is what the program did. A receiver that is busy gets the push again; one that
-//! fails or rejects costs the program one warning line and nothing else. Needs the package in
-//! `target/otlp-python` (or `YING_TEST_OTLP_PYTHON`), which `scripts/test.sh` installs.
+//! fails or rejects costs the program one warning line and nothing else. OTLP/gRPC, which the
+//! default shim leaves out, is one warning line here and tested through the Rust front end
+//! (`tests/otlp_grpc.rs`). Needs the packages in `target/otlp-python` (or
+//! `YING_TEST_OTLP_PYTHON`), which `scripts/test.sh` installs.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -28,7 +30,34 @@ impl Drop for Receiver {
     }
 }
 
-fn receiver(mode: &str) -> Receiver {
+/// How the receiver listens and the shim pushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Http,
+    Grpc,
+}
+
+impl Wire {
+    /// `YING_OTLP_URL` for a receiver on `port`.
+    fn url(self, port: u16) -> String {
+        match self {
+            Wire::Http => format!("http://127.0.0.1:{port}"),
+            Wire::Grpc => format!("grpc://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The path (the gRPC method's) every request arrives on.
+    fn path(self) -> &'static str {
+        match self {
+            Wire::Http => "/v1development/profiles",
+            Wire::Grpc => {
+                "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+            }
+        }
+    }
+}
+
+fn receiver(mode: &str, wire: Wire) -> Receiver {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = std::env::var_os("YING_TEST_OTLP_PYTHON")
         .map(PathBuf::from)
@@ -41,6 +70,7 @@ fn receiver(mode: &str) -> Receiver {
     let mut child = Command::new("python3")
         .arg(manifest.join("programs/otlp_receiver.py"))
         .arg(mode)
+        .args(if wire == Wire::Grpc { &["grpc"][..] } else { &[][..] })
         .env("PYTHONPATH", &python)
         .stdout(Stdio::piped())
         .spawn()
@@ -58,18 +88,20 @@ fn receiver(mode: &str) -> Receiver {
     Receiver { child, port, lines }
 }
 
-/// Runs endpoint_host under the shim, pushing every `interval` seconds to `r`, until `want`
-/// requests arrived (or 40 s passed); returns the program's outcome and the requests.
+/// Runs endpoint_host under the shim, pushing every `interval` seconds to `r` over `wire`,
+/// until `want` requests arrived (or 40 s passed); returns the program's outcome and the
+/// requests.
 fn run_until(
     dir: &TestDir,
     r: &Receiver,
+    wire: Wire,
     interval: &str,
     want: usize,
     extra: &[(&str, &str)],
 ) -> (Outcome, Vec<Value>) {
     let exe = dir.compile_c("endpoint_host.c", &[]);
     let stop = dir.join("stop");
-    let url = format!("http://127.0.0.1:{}", r.port);
+    let url = wire.url(r.port);
     let run = Run::new(&exe)
         .arg(&stop)
         .arg("60")
@@ -120,25 +152,27 @@ fn sum(samples: &[(u64, Vec<&str>)]) -> u64 {
     samples.iter().map(|(v, _)| v).sum()
 }
 
-#[test]
-fn pushes_decode_with_the_official_protos_and_show_what_the_program_did() {
-    let dir = TestDir::new("otlp");
-    let r = receiver("ok");
+/// Three pushes over `wire`, decoded by the receiver, each checked against what the program did.
+fn pushes_show_what_the_program_did(wire: Wire) {
+    let dir = TestDir::new(&format!("otlp-{wire:?}"));
+    let r = receiver("ok", wire);
     let extra = [
         ("YING_PUSH_HEADERS", "authorization=Bearer%20t0k3n,x-scope-orgid=team1"),
         ("YING_PUSH_LABELS", "service_name=ying-test,env=ci"),
     ];
-    let (out, got) = run_until(&dir, &r, "1", 3, &extra);
+    let (out, got) = run_until(&dir, &r, wire, "1", 3, &extra);
     assert!(out.ying_lines().is_empty(), "{}", out.describe());
     assert_eq!(got.len(), 3, "three pushes within 40 s at a 1 s interval: {got:#?}");
     let mut end_before = 0u64;
     for (i, push) in got.iter().enumerate() {
         assert!(push.get("malformed").is_none(), "push {i}: {push}");
-        assert_eq!(push["path"], "/v1development/profiles");
+        assert_eq!(push["path"], wire.path());
         let h = &push["headers"];
         assert_eq!(h["authorization"], "Bearer t0k3n");
         assert_eq!(h["x-scope-orgid"], "team1");
-        assert_eq!(h["content-type"], "application/x-protobuf");
+        if wire == Wire::Http {
+            assert_eq!(h["content-type"], "application/x-protobuf");
+        }
         let req = &push["request"];
         let res = &req["resources"][0]["attributes"];
         assert_eq!(res["service.name"], "ying-test", "{res}");
@@ -194,11 +228,36 @@ fn pushes_decode_with_the_official_protos_and_show_what_the_program_did() {
 }
 
 #[test]
+fn http_pushes_decode_with_the_official_protos_and_show_what_the_program_did() {
+    pushes_show_what_the_program_did(Wire::Http);
+}
+
+/// The shim as `scripts/test.sh` builds it has no OTLP/gRPC (the `otlp-grpc` feature, which
+/// `tests/otlp_grpc.rs` tests through the Rust front end): a `grpc://` URL is one warning line
+/// saying how to get it, and the program runs as its plain run does.
+#[test]
+fn grpc_in_a_build_without_it_is_one_warning_line() {
+    let dir = TestDir::new("otlp-grpc-off");
+    let r = receiver("ok", Wire::Grpc);
+    let exe = dir.compile_c("endpoint_host.c", &[]);
+    let run = Run::new(&exe).arg(dir.join("no-stop")).arg("2");
+    let url = Wire::Grpc.url(r.port);
+    let vars = [("YING_OTLP_URL", url.as_str()), ("YING_PUSH_INTERVAL_SECS", "1")];
+    let c = compare(&run, &vars, &dir.reports("grpc-off"));
+    let lines = c.with.ying_lines();
+    c.check(
+        lines.len() == 1 && lines[0].contains("not started") && lines[0].contains("otlp-grpc"),
+        format!("expected one warning line naming the feature: {lines:#?}"),
+    );
+    assert_eq!(r.lines.try_iter().count(), 0, "nothing was sent");
+}
+
+#[test]
 fn a_busy_receiver_gets_the_same_push_again() {
     let dir = TestDir::new("otlp-busy");
-    let r = receiver("busy-once");
+    let r = receiver("busy-once", Wire::Http);
     // 503 with Retry-After: 1 to the first request; the interval leaves room for the retry.
-    let (out, got) = run_until(&dir, &r, "3", 2, &[]);
+    let (out, got) = run_until(&dir, &r, Wire::Http, "3", 2, &[]);
     assert!(out.ying_lines().is_empty(), "a retried push is no failure: {}", out.describe());
     assert_eq!(got.len(), 2, "{got:#?}");
     assert_eq!(got[0]["request"], got[1]["request"], "the retry sends the same profiles");
@@ -206,13 +265,15 @@ fn a_busy_receiver_gets_the_same_push_again() {
 
 #[test]
 fn a_failing_or_rejecting_receiver_costs_one_warning_line() {
-    for (mode, said) in [("fail", "HTTP 500 not now"), ("reject", "rejected 1 profile(s)")] {
-        let dir = TestDir::new(&format!("otlp-{mode}"));
-        let r = receiver(mode);
+    for (wire, mode, said) in
+        [(Wire::Http, "fail", "HTTP 500 not now"), (Wire::Http, "reject", "rejected 1 profile(s)")]
+    {
+        let dir = TestDir::new(&format!("otlp-{mode}-{wire:?}"));
+        let r = receiver(mode, wire);
         let exe = dir.compile_c("endpoint_host.c", &[]);
         // The program runs 4 s (no stop file), pushing every second.
         let run = Run::new(&exe).arg(dir.join("no-stop")).arg("4");
-        let url = format!("http://127.0.0.1:{}", r.port);
+        let url = wire.url(r.port);
         let vars = [("YING_OTLP_URL", url.as_str()), ("YING_PUSH_INTERVAL_SECS", "1")];
         let c = compare(&run, &vars, &dir.reports(mode));
         let lines = c.with.ying_lines();
@@ -220,8 +281,8 @@ fn a_failing_or_rejecting_receiver_costs_one_warning_line() {
             lines.len() == 1
                 && lines[0].starts_with("ying: warning: OTLP push to ")
                 && lines[0].contains(said),
-            format!("{mode}: expected one warning line saying {said:?}: {lines:#?}"),
+            format!("{wire:?} {mode}: expected one warning line saying {said:?}: {lines:#?}"),
         );
-        assert!(r.lines.try_iter().count() >= 2, "{mode}: the receiver was asked");
+        assert!(r.lines.try_iter().count() >= 2, "{wire:?} {mode}: the receiver was asked");
     }
 }

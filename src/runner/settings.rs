@@ -339,7 +339,8 @@ impl ProfilerRunnerBuilder {
 
     /// Push OpenTelemetry profiles every [`push_interval_secs`](Self::push_interval_secs) to
     /// the OTLP/HTTP receiver at `url` (`http://host:port`, to which OTLP's profiles path is
-    /// added, or a full URL; see [`crate::serve::otlp`]; `YING_OTLP_URL`).
+    /// added, or a full URL), or over OTLP/gRPC to `grpc://host:port` with the `otlp-grpc`
+    /// feature; see [`crate::serve::otlp`]; `YING_OTLP_URL`.
     pub fn otlp_url(&mut self, url: impl Into<String>) -> &mut Self {
         self.runner_mut().services.otlp_url = Some(crate::config::with_otlp_path(url.into()));
         self
@@ -725,6 +726,8 @@ mod tests {
         assert_eq!(r.services.push_labels, [("service_name".to_string(), "x".to_string())]);
         let otlp = r.services.otlp_url.as_deref();
         assert_eq!(otlp, Some("http://c:4318/v1development/profiles"), "OTLP's path added");
+        let grpc = ProfilerRunnerBuilder::default().otlp_url("grpc://c:4317").build().unwrap();
+        assert_eq!(grpc.services.otlp_url.as_deref(), Some("grpc://c:4317"), "no path for gRPC");
         assert_eq!(r.services.push_headers, [("authorization".into(), "Bearer t".into())]);
         assert_eq!(r.triggers.dump_signal, Some(libc::SIGUSR2));
         assert!(!r.triggers.dump_control_file);

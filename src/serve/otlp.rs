@@ -36,7 +36,9 @@ use crate::profiles::{self, AllocBaseline};
 use crate::report::ReportContext;
 use crate::source::ProfileSource;
 
-use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceResponse;
+use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+};
 
 /// The resource attributes of this process's pushes: `service.name` first.
 pub fn resource(labels: &[(String, String)], process: &ReportContext) -> Vec<(String, String)> {
@@ -63,12 +65,10 @@ pub fn resource(labels: &[(String, String)], process: &ReportContext) -> Vec<(St
     out
 }
 
-/// Sends one encoded request; Ok when the receiver took all of it.
-fn send(target: &Target, headers: &[(String, String)], gz: &[u8]) -> Result<(), Failure> {
-    let body =
-        Body { content_type: "application/x-protobuf", encoding: Some("gzip"), headers, bytes: gz };
-    let said = client::post(target, &target.prefix, body)?;
-    match ExportProfilesServiceResponse::decode(&said[..]).ok().and_then(|r| r.partial_success) {
+/// Ok when a receiver's answer took every profile, else the rejection as a failure (not
+/// retried: the receiver has said no).
+fn taken(answer: ExportProfilesServiceResponse) -> Result<(), Failure> {
+    match answer.partial_success {
         Some(p) if p.rejected_profiles > 0 || !p.error_message.is_empty() => Err(Failure {
             what: format!(
                 "the receiver rejected {} profile(s): {}",
@@ -81,6 +81,118 @@ fn send(target: &Target, headers: &[(String, String)], gz: &[u8]) -> Result<(), 
     }
 }
 
+/// Sends one request over OTLP/HTTP (protobuf, gzipped); Ok when the receiver took all of it.
+fn send_http(
+    target: &Target,
+    headers: &[(String, String)],
+    request: &ExportProfilesServiceRequest,
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure { what: e.to_string(), retry: None };
+    let mut gz = crate::report::pprof::gzip(Vec::new());
+    std::io::Write::write_all(&mut gz, &request.encode_to_vec()).map_err(io)?;
+    let gz = gz.finish().map_err(io)?;
+    let body = Body {
+        content_type: "application/x-protobuf",
+        encoding: Some("gzip"),
+        headers,
+        bytes: &gz,
+    };
+    let said = client::post(target, &target.prefix, body)?;
+    // An answer that is no response message (an empty body) takes everything.
+    taken(ExportProfilesServiceResponse::decode(&said[..]).unwrap_or_default())
+}
+
+/// OTLP/gRPC (`grpc://host:port`, the `otlp-grpc` feature): the profiles service's `Export`, over HTTP/2 without TLS,
+/// one connection a push, on a single-threaded Tokio runtime the pushing thread owns (built on
+/// that thread: its descriptors are in the thread's own table). The host is resolved on the
+/// pushing thread before each connection, so the runtime never starts a thread to resolve it.
+#[cfg(feature = "otlp-grpc")]
+struct Grpc {
+    /// `host:port`.
+    authority: String,
+    headers: tonic::metadata::MetadataMap,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// The gRPC status codes OTLP's specification calls retryable.
+#[cfg(feature = "otlp-grpc")]
+fn retryable(code: tonic::Code) -> bool {
+    use tonic::Code::*;
+    matches!(
+        code,
+        Cancelled
+            | DeadlineExceeded
+            | ResourceExhausted
+            | Aborted
+            | OutOfRange
+            | Unavailable
+            | DataLoss
+    )
+}
+
+#[cfg(feature = "otlp-grpc")]
+impl Grpc {
+    fn new(url: &str, headers: &[(String, String)]) -> Result<Self, String> {
+        let authority =
+            url.strip_prefix("grpc://").unwrap_or(url).trim_end_matches('/').to_string();
+        let mut map = tonic::metadata::MetadataMap::new();
+        for (k, v) in headers {
+            let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+                .map_err(|_| {
+                format!("header name \"{}\" is no gRPC metadata key", k.escape_debug())
+            })?;
+            let value = v.parse().map_err(|_| format!("header {k} is no gRPC metadata value"))?;
+            map.insert(key, value);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("no runtime for gRPC ({e})"))?;
+        Ok(Self { authority, headers: map, runtime })
+    }
+
+    fn send(&self, request: &ExportProfilesServiceRequest) -> Result<(), Failure> {
+        use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+        use std::net::ToSocketAddrs;
+        let again = |what: String| Failure { what, retry: Some(Duration::ZERO) };
+        let addr = self
+            .authority
+            .to_socket_addrs()
+            .map_err(|e| again(e.to_string()))?
+            .next()
+            .ok_or_else(|| again(format!("no address for {}", self.authority)))?;
+        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| Failure { what: e.to_string(), retry: None })?
+            .connect_timeout(client::CONNECT_TIMEOUT)
+            .timeout(client::IO_TIMEOUT);
+        self.runtime.block_on(async {
+            let channel =
+                endpoint.connect().await.map_err(|e| again(format!("no connection ({e})")))?;
+            let mut grpc = ProfilesServiceClient::new(channel);
+            let mut call = tonic::Request::new(request.clone());
+            *call.metadata_mut() = self.headers.clone();
+            match grpc.export(call).await {
+                Ok(answer) => taken(answer.into_inner()),
+                Err(status) => Err(Failure {
+                    what: format!("gRPC {:?}: {}", status.code(), status.message())
+                        .chars()
+                        .take(240)
+                        .collect(),
+                    retry: retryable(status.code()).then_some(Duration::ZERO),
+                }),
+            }
+        })
+    }
+}
+
+/// Where a pushing thread sends.
+enum Transport {
+    Http(Target),
+    /// Made on the pushing thread ([`Grpc`]).
+    Grpc(String),
+}
+
 /// Starts the pushing thread (as profiler code); a bad URL or header is one warning and no
 /// pushes.
 pub(crate) fn start(
@@ -89,9 +201,14 @@ pub(crate) fn start(
     source: &'static dyn ProfileSource,
     runner: Arc<dyn Runner>,
 ) {
-    let target = match Target::parse(url)
-        .and_then(|t| if t.prefix.is_empty() { Err("no path".to_string()) } else { Ok(t) })
-    {
+    let transport = if url.starts_with("grpc://") {
+        Ok(Transport::Grpc(url.to_string()))
+    } else {
+        Target::parse(url).and_then(|t| {
+            if t.prefix.is_empty() { Err("no path".to_string()) } else { Ok(Transport::Http(t)) }
+        })
+    };
+    let transport = match transport {
         Ok(t) => t,
         Err(e) => return crate::sys::warn(&format!("OTLP pushes to {url} not started: {e}")),
     };
@@ -102,18 +219,43 @@ pub(crate) fn start(
     let headers = services.push_headers.clone();
     let interval = Duration::from_secs(services.push_interval_secs.max(1));
     let shown = url.to_string();
+    #[cfg(not(feature = "otlp-grpc"))]
+    if let Transport::Grpc(url) = &transport {
+        return crate::sys::warn(&format!(
+            "OTLP pushes to {url} not started: this build of Ying has no OTLP/gRPC (the \
+             otlp-grpc feature: cargo build --release -p ying-preload --features otlp-grpc); \
+             push over OTLP/HTTP instead, e.g. YING_OTLP_URL=http://host:4318"
+        ));
+    }
     let body = Box::new(move || {
         source.enter_profiler_thread();
+        #[cfg(feature = "otlp-grpc")]
+        let grpc = match &transport {
+            Transport::Grpc(url) => match Grpc::new(url, &headers) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    return crate::sys::warn(&format!("OTLP pushes to {url} not started: {e}"));
+                }
+            },
+            Transport::Http(_) => None,
+        };
         let mut since = AllocBaseline::empty(SystemTime::now());
         let build = || {
-            let (raw, now) = profiles::delta_otlp(source, &since, &resource)?;
+            let (request, now) = profiles::delta_otlp_request(source, &since, &resource)?;
             // The next push starts here, whether this one is taken or dropped.
             since = now;
-            let mut gz = crate::report::pprof::gzip(Vec::new());
-            std::io::Write::write_all(&mut gz, &raw)?;
-            Ok(Some(gz.finish()?))
+            Ok(Some(request))
         };
-        let send = |gz: &Vec<u8>| send(&target, &headers, gz);
+        let send = |request: &ExportProfilesServiceRequest| match &transport {
+            Transport::Http(target) => send_http(target, &headers, request),
+            #[cfg(feature = "otlp-grpc")]
+            Transport::Grpc(_) => match &grpc {
+                Some(g) => g.send(request),
+                None => unreachable!("made above"),
+            },
+            #[cfg(not(feature = "otlp-grpc"))]
+            Transport::Grpc(_) => unreachable!("refused above"),
+        };
         client::run(&format!("OTLP push to {shown}"), interval, &|| runner.exiting(), build, send);
     });
     if let Err(e) = crate::sys::spawn_profiler_thread(c"ying-otlp", body) {
