@@ -11,13 +11,14 @@ and the request decoded and resolved through the dictionary (each profile's type
 time range, and samples as function names leaf first, value and attributes), or the reason it
 is malformed. MODE says how to answer: `ok` (200, an empty ExportProfilesServiceResponse),
 `busy-once` (503 with Retry-After: 1 to the first request, then as `ok`), `fail` (500 always),
-`reject` (200 with a partial success that rejects one profile).
+`reject` (200 with a partial success that rejects one profile), `slow` (reads the request,
+then answers nothing for 60 s).
 """
 
 import gzip
 import json
 import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc
 
@@ -121,6 +122,10 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as e:  # noqa: BLE001 - the test reads the reason
             line["malformed"] = f"{type(e).__name__}: {e}"
         print(json.dumps(line), flush=True)
+        if MODE == "slow":
+            import time
+
+            time.sleep(60)
         if "malformed" in line:
             return self.answer(400, line["malformed"].encode())
         if MODE == "fail" or (MODE == "busy-once" and seen == 0):
@@ -177,6 +182,6 @@ def serve_grpc():
 if len(sys.argv) > 2 and sys.argv[2] == "grpc":
     serve_grpc()
 else:
-    server = HTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()

@@ -286,3 +286,22 @@ fn a_failing_or_rejecting_receiver_costs_one_warning_line() {
         assert!(r.lines.try_iter().count() >= 2, "{wire:?} {mode}: the receiver was asked");
     }
 }
+
+/// A receiver that takes the request and never answers (for 60 s): the pushing thread waits
+/// for it, the program does not. It ends on time, as its plain run does, with no line (the
+/// push's own time limit, 10 s, is never reached); the run's timeout, 9 s for a program of
+/// 3 s, is under that limit, so an exit that waited for the push fails the test.
+#[test]
+fn a_slow_receiver_never_holds_the_program() {
+    let dir = TestDir::new("otlp-slow");
+    let r = receiver("slow", Wire::Http);
+    let exe = dir.compile_c("endpoint_host.c", &[]);
+    // The program runs 3 s (no stop file), its first push after 1 s.
+    let run = Run::new(&exe).arg(dir.join("no-stop")).arg("3").timeout(Duration::from_secs(9));
+    let url = Wire::Http.url(r.port);
+    let vars = [("YING_OTLP_URL", url.as_str()), ("YING_PUSH_INTERVAL_SECS", "1")];
+    let c = compare(&run, &vars, &dir.reports("slow"));
+    c.assert_no_ying_lines();
+    let got = r.lines.recv_timeout(Duration::from_secs(5)).expect("the receiver got a push");
+    assert!(got.get("malformed").is_none(), "{got}");
+}
