@@ -47,6 +47,8 @@ need_commands "the peak test runs an in-memory table under the shim" sqlite3 sql
 need_commands "tests/html_report.rs opens the HTML report in headless Chromium and its summary in lynx" \
     "chromium lynx" chromium lynx
 need_commands "the endpoint tests ask the profiled programs with curl" curl curl
+need_commands "preload-tests/tests/push.rs decodes pushed profiles with npm's pprof-format" \
+    "node npm" nodejs npm
 need_commands "tests/debugger.rs stops gdb inside glibc's allocator under the shim" gdb gdb
 need_commands "cli/tests/debuginfo.rs fetches a debug file from a local debuginfod server" \
     "debuginfod debuginfod-find" debuginfod
@@ -83,6 +85,13 @@ if [ ! -d "$otlp_python/opentelemetry/proto/profiles" ] || [ ! -d "$otlp_python/
     stage "installing opentelemetry-proto and grpcio for Python into $otlp_python"
     python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
         --upgrade --target "$otlp_python" opentelemetry-proto==1.45.2 grpcio==1.85.4
+fi
+
+# preload-tests/tests/push.rs decodes pushed profiles with npm's pprof-format too.
+npm_pprof=target/npm-pprof
+if [ ! -d "$npm_pprof/node_modules/pprof-format" ]; then
+    stage "installing pprof-format (npm) into $npm_pprof"
+    npm install --silent --no-audit --no-fund --prefix "$npm_pprof" pprof-format@2.3.2
 fi
 
 # Every stage runs even when one before it failed (a flake in one test binary must not hide the

@@ -3,7 +3,8 @@
 //! query parameters `name` (application and `{labels}`), `from` and `until` (Unix seconds) and
 //! `format=pprof`, and a `multipart/form-data` body whose `profile` part is the (gzipped)
 //! pprof profile and whose `sample_type_config` part says how to aggregate each sample type.
-//! `go tool pprof` reads every received profile. A dead receiver costs the program one warning
+//! `go tool pprof` reads every received profile, and so does npm's `pprof-format` (an
+//! independent decoder; `scripts/test.sh` installs it in `target/npm-pprof`). A dead receiver costs the program one warning
 //! line and nothing else. Needs Go (`scripts/test.sh` installs it).
 
 use std::io::{Read, Write};
@@ -170,6 +171,27 @@ fn pprof_top(dir: &TestDir, file: &Path, index: &str) -> String {
     o.stdout_str()
 }
 
+/// `file` decoded by npm's pprof-format (`programs/pprof_format_decode.js`): sample types,
+/// cumulative values per function, labels.
+fn pprof_format(file: &Path) -> serde_json::Value {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let modules = std::env::var_os("YING_TEST_PPROF_FORMAT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../target/npm-pprof/node_modules"));
+    assert!(
+        modules.join("pprof-format").is_dir(),
+        "no pprof-format in {} (scripts/test.sh installs it)",
+        modules.display()
+    );
+    let o = Run::new("node")
+        .arg(manifest.join("programs/pprof_format_decode.js"))
+        .arg(file)
+        .env("PPROF_FORMAT_MODULES", modules.display().to_string())
+        .run();
+    o.assert_success("node pprof_format_decode.js");
+    serde_json::from_str(&o.stdout_str()).expect("JSON from the decoder")
+}
+
 fn cum_bytes(top: &str, name: &str) -> Option<u64> {
     top.lines()
         .skip_while(|l| !l.contains("flat%"))
@@ -236,6 +258,14 @@ fn the_receiver_gets_a_profile_every_interval_with_the_labels() {
         // Retained now: the kept blocks, in every push.
         let inuse = pprof_top(&dir, &file, "inuse_space");
         assert_eq!(cum_bytes(&inuse, "marker_keep"), Some(2000 * 4112), "{inuse}");
+        // And as another decoder reads the same bytes (npm's pprof-format): Go's four types,
+        // the same figure.
+        let js = pprof_format(&file);
+        let types: Vec<&str> =
+            js["types"].as_array().unwrap().iter().map(|t| t[0].as_str().unwrap()).collect();
+        assert_eq!(types, ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"]);
+        assert_eq!(js["cum"]["marker_keep"][3], 2000 * 4112, "{js}");
+        assert_eq!(js["period"], 1);
         // Allocated since the last push: the churn, and the kept blocks only in the first.
         let alloc = pprof_top(&dir, &file, "alloc_space");
         let churn = cum_bytes(&alloc, "marker_churn").unwrap_or(0);
