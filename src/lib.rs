@@ -151,6 +151,9 @@
 //!   add [`spans::YingSpanLayer`] to your subscriber, and stats are kept per (stack, span path),
 //!   shown above the frames in text reports, as root frames in flamegraphs and as `span` labels
 //!   in pprof profiles.
+//! * `otlp-grpc` — OTLP pushes over gRPC (`grpc://host:4317` as the runner's `otlp_url` or
+//!   `YING_OTLP_URL`): the profiles service's gRPC client (tonic) on a single-threaded Tokio
+//!   runtime the pushing thread owns. OTLP over HTTP needs no feature.
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
