@@ -2,7 +2,8 @@
 //! `YING_PUSH_INTERVAL_SECS`, `YING_PUSH_LABELS`, or
 //! [`crate::utils::ProfilerRunnerBuilder::otlp_url`]) to any OTLP profiles receiver: an
 //! OpenTelemetry Collector (its `otlp` receiver's HTTP port, 4318), Grafana Pyroscope, or
-//! another backend that takes OTLP/HTTP.
+//! another backend that takes OTLP/HTTP; or over OTLP/gRPC (`grpc://host:4317`) with the
+//! `otlp-grpc` feature, the same request to the profiles service's `Export`.
 //!
 //! Every interval a profiler thread sends one OTLP/HTTP export request:
 //!
@@ -19,8 +20,9 @@
 //! `inuse_objects` and `inuse_space` what is retained at this push, as the Pyroscope pushes
 //! send them. The resource's attributes are `service.name` (the `service_name` label of
 //! `YING_PUSH_LABELS`, or the executable's name), `process.pid`, `process.executable.name`,
-//! `process.executable.path`, `host.name`, and the other labels as they are; spans are
-//! sample attributes. The request's form is described in the README's "OTLP" section.
+//! `process.executable.path`, `host.name`, and the other labels as they are; spans and Tokio
+//! task kinds are sample attributes. The request's form is described in the README's "OTLP"
+//! section.
 //!
 //! A receiver's answer of partial success (some profiles rejected) is said like a failure and
 //! not sent again; failures are retried or dropped as [`super::client`] says.
