@@ -287,18 +287,39 @@ pub fn delta_otlp(
     resource: &[(String, String)],
 ) -> io::Result<(Vec<u8>, AllocBaseline)> {
     use prost::Message;
-    delta_otlp_request(source, since, resource).map(|(r, base)| (r.encode_to_vec(), base))
+    delta_otlp_as(source, since, resource, |r| Ok(r.encode_to_vec()))
+}
+
+/// [`delta_otlp`], gzipped (the body of an OTLP/HTTP push).
+pub(crate) fn delta_otlp_gz(
+    source: &dyn ProfileSource,
+    since: &AllocBaseline,
+    resource: &[(String, String)],
+) -> io::Result<(Vec<u8>, AllocBaseline)> {
+    use prost::Message;
+    delta_otlp_as(source, since, resource, |r| gzipped(|w| w.write_all(&r.encode_to_vec())))
 }
 
 /// [`delta_otlp`]'s request as a message (the gRPC pusher sends it as one).
+#[cfg(feature = "otlp-grpc")]
 pub(crate) fn delta_otlp_request(
     source: &dyn ProfileSource,
     since: &AllocBaseline,
     resource: &[(String, String)],
 ) -> io::Result<(ExportProfilesServiceRequest, AllocBaseline)> {
-    let copy = |(request, base): &(ExportProfilesServiceRequest, AllocBaseline)| {
-        (request.clone(), base.clone())
-    };
+    delta_otlp_as(source, since, resource, Ok)
+}
+
+/// The OTLP request of [`delta_otlp`] made into `T` by `finish` inside the report's build (the
+/// memory the build was granted, as a pprof profile is gzipped inside it), and the baseline of
+/// now.
+fn delta_otlp_as<T: Clone>(
+    source: &dyn ProfileSource,
+    since: &AllocBaseline,
+    resource: &[(String, String)],
+    finish: impl FnOnce(ExportProfilesServiceRequest) -> io::Result<T>,
+) -> io::Result<(T, AllocBaseline)> {
+    let copy = |(made, base): &(T, AllocBaseline)| (made.clone(), base.clone());
     build(source, copy, None, |r| {
         let span = r.facts.taken_at.duration_since(since.taken_at).unwrap_or_default();
         let meta = otlp::Meta {
@@ -308,6 +329,6 @@ pub(crate) fn delta_otlp_request(
         };
         let table = &r.table;
         let mut row = |row: u32| delta_values(table, since, HeapView::Alloc, row);
-        Ok((otlp::request(r, &meta, &mut row), AllocBaseline::of(r)))
+        Ok((finish(otlp::request(r, &meta, &mut row))?, AllocBaseline::of(r)))
     })
 }

@@ -38,9 +38,9 @@ use crate::profiles::{self, AllocBaseline};
 use crate::report::ReportContext;
 use crate::source::ProfileSource;
 
-use opentelemetry_proto::tonic::collector::profiles::v1development::{
-    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
-};
+#[cfg(feature = "otlp-grpc")]
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceResponse;
 
 /// The resource attributes of this process's pushes: `service.name` first.
 pub fn resource(labels: &[(String, String)], process: &ReportContext) -> Vec<(String, String)> {
@@ -83,22 +83,10 @@ fn taken(answer: ExportProfilesServiceResponse) -> Result<(), Failure> {
     }
 }
 
-/// Sends one request over OTLP/HTTP (protobuf, gzipped); Ok when the receiver took all of it.
-fn send_http(
-    target: &Target,
-    headers: &[(String, String)],
-    request: &ExportProfilesServiceRequest,
-) -> Result<(), Failure> {
-    let io = |e: std::io::Error| Failure { what: e.to_string(), retry: None };
-    let mut gz = crate::report::pprof::gzip(Vec::new());
-    std::io::Write::write_all(&mut gz, &request.encode_to_vec()).map_err(io)?;
-    let gz = gz.finish().map_err(io)?;
-    let body = Body {
-        content_type: "application/x-protobuf",
-        encoding: Some("gzip"),
-        headers,
-        bytes: &gz,
-    };
+/// Sends one gzipped request body over OTLP/HTTP; Ok when the receiver took all of it.
+fn send_http(target: &Target, headers: &[(String, String)], gz: &[u8]) -> Result<(), Failure> {
+    let body =
+        Body { content_type: "application/x-protobuf", encoding: Some("gzip"), headers, bytes: gz };
     let said = client::post(target, &target.prefix, body)?;
     // An answer that is no response message (an empty body) takes everything.
     taken(ExportProfilesServiceResponse::decode(&said[..]).unwrap_or_default())
@@ -188,6 +176,13 @@ impl Grpc {
     }
 }
 
+/// One push as built: the gzipped body of an OTLP/HTTP request, or the message gRPC sends.
+enum Payload {
+    Gz(Vec<u8>),
+    #[cfg(feature = "otlp-grpc")]
+    Request(Box<ExportProfilesServiceRequest>),
+}
+
 /// Where a pushing thread sends.
 enum Transport {
     Http(Target),
@@ -242,21 +237,30 @@ pub(crate) fn start(
             Transport::Http(_) => None,
         };
         let mut since = AllocBaseline::empty(SystemTime::now());
+        // Each push is made whole inside the report's build, whose memory was granted: the
+        // gzipped body for HTTP, the message for gRPC.
         let build = || {
-            let (request, now) = profiles::delta_otlp_request(source, &since, &resource)?;
+            let (push, now) = match &transport {
+                Transport::Http(_) => profiles::delta_otlp_gz(source, &since, &resource)
+                    .map(|(gz, now)| (Payload::Gz(gz), now))?,
+                #[cfg(feature = "otlp-grpc")]
+                Transport::Grpc(_) => profiles::delta_otlp_request(source, &since, &resource)
+                    .map(|(request, now)| (Payload::Request(Box::new(request)), now))?,
+                #[cfg(not(feature = "otlp-grpc"))]
+                Transport::Grpc(_) => unreachable!("refused above"),
+            };
             // The next push starts here, whether this one is taken or dropped.
             since = now;
-            Ok(Some(request))
+            Ok(Some(push))
         };
-        let send = |request: &ExportProfilesServiceRequest| match &transport {
-            Transport::Http(target) => send_http(target, &headers, request),
+        let send = |push: &Payload| match (&transport, push) {
+            (Transport::Http(target), Payload::Gz(gz)) => send_http(target, &headers, gz),
             #[cfg(feature = "otlp-grpc")]
-            Transport::Grpc(_) => match &grpc {
+            (Transport::Grpc(_), Payload::Request(request)) => match &grpc {
                 Some(g) => g.send(request),
                 None => unreachable!("made above"),
             },
-            #[cfg(not(feature = "otlp-grpc"))]
-            Transport::Grpc(_) => unreachable!("refused above"),
+            _ => unreachable!("each transport builds its own payload"),
         };
         client::run(&format!("OTLP push to {shown}"), interval, &|| runner.exiting(), build, send);
     });
