@@ -48,13 +48,15 @@ fn descriptor_table_is_the_programs_own() {
 /// for 4 s, checking after each call that it got the lowest free number and that each close
 /// succeeds, while reports are checked every second, the live file is written every 50 ms and
 /// the endpoint is scraped over and over: it sees what it sees in its plain run, no wrong
-/// number, no failed close or call, and a pipe it closed reads end-of-file. (With the report
+/// number, no failed close or call, and a pipe it closed reads end-of-file; pushes to Pyroscope
+/// and OTLP go out every second meanwhile. (With the report
 /// thread's I/O in the program's table it saw 5,280 wrong numbers and 6 failed closes in 3 s.)
 #[test]
 fn a_program_that_checks_every_descriptor_number_sees_no_difference() {
     let dir = TestDir::new("descriptors-checker");
     let exe = dir.compile_c("fd_checker.c", &[]);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let pushes = answer_every_post();
     let run = Run::new(&exe).arg("4000").timeout(Duration::from_secs(60));
     let without = run.clone().without_preload().run();
     let reports = dir.join("reports");
@@ -62,6 +64,9 @@ fn a_program_that_checks_every_descriptor_number_sees_no_difference() {
         .with_preload()
         .envs(&REPORTING)
         .env("YING_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("YING_PUSH_URL", format!("http://127.0.0.1:{}", pushes.0))
+        .env("YING_OTLP_URL", format!("http://127.0.0.1:{}", pushes.0))
+        .env("YING_PUSH_INTERVAL_SECS", "1")
         .env("YING_REPORTING_PATH", reports.display().to_string());
     let shim = std::thread::spawn(move || with_run.run());
     // Scrapes the endpoint (the heap profile: the tables, a symbolization, a gzip) until the
@@ -91,8 +96,52 @@ fn a_program_that_checks_every_descriptor_number_sees_no_difference() {
     c.check(c.with.status == c.without.status, "exit status differs");
     c.check(c.with.stdout == c.without.stdout, "stdout differs between the two runs");
     c.check(scrapes >= 5, format!("the endpoint answered {scrapes} scrapes"));
+    let pushed = pushes.1.load(std::sync::atomic::Ordering::SeqCst);
+    c.check(pushed >= 4, format!("{pushed} pushes (Pyroscope's and OTLP's) arrived"));
     c.check(c.main_reports().len() >= 2, "fewer than two report sets: no periodic report ran");
     c.assert_no_ying_lines();
+}
+
+/// A server that answers every request with 200 and counts them: where the checker's pushes go.
+fn answer_every_post() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            // The head, then as much body as its length says.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                let Some(end) = text.find("\r\n\r\n") else { continue };
+                let len = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_string())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + len {
+                    break;
+                }
+            }
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (port, count)
 }
 
 /// At soft limits of 4, 5 and 6 descriptors the program opens 1, 2 and 3 files, as in the plain
