@@ -67,6 +67,7 @@ use serde::ser::Serializer;
 
 use super::model::Report;
 use super::model::groups;
+use super::timeline::GroupFigures;
 use super::{ReportPaths, utc_timestamp};
 use crate::callstack::Measurement;
 use crate::engine::mapped::MappedState;
@@ -131,18 +132,16 @@ struct Group {
     stacks: u32,
 }
 
-/// The rows of `groups` the manifest lists.
+/// The rows of `groups` the manifest lists: the page's (`timeline::GroupFigures::listed`).
 fn group_rows(groups: &[groups::Group]) -> Vec<Group> {
-    let whole = |v: f64| v.max(0.0).round() as u64;
-    groups
-        .iter()
-        .take(groups::LISTED)
+    GroupFigures::listed(groups)
+        .into_iter()
         .map(|g| Group {
-            name: g.name.clone(),
-            retained_bytes: whole(g.retained),
-            retained_bytes_stderr: whole(g.retained_var.sqrt()),
-            allocated_bytes: whole(g.allocated),
-            allocated_bytes_stderr: whole(g.allocated_var.sqrt()),
+            name: g.name,
+            retained_bytes: g.retained,
+            retained_bytes_stderr: f64::from(g.retained_stderr).round() as u64,
+            allocated_bytes: g.allocated,
+            allocated_bytes_stderr: f64::from(g.allocated_stderr).round() as u64,
             stacks: g.stacks,
         })
         .collect()

@@ -128,7 +128,7 @@ pub struct GroupFigures {
 
 impl GroupFigures {
     /// The rows of `groups` the outputs list (the first ten).
-    fn listed(groups: &[groups::Group]) -> Vec<Self> {
+    pub(crate) fn listed(groups: &[groups::Group]) -> Vec<Self> {
         groups
             .iter()
             .take(groups::LISTED)
